@@ -1,0 +1,31 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both provision .venv first.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup test demo lint bench clean-venv help
+
+help:
+	@echo "make demo   - run the end-to-end demo on the embedded default (CPU, no downloads)"
+	@echo "make test   - run the whole test suite"
+	@echo "make lint   - flake8 (99 columns, the ament convention)"
+	@echo "make bench  - run the benchmarks in benchmarks/ (results: benchmarks/RESULTS.md)"
+	@echo "make setup  - provision .venv (idempotent; called by every other target)"
+
+setup:
+	@tools/setup.sh
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: setup
+	$(PY) -m g2g_ros.demo $(DEMO_ARGS)
+
+lint: setup
+	$(PY) -m flake8
+
+bench: setup
+	$(PY) -m benchmarks.run_all
+
+clean-venv:
+	rm -rf $(VENV) build

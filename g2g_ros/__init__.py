@@ -1,0 +1,1 @@
+"""ROS 2 nodes, tools and building blocks around g2g_model."""

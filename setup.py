@@ -1,0 +1,35 @@
+"""ament_python package g2g_ros; also installs the ROS-free library g2g_model.
+
+`pip install -e .` works for development; `colcon build --base-paths . g2g_msgs` builds both
+packages in a full ROS 2 workspace (colcon stops descending at the root package.xml).
+"""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "g2g_ros"
+
+CONSOLE_SCRIPTS = [
+]
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(include=["g2g_ros", "g2g_ros.*", "g2g_model", "g2g_model.*"]),
+    package_data={"g2g_model": ["assets/*", "assets/**/*"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+        ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
+        ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=False,
+    maintainer="G2G ROS maintainers",
+    maintainer_email="maintainers@g2g-ros.org",
+    description="G2G group-to-group pose estimation for ROS 2 (relocalization, rig odometry).",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    entry_points={"console_scripts": CONSOLE_SCRIPTS},
+)

@@ -1,0 +1,14 @@
+"""Test-wide settings.
+
+DDS isolation: every pytest run gets its own ROS domain and localhost-only discovery, so two
+runs on the same machine (or a developer's live robot graph) never see each other's traffic.
+Child processes started by the tests inherit these variables.
+"""
+
+import os
+import random
+
+# Domain ids 1..101 are safe with Fast DDS default ports; pick from the pid so parallel runs differ.
+os.environ["ROS_DOMAIN_ID"] = str(1 + (os.getpid() + random.randrange(1000)) % 100)
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
