@@ -1,0 +1,95 @@
+"""The backbone interface shared by every frozen multi-view encoder, and the name registry.
+
+A backbone encodes ONE group of frames in the group's own frame (frame 0 at the identity) from
+RGB, per-pixel ray directions (computed from the intrinsics) and camera poses, and returns
+geometry-enhanced patch features. Camera extrinsics enter G2G only here.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Type
+
+import torch
+from torch import nn
+
+_REGISTRY: Dict[str, Type["Backbone"]] = {}
+
+
+class Backbone(nn.Module):
+    """Base class. Subclasses set ``name`` and implement :meth:`forward`.
+
+    Attributes:
+        feature_dim: D, the channel width of the returned features.
+        patch_size: pixels per patch side; P = (H / patch_size) * (W / patch_size).
+        image_size: (H, W) the backbone expects; :mod:`g2g_model.inference` resizes to it.
+    """
+
+    name: str = ""
+    feature_dim: int
+    patch_size: int
+    image_size: tuple
+
+    def forward(
+        self,
+        images: torch.Tensor,
+        intrinsics: torch.Tensor,
+        cam_to_anchor: torch.Tensor,
+    ) -> torch.Tensor:
+        """Encode groups of frames.
+
+        Args:
+            images: ``[B, N, 3, H, W]`` float RGB in [0, 1] (un-normalised; each backbone applies
+                its own normalisation).
+            intrinsics: ``[B, N, 3, 3]`` pinhole K in pixels of the given H x W.
+            cam_to_anchor: ``[B, N, 4, 4]`` T_{X0<-Xi}, frame 0 is the identity, metres,
+                OpenCV axes.
+
+        Returns:
+            ``[B, N, P, D]`` patch features.
+        """
+        raise NotImplementedError
+
+    def num_patches(self, height: int, width: int) -> int:
+        return (height // self.patch_size) * (width // self.patch_size)
+
+
+def register_backbone(name: str) -> Callable[[Type[Backbone]], Type[Backbone]]:
+    """Class decorator: make a backbone constructible by name (no ``eval`` of strings)."""
+
+    def wrap(cls: Type[Backbone]) -> Type[Backbone]:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"backbone name {name!r} is already registered to {_REGISTRY[name]}")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return wrap
+
+
+def backbone_class(name: str) -> Type[Backbone]:
+    """Look up a registered backbone class; unknown names raise ``ValueError`` listing choices."""
+    _import_builtin_backbones()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown backbone {name!r}; registered backbones: {sorted(_REGISTRY)}"
+        ) from None
+
+
+def registered_backbones() -> list:
+    _import_builtin_backbones()
+    return sorted(_REGISTRY)
+
+
+def _import_builtin_backbones() -> None:
+    # Importing the modules runs their @register_backbone decorators. Kept lazy so that importing
+    # this base module stays cheap and free of side effects.
+    import importlib
+
+    for module in ("g2g_model.backbones.mapanything_v1", "g2g_model.backbones.compact"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
