@@ -93,8 +93,12 @@ def matrix_to_quat_xyzw(rotation: np.ndarray) -> np.ndarray:
     x_case = best == 1
     y_case = best == 2
     z_case = best == 3
-    d21, d02, d10 = r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1]
-    s01, s02, s12 = r[..., 0, 1] + r[..., 1, 0], r[..., 0, 2] + r[..., 2, 0], r[..., 1, 2] + r[..., 2, 1]
+    d21 = r[..., 2, 1] - r[..., 1, 2]
+    d02 = r[..., 0, 2] - r[..., 2, 0]
+    d10 = r[..., 1, 0] - r[..., 0, 1]
+    s01 = r[..., 0, 1] + r[..., 1, 0]
+    s02 = r[..., 0, 2] + r[..., 2, 0]
+    s12 = r[..., 1, 2] + r[..., 2, 1]
     q[w_case] = np.stack([d21 / s, d02 / s, d10 / s, 0.25 * s], -1)[w_case]
     q[x_case] = np.stack([0.25 * s, s01 / s, s02 / s, d21 / s], -1)[x_case]
     q[y_case] = np.stack([s01 / s, 0.25 * s, s12 / s, d02 / s], -1)[y_case]

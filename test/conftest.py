@@ -8,7 +8,7 @@ Child processes started by the tests inherit these variables.
 import os
 import random
 
-# Domain ids 1..101 are safe with Fast DDS default ports; pick from the pid so parallel runs differ.
+# Domain ids 1..100 are safe with Fast DDS default ports; vary by pid so parallel runs differ.
 os.environ["ROS_DOMAIN_ID"] = str(1 + (os.getpid() + random.randrange(1000)) % 100)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")

@@ -7,7 +7,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-VENV="$ROOT/.venv"
+# G2G_VENV relocates the venv (the setup tests use a scratch one); G2G_SETUP_FORCE=1 ignores the
+# stamp and redoes every step.
+VENV="${G2G_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 STAMP="$VENV/.g2g-setup-stamp"
 PYTHON="${PYTHON:-python3.11}"
@@ -22,7 +24,7 @@ inputs_hash() {
 }
 
 HASH="$(inputs_hash)"
-if [[ -x "$PY" && -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" ]]; then
+if [[ "${G2G_SETUP_FORCE:-0}" != 1 && -x "$PY" && -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" ]]; then
     say "up to date (.venv matches requirements and interfaces)"
     exit 0
 fi
@@ -48,7 +50,7 @@ fi
 say "installing pinned packages (ROS 2 Kilted wheels, torch 2.13.0 CPU, Python deps)"
 if ! "$PY" -m pip install --quiet --disable-pip-version-check --retries 2 --timeout 30 \
         -r requirements/ros.txt -r requirements/python.txt -c requirements/constraints.txt; then
-    die "pip could not install the pinned packages. Is the package registry (PyPI) reachable? Try: $PY -m pip download --no-deps -d /tmp ros-rclpy==9.1.2"
+    die "pip could not install the pinned packages (output above). Is the package registry (PyPI) reachable from this machine? Check with: $PY -m pip download --no-deps -d /tmp ros-rclpy==9.1.2"
 fi
 
 # --- repair the wheels' CMake exports (see tools/fix_wheel_cmake.py for why) ------------------

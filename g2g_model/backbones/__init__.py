@@ -1,5 +1,10 @@
 """Frozen multi-view backbones behind one interface (see :mod:`g2g_model.backbones.base`)."""
 
-from g2g_model.backbones.base import Backbone, backbone_class, register_backbone, registered_backbones
+from g2g_model.backbones.base import (
+    Backbone,
+    backbone_class,
+    register_backbone,
+    registered_backbones,
+)
 
 __all__ = ["Backbone", "backbone_class", "register_backbone", "registered_backbones"]
