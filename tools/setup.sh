@@ -48,7 +48,13 @@ if [[ ! -x "$PY" ]]; then
     "$PYTHON" -m venv "$VENV" || die "could not create the venv (on Debian: apt-get install python3-venv)"
 fi
 say "installing pinned packages (ROS 2 Kilted wheels, torch 2.13.0 CPU, Python deps)"
-if ! "$PY" -m pip install --quiet --disable-pip-version-check --retries 2 --timeout 30 \
+pip_quiet() {
+    # The machine-wide pip config lists local wheel folders that may not exist; pip warns about
+    # each one on every package. Hide that noise, keep everything else and pip's exit status.
+    "$PY" -m pip "$@" 2>&1 | { grep -v "^WARNING: Location 'file://" || true; }
+    return "${PIPESTATUS[0]}"
+}
+if ! pip_quiet install --quiet --disable-pip-version-check --retries 2 --timeout 30 \
         -r requirements/ros.txt -r requirements/python.txt -c requirements/constraints.txt; then
     die "pip could not install the pinned packages (output above). Is the package registry (PyPI) reachable from this machine? Check with: $PY -m pip download --no-deps -d /tmp ros-rclpy==9.1.2"
 fi
@@ -80,7 +86,7 @@ colcon_build g2g_msgs
 
 # --- this package ----------------------------------------------------------------------------
 say "installing g2g_ros + g2g_model in editable mode"
-"$PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . \
+pip_quiet install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . \
     || die "editable install of the project failed"
 
 echo "$HASH" >"$STAMP"
