@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     for name, value in _check_environment():
         print(f"  {name:<10} {value}")
     seconds = _dds_round_trip()
-    print(f"\n  GroupAlignment sent from a second process over DDS and received in {seconds:.2f} s")
+    print(f"\n  GroupAlignment sent from a second process over DDS, received in {seconds:.2f} s")
     print("\nDemo finished: environment provisioned and the interfaces work across processes.")
     return 0
 
