@@ -1,0 +1,108 @@
+"""The node graphs that the launch files start, described once in plain Python.
+
+`launch/*.launch.py` (for `ros2 launch` on a full ROS 2 install) and `g2g-bringup` (the runner
+used here, where the launch packages cannot be installed) both read these descriptions, so the
+two always start the same nodes with the same parameter files and arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Tuple
+
+PACKAGE = "g2g_ros"
+
+
+@dataclass(frozen=True)
+class LaunchArgument:
+    name: str
+    default: str
+    description: str
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of a graph.
+
+    Attributes:
+        executable: console-script name installed in ``lib/g2g_ros``.
+        name: node name.
+        params_files: parameter files under ``config/`` (before the launch-argument overrides).
+        arg_parameters: ``(parameter, launch argument)`` pairs: parameters taken from arguments.
+        condition: name of a boolean launch argument that must be true to start this node.
+    """
+
+    executable: str
+    name: str
+    params_files: Tuple[str, ...] = ()
+    arg_parameters: Tuple[Tuple[str, str], ...] = ()
+    condition: str = ""
+
+
+COMMON_ARGUMENTS = (
+    LaunchArgument("params_file", "", "extra YAML parameter file applied after the rig file"),
+    LaunchArgument("rig", "sim", "rig preset: a file config/<rig>.yaml (sim, nclt, zjh)"),
+    LaunchArgument("use_sim_time", "false", "use /clock (bag replay)"),
+    LaunchArgument("namespace", "", "namespace for all nodes"),
+    LaunchArgument("device", "cpu", "torch device for the model (cpu, cuda, cuda:1)"),
+    LaunchArgument("log_level", "info", "ROS log level"),
+    LaunchArgument("checkpoint", "", "G2G checkpoint; empty = the embedded default"),
+)
+
+
+@dataclass(frozen=True)
+class Graph:
+    name: str
+    description: str
+    arguments: Tuple[LaunchArgument, ...]
+    nodes: Tuple[NodeSpec, ...] = field(default_factory=tuple)
+
+    def argument_defaults(self) -> Dict[str, str]:
+        return {a.name: a.default for a in self.arguments}
+
+
+_MODEL_PARAMS = (("device", "device"), ("checkpoint", "checkpoint"))
+
+GRAPHS: Dict[str, Graph] = {
+    "rig_odometry": Graph(
+        name="rig_odometry",
+        description="Multi-camera rig odometry: publishes odom->base_link and nav_msgs/Odometry.",
+        arguments=COMMON_ARGUMENTS,
+        nodes=(NodeSpec("rig_odometry", "rig_odometry", arg_parameters=_MODEL_PARAMS),),
+    ),
+    "relocalize": Graph(
+        name="relocalize",
+        description="Relocalization against a stored map: publishes map->odom.",
+        arguments=COMMON_ARGUMENTS + (
+            LaunchArgument("map", "", "map artefact to load at start-up (g2g-map build ...)"),
+            LaunchArgument("with_odometry", "false",
+                           "also start rig_odometry as the odom->base_link source"),
+        ),
+        nodes=(
+            NodeSpec("relocalize", "relocalize",
+                     arg_parameters=_MODEL_PARAMS + (("map_path", "map"),)),
+            NodeSpec("rig_odometry", "rig_odometry", arg_parameters=_MODEL_PARAMS,
+                     condition="with_odometry"),
+        ),
+    ),
+    "map_builder": Graph(
+        name="map_builder",
+        description="Record keyframes into a map; ~/save_map writes it.",
+        arguments=COMMON_ARGUMENTS,
+        nodes=(NodeSpec("map_builder", "map_builder", arg_parameters=_MODEL_PARAMS),),
+    ),
+}
+
+
+def node_parameter_overrides(node: NodeSpec, args: Dict[str, str]) -> List[Tuple[str, str]]:
+    """``(parameter, value)`` pairs a node gets from launch arguments (empty values skipped)."""
+    out = []
+    for param, arg in node.arg_parameters:
+        value = args.get(arg, "")
+        if value != "":
+            out.append((param, value))
+    return out
+
+
+def is_true(value: str) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
