@@ -1,0 +1,169 @@
+"""Rig odometry without ROS: spatial groups at t_prev and t -> body motion -> composed odometry.
+
+Group A is the rig at the previous keyframe, group B the rig now; each group's intra-group
+geometry comes from the rig extrinsics (base_T_cam). G2G predicts T_{A0<-Bj} for every camera j
+of B. Each camera gives one estimate of the body motion
+
+    base_prev_T_base_now = base_T_camA0 @ T_{A0<-Bj} @ inv(base_T_camBj)
+
+and the estimates are fused (chordal mean of rotations, mean of translations). The motion is
+composed onto the odometry pose; the twist is the motion over the elapsed time, in base_link.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from g2g_model.geometry import invert_pose, make_pose, project_to_rotation, rotation_angle_deg
+from g2g_model.groups import Group
+
+LOG = logging.getLogger(__name__)
+
+# estimate(group_a, group_b) -> [N_B, 4, 4] array of T_{A0<-Bj}
+EstimateFn = Callable[[Group, Group], np.ndarray]
+
+
+@dataclass
+class RigFrames:
+    """One synchronized observation of the rig.
+
+    Attributes:
+        stamp_ns: the group's stamp (the earliest camera stamp, or the sync pivot).
+        cameras: camera names present, in rig order.
+        images: RGB ``uint8 [H, W, 3]`` per camera.
+        intrinsics: ``[N, 3, 3]`` per camera.
+    """
+
+    stamp_ns: int
+    cameras: List[str]
+    images: List[np.ndarray]
+    intrinsics: np.ndarray
+
+
+@dataclass
+class OdometryUpdate:
+    stamp_ns: int
+    odom_T_base: np.ndarray           # [4, 4]
+    delta: np.ndarray                 # base_prev_T_base_now [4, 4]
+    linear_velocity: np.ndarray       # [3] m/s in base_link
+    angular_velocity: np.ndarray      # [3] rad/s in base_link
+    covariance: np.ndarray            # [6, 6] pose covariance (x y z roll pitch yaw)
+    spread_m: float                   # disagreement between the per-camera motion estimates
+    cameras: List[str] = field(default_factory=list)
+    is_initial: bool = False
+
+
+def fuse_poses(poses: Sequence[np.ndarray]) -> np.ndarray:
+    """Mean of rigid transforms: chordal L2 mean of the rotations, mean of translations."""
+    poses = np.asarray(poses, dtype=np.float64)
+    rot = project_to_rotation(poses[:, :3, :3].mean(axis=0))
+    return make_pose(rot, poses[:, :3, 3].mean(axis=0))
+
+
+def rotation_vector(rotation: np.ndarray) -> np.ndarray:
+    """Log map of SO(3): axis * angle (radians)."""
+    angle = np.radians(rotation_angle_deg(rotation))
+    if angle < 1e-9:
+        return np.zeros(3)
+    w = np.array([rotation[2, 1] - rotation[1, 2], rotation[0, 2] - rotation[2, 0],
+                  rotation[1, 0] - rotation[0, 1]])
+    if np.pi - angle < 1e-6:
+        # Near pi the antisymmetric part vanishes: magnitudes from the diagonal, signs from the
+        # symmetric off-diagonal terms relative to the largest component.
+        axis = np.sqrt(np.maximum((np.diag(rotation) + 1.0) / 2.0, 0.0))
+        k = int(np.argmax(axis))
+        for i in range(3):
+            if i != k and rotation[i, k] + rotation[k, i] < 0:
+                axis[i] = -axis[i]
+        return axis / np.linalg.norm(axis) * angle
+    return w / (2.0 * np.sin(angle)) * angle
+
+
+class RigOdometry:
+    """Composes G2G rig-to-rig motion estimates into odometry.
+
+    Args:
+        estimate: the G2G call, see :data:`EstimateFn`.
+        base_T_cam: rig extrinsics per camera name.
+        keyframe_stride: use every k-th synchronized group (1 = every group).
+        step_covariance: per-step pose variance added to the covariance (x y z roll pitch yaw).
+        max_spread_m: per-camera motion estimates that disagree by more than this are rejected.
+    """
+
+    def __init__(self, estimate: EstimateFn, base_T_cam: Dict[str, np.ndarray],
+                 keyframe_stride: int = 1, step_covariance: Sequence[float] = (
+                     1e-3, 1e-3, 1e-3, 3e-4, 3e-4, 3e-4),
+                 max_spread_m: float = 1.0):
+        if keyframe_stride < 1:
+            raise ValueError(f"keyframe_stride must be >= 1, got {keyframe_stride}")
+        if len(step_covariance) != 6 or min(step_covariance) < 0:
+            raise ValueError(f"step_covariance must be 6 non-negative values, got "
+                             f"{list(step_covariance)}")
+        self.estimate = estimate
+        self.base_T_cam = {k: np.asarray(v, float) for k, v in base_T_cam.items()}
+        self.keyframe_stride = keyframe_stride
+        self.step_covariance = np.diag(step_covariance)
+        self.max_spread_m = max_spread_m
+        self.reset()
+
+    def reset(self, odom_T_base: Optional[np.ndarray] = None) -> None:
+        """Forget the previous keyframe; start again from ``odom_T_base`` (identity default)."""
+        self.odom_T_base = np.eye(4) if odom_T_base is None else np.asarray(odom_T_base, float)
+        self.covariance = np.zeros((6, 6))
+        self._previous: Optional[RigFrames] = None
+        self._seen = 0
+        self.rejected = 0
+
+    def _group(self, frames: RigFrames) -> Group:
+        missing = [c for c in frames.cameras if c not in self.base_T_cam]
+        if missing:
+            raise ValueError(f"no extrinsics for camera(s) {missing}; known: "
+                             f"{sorted(self.base_T_cam)}")
+        # The rig at one instant: world = base_link at that instant.
+        poses = np.stack([self.base_T_cam[c] for c in frames.cameras])
+        return Group(images=frames.images, intrinsics=frames.intrinsics, cam_to_world=poses)
+
+    def process(self, frames: RigFrames) -> Optional[OdometryUpdate]:
+        """Feed one synchronized group; returns an update, or None if skipped by the stride."""
+        self._seen += 1
+        if self._previous is not None and (self._seen - 1) % self.keyframe_stride:
+            return None
+        if self._previous is not None and frames.stamp_ns <= self._previous.stamp_ns:
+            raise ValueError(
+                f"group stamp {frames.stamp_ns} ns is not after the previous keyframe "
+                f"{self._previous.stamp_ns} ns"
+            )
+        group = self._group(frames)
+        if self._previous is None:
+            self._previous = frames
+            return OdometryUpdate(frames.stamp_ns, self.odom_T_base.copy(), np.eye(4),
+                                  np.zeros(3), np.zeros(3), self.covariance.copy(), 0.0,
+                                  list(frames.cameras), is_initial=True)
+        prev = self._previous
+        t_a0_bj = np.asarray(self.estimate(self._group(prev), group), dtype=np.float64)
+        if t_a0_bj.shape != (len(frames.cameras), 4, 4) or not np.all(np.isfinite(t_a0_bj)):
+            raise ValueError(f"model returned an invalid pose array of shape {t_a0_bj.shape}")
+        base_T_a0 = self.base_T_cam[prev.cameras[0]]
+        motions = [base_T_a0 @ t @ invert_pose(self.base_T_cam[cam])
+                   for t, cam in zip(t_a0_bj, frames.cameras)]
+        delta = fuse_poses(motions)
+        spread = float(max(np.linalg.norm(m[:3, 3] - delta[:3, 3]) for m in motions))
+        if spread > self.max_spread_m:
+            self.rejected += 1
+            # Keep the previous keyframe: the next group is compared against it again.
+            raise ValueError(f"per-camera motion estimates disagree by {spread:.2f} m "
+                             f"(> max_spread_m={self.max_spread_m}); group rejected")
+        dt = (frames.stamp_ns - prev.stamp_ns) * 1e-9
+        self.odom_T_base = self.odom_T_base @ delta
+        self.covariance = self.covariance + self.step_covariance
+        self._previous = frames
+        return OdometryUpdate(
+            stamp_ns=frames.stamp_ns, odom_T_base=self.odom_T_base.copy(), delta=delta,
+            linear_velocity=delta[:3, 3] / dt,
+            angular_velocity=rotation_vector(delta[:3, :3]) / dt,
+            covariance=self.covariance.copy(), spread_m=spread, cameras=list(frames.cameras),
+        )

@@ -1,0 +1,191 @@
+"""Relocalization without ROS: query window buffer, map-window choice, G2G, correction gating.
+
+Group B is the last W frames of the robot (one camera, with odometry poses odom_T_cam at each
+image stamp); group A is a window of W map frames (map_T_cam). G2G predicts T_{A0<-Bj}; each
+query frame gives an estimate of the correction
+
+    map_T_odom = map_T_A0 @ T_{A0<-Bj} @ inv(odom_T_Bj)
+
+which are fused. The gate accepts a correction only if it is consistent: the first fix (and any
+fix that jumps by more than the limits from the current one) needs ``consistency_count``
+consecutive candidates that agree with each other within the jump limits.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass, field
+from typing import Deque, List, Optional, Tuple
+
+import numpy as np
+
+from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+from g2g_model.groups import Group
+from g2g_ros.odometry_core import fuse_poses
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class QueryFrame:
+    stamp_ns: int
+    image: np.ndarray          # RGB uint8 [H, W, 3]
+    intrinsics: np.ndarray     # [3, 3]
+    odom_T_cam: np.ndarray     # [4, 4] odometry pose of the camera at the image stamp
+
+
+class QueryBuffer:
+    """The last ``window`` query frames, spaced by at least a minimum motion.
+
+    Frames closer than ``min_translation_m`` and ``min_rotation_deg`` to the newest buffered
+    frame are skipped (a standing robot gives no new geometry). Stamps must increase.
+    """
+
+    def __init__(self, window: int, min_translation_m: float = 0.1,
+                 min_rotation_deg: float = 5.0):
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.window = window
+        self.min_translation_m = min_translation_m
+        self.min_rotation_deg = min_rotation_deg
+        self.frames: Deque[QueryFrame] = collections.deque(maxlen=window)
+        self.skipped = 0
+
+    def add(self, frame: QueryFrame) -> bool:
+        """Buffer a frame; returns False when it was skipped (too little motion)."""
+        if not np.all(np.isfinite(frame.odom_T_cam)):
+            raise ValueError(f"query frame at {frame.stamp_ns} ns has a non-finite odometry pose")
+        if self.frames:
+            last = self.frames[-1]
+            if frame.stamp_ns <= last.stamp_ns:
+                raise ValueError(f"query stamp {frame.stamp_ns} ns is not after the last "
+                                 f"buffered stamp {last.stamp_ns} ns")
+            rel = relative_pose(last.odom_T_cam, frame.odom_T_cam)
+            if (np.linalg.norm(rel[:3, 3]) < self.min_translation_m
+                    and rotation_angle_deg(rel[:3, :3]) < self.min_rotation_deg):
+                self.skipped += 1
+                return False
+        self.frames.append(frame)
+        return True
+
+    def full(self) -> bool:
+        return len(self.frames) == self.window
+
+    def clear(self) -> None:
+        self.frames.clear()
+
+    def group(self) -> Group:
+        frames = list(self.frames)
+        return Group(images=[f.image for f in frames],
+                     intrinsics=np.stack([f.intrinsics for f in frames]),
+                     cam_to_world=np.stack([f.odom_T_cam for f in frames]),
+                     stamps=[f.stamp_ns for f in frames])
+
+
+@dataclass
+class GateConfig:
+    max_jump_translation_m: float = 1.0
+    max_jump_rotation_deg: float = 10.0
+    consistency_count: int = 2
+    min_overlap_score: float = 0.0
+    max_fusion_spread_m: float = 1.0
+
+    def validate(self) -> "GateConfig":
+        if self.consistency_count < 1:
+            raise ValueError(f"consistency_count must be >= 1, got {self.consistency_count}")
+        if self.max_jump_translation_m <= 0 or self.max_jump_rotation_deg <= 0:
+            raise ValueError("jump limits must be positive")
+        return self
+
+
+@dataclass
+class Candidate:
+    map_T_odom: np.ndarray
+    stamp_ns: int
+    overlap_score: float
+    spread_m: float
+    t_a0_bj: np.ndarray = field(repr=False, default=None)
+
+
+@dataclass
+class GateDecision:
+    accepted: bool
+    reason: str
+    candidate: Optional[Candidate] = None
+
+
+def correction_from_prediction(map_T_a0: np.ndarray, t_a0_bj: np.ndarray,
+                               odom_T_bj: np.ndarray) -> Tuple[np.ndarray, float]:
+    """Fuse the per-frame map->odom estimates; returns (map_T_odom, spread in metres)."""
+    estimates = [map_T_a0 @ t @ invert_pose(o) for t, o in zip(t_a0_bj, odom_T_bj)]
+    fused = fuse_poses(estimates)
+    spread = float(max(np.linalg.norm(e[:3, 3] - fused[:3, 3]) for e in estimates))
+    return fused, spread
+
+
+def pose_jump(a: np.ndarray, b: np.ndarray) -> Tuple[float, float]:
+    rel = relative_pose(a, b)
+    return float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
+
+
+class CorrectionGate:
+    """Decides whether a candidate map->odom correction is published (see module docstring)."""
+
+    def __init__(self, config: GateConfig):
+        self.config = config.validate()
+        self.current: Optional[np.ndarray] = None
+        self.pending: List[Candidate] = []
+        self.rejected = 0
+        self.accepted = 0
+
+    def reset(self) -> None:
+        self.current = None
+        self.pending = []
+
+    def set_current(self, map_T_odom: np.ndarray) -> None:
+        self.current = np.asarray(map_T_odom, float)
+        self.pending = []
+
+    def _within(self, a: np.ndarray, b: np.ndarray) -> bool:
+        dt, dr = pose_jump(a, b)
+        return dt <= self.config.max_jump_translation_m and dr <= self.config.max_jump_rotation_deg
+
+    def offer(self, cand: Candidate) -> GateDecision:
+        cfg = self.config
+        if not np.all(np.isfinite(cand.map_T_odom)):
+            self.rejected += 1
+            return GateDecision(False, "non-finite correction", cand)
+        if cand.overlap_score < cfg.min_overlap_score:
+            self.rejected += 1
+            return GateDecision(False, f"overlap score {cand.overlap_score:.2f} < "
+                                f"min_overlap_score {cfg.min_overlap_score:.2f}", cand)
+        if cand.spread_m > cfg.max_fusion_spread_m:
+            self.rejected += 1
+            return GateDecision(False, f"per-frame estimates disagree by {cand.spread_m:.2f} m",
+                                cand)
+        if self.current is not None and self._within(self.current, cand.map_T_odom):
+            self.current = cand.map_T_odom
+            self.pending = []
+            self.accepted += 1
+            return GateDecision(True, "consistent with the current correction", cand)
+        # First fix, or a jump: require consistency_count mutually consistent candidates.
+        if self.pending and not self._within(self.pending[-1].map_T_odom, cand.map_T_odom):
+            self.pending = []
+        self.pending.append(cand)
+        if len(self.pending) >= cfg.consistency_count:
+            self.current = fuse_poses([c.map_T_odom for c in self.pending])
+            self.pending = []
+            self.accepted += 1
+            return GateDecision(True, "first fix" if self.accepted == 1 else
+                                "re-localized after a jump", cand)
+        self.rejected += 1
+        if self.current is None:
+            why = f"waiting for {cfg.consistency_count} consistent candidates " \
+                  f"({len(self.pending)} so far)"
+        else:
+            dt, dr = pose_jump(self.current, cand.map_T_odom)
+            why = (f"jump of {dt:.2f} m / {dr:.1f} deg exceeds the limits "
+                   f"({cfg.max_jump_translation_m} m / {cfg.max_jump_rotation_deg} deg); "
+                   f"{len(self.pending)}/{cfg.consistency_count} consistent candidates")
+        return GateDecision(False, why, cand)

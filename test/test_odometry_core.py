@@ -1,0 +1,155 @@
+"""Rig-odometry composition and relocalization gating, with exact geometric estimates.
+
+The estimate function here computes T_{A0<-Bj} from ground truth, so these tests check the
+composition/gating logic exactly; the model itself is tested elsewhere.
+"""
+
+import numpy as np
+import pytest
+
+from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
+from g2g_ros.odometry_core import RigFrames, RigOdometry, fuse_poses, rotation_vector
+from g2g_ros.reloc_core import (
+    Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame, correction_from_prediction,
+)
+
+K = np.array([[100.0, 0, 32], [0, 100, 32], [0, 0, 1]])
+# Two cameras: front (optical z = body x) and left, 0.2 m apart.
+BODY_T_OPTICAL = np.array([[0, 0, 1], [-1, 0, 0], [0, -1, 0]], float)
+BASE_T_CAM = {
+    "front": make_pose(BODY_T_OPTICAL, [0.2, 0, 1.0]),
+    "left": make_pose(axis_angle_to_matrix([0, 0, np.pi / 2]) @ BODY_T_OPTICAL, [0, 0.2, 1.0]),
+}
+
+
+def _frames(stamp, cams=("front", "left")):
+    img = np.zeros((64, 64, 3), np.uint8)
+    return RigFrames(stamp, list(cams), [img] * len(cams), np.stack([K] * len(cams)))
+
+
+def _trajectory(n):
+    poses = []
+    for i in range(n):
+        yaw = 0.05 * i
+        poses.append(make_pose(axis_angle_to_matrix([0, 0, yaw]), [0.3 * i, 0.1 * i ** 1.2, 0]))
+    return poses
+
+
+def test_odometry_recovers_trajectory_from_exact_estimates():
+    world_T_base = _trajectory(6)
+    state = {"k": 0}
+
+    def estimate(group_a, group_b):
+        k = state["k"]
+        # world_T_camA0 at keyframe k-1 and world_T_camBj at keyframe k.
+        a0 = world_T_base[k - 1] @ BASE_T_CAM["front"]
+        return np.stack([invert_pose(a0) @ world_T_base[k] @ BASE_T_CAM[c]
+                         for c in ("front", "left")])
+
+    odo = RigOdometry(estimate, BASE_T_CAM)
+    for k in range(6):
+        state["k"] = k
+        upd = odo.process(_frames(int(1e9 * k)))
+        expected = invert_pose(world_T_base[0]) @ world_T_base[k]
+        np.testing.assert_allclose(upd.odom_T_base, expected, atol=1e-9)
+    assert upd.linear_velocity == pytest.approx(upd.delta[:3, 3])  # dt = 1 s
+    assert upd.angular_velocity[2] == pytest.approx(0.05)
+    assert upd.covariance[0, 0] == pytest.approx(5e-3)
+
+
+def test_stride_skips_and_bad_stamps_raise():
+    calls = []
+
+    def estimate(a, b):
+        calls.append(1)
+        return np.stack([invert_pose(BASE_T_CAM["front"]) @ BASE_T_CAM[c]
+                         for c in ("front", "left")])
+
+    odo = RigOdometry(estimate, BASE_T_CAM, keyframe_stride=3)
+    results = [odo.process(_frames(int(1e8 * (i + 1)))) for i in range(7)]
+    assert [r is not None for r in results] == [True, False, False, True, False, False, True]
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match="not after the previous keyframe"):
+        for _ in range(3):
+            odo.process(_frames(1))
+    with pytest.raises(ValueError, match="no extrinsics for camera"):
+        RigOdometry(estimate, BASE_T_CAM).process(_frames(5, cams=("front", "rear")))
+    with pytest.raises(ValueError, match="keyframe_stride"):
+        RigOdometry(estimate, BASE_T_CAM, keyframe_stride=0)
+
+
+def test_disagreeing_cameras_are_rejected_and_state_kept():
+    def estimate(a, b):
+        good = invert_pose(BASE_T_CAM["front"]) @ BASE_T_CAM["front"]
+        bad = make_pose(np.eye(3), [5.0, 0, 0])
+        return np.stack([good, bad])
+
+    odo = RigOdometry(estimate, BASE_T_CAM, max_spread_m=0.5)
+    odo.process(_frames(1))
+    with pytest.raises(ValueError, match="disagree"):
+        odo.process(_frames(2))
+    np.testing.assert_array_equal(odo.odom_T_base, np.eye(4))
+    assert odo.rejected == 1
+
+
+def test_rotation_vector_and_fusion():
+    for v in ([0.1, -0.2, 0.3], [0, 0, np.pi], [np.pi / np.sqrt(2), -np.pi / np.sqrt(2), 0]):
+        np.testing.assert_allclose(rotation_vector(axis_angle_to_matrix(np.array(v))), v,
+                                   atol=1e-6)
+    a = make_pose(axis_angle_to_matrix([0, 0, 0.1]), [1, 0, 0])
+    b = make_pose(axis_angle_to_matrix([0, 0, -0.1]), [3, 0, 0])
+    fused = fuse_poses([a, b])
+    np.testing.assert_allclose(fused, make_pose(np.eye(3), [2, 0, 0]), atol=1e-12)
+
+
+def test_correction_from_exact_prediction():
+    rng = np.random.default_rng(1)
+    map_T_odom = make_pose(axis_angle_to_matrix([0, 0, 0.7]), [3.0, -2.0, 0.1])
+    odom_T_b = [make_pose(axis_angle_to_matrix(rng.normal(size=3) * 0.2), rng.normal(size=3))
+                for _ in range(4)]
+    map_T_a0 = make_pose(axis_angle_to_matrix([0.1, 0.2, 0.3]), [5, 5, 1])
+    t_a0_bj = [invert_pose(map_T_a0) @ map_T_odom @ o for o in odom_T_b]
+    est, spread = correction_from_prediction(map_T_a0, t_a0_bj, odom_T_b)
+    np.testing.assert_allclose(est, map_T_odom, atol=1e-9)
+    assert spread < 1e-9
+
+
+def _cand(x, score=0.5):
+    return Candidate(make_pose(np.eye(3), [x, 0, 0]), 0, score, 0.0)
+
+
+def test_gate_needs_consistency_then_tracks_then_rejects_jumps():
+    gate = CorrectionGate(GateConfig(max_jump_translation_m=0.5, consistency_count=2))
+    assert not gate.offer(_cand(1.0)).accepted          # 1 of 2
+    assert not gate.offer(_cand(9.0)).accepted          # inconsistent: restart the count
+    d = gate.offer(_cand(9.2))
+    assert d.accepted and d.reason == "first fix"
+    assert gate.current[0, 3] == pytest.approx(9.1)
+    assert gate.offer(_cand(9.4)).accepted              # small change: tracked
+    d = gate.offer(_cand(20.0))
+    assert not d.accepted and "exceeds the limits" in d.reason
+    assert gate.current[0, 3] == pytest.approx(9.4)     # state kept
+    assert gate.offer(_cand(20.1)).accepted             # consistent jump: re-localized
+    nan = _cand(0.0)
+    nan.map_T_odom[0, 0] = np.nan
+    assert not gate.offer(nan).accepted
+    low = CorrectionGate(GateConfig(min_overlap_score=0.3, consistency_count=1))
+    assert "overlap score" in low.offer(_cand(1.0, score=0.1)).reason
+    with pytest.raises(ValueError):
+        GateConfig(consistency_count=0).validate()
+
+
+def test_query_buffer_spacing_and_order():
+    buf = QueryBuffer(3, min_translation_m=0.1, min_rotation_deg=5.0)
+    img = np.zeros((8, 8, 3), np.uint8)
+    assert buf.add(QueryFrame(1, img, K, np.eye(4)))
+    assert not buf.add(QueryFrame(2, img, K, make_pose(np.eye(3), [0.05, 0, 0])))
+    for i in range(1, 4):
+        assert buf.add(QueryFrame(10 + i, img, K, make_pose(np.eye(3), [0.2 * i, 0, 0])))
+    assert buf.full() and [f.stamp_ns for f in buf.frames] == [11, 12, 13]
+    with pytest.raises(ValueError, match="not after"):
+        buf.add(QueryFrame(5, img, K, make_pose(np.eye(3), [5, 0, 0])))
+    bad = make_pose(np.eye(3), [np.nan, 0, 0])
+    with pytest.raises(ValueError, match="non-finite"):
+        buf.add(QueryFrame(50, img, K, bad))
+    assert buf.group().cam_to_world.shape == (3, 4, 4)
