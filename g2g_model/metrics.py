@@ -25,15 +25,15 @@ but the predicted translation is shorter than ``eps`` (a method that returned no
 pair counts as a failure at every threshold.
 
 Long-horizon odometry (:func:`kitti_odometry_errors`): KITTI-style RTE (% of segment length) and
-RRE (deg per 100 m) over segments of 100..800 m. Optional Sim(3) (Umeyama) alignment for up-to-scale
-methods lives in functions whose names and outputs say ``sim3_aligned``.
+RRE (deg per 100 m) over segments of 100..800 m. Optional Sim(3) (Umeyama) alignment for
+up-to-scale methods lives in functions whose names and outputs say ``sim3_aligned``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import csv
+import io
 import logging
 import math
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -198,7 +198,9 @@ def accuracy_at(values: np.ndarray, threshold: float) -> Optional[float]:
     return float(100.0 * np.mean(values < threshold))
 
 
-def mean_average_accuracy(errors: PoseErrors, max_deg: int = DEFAULT_MAA_MAX_DEG) -> Optional[float]:
+def mean_average_accuracy(
+    errors: PoseErrors, max_deg: int = DEFAULT_MAA_MAX_DEG
+) -> Optional[float]:
     """mAA@max_deg in percent over all pairs (undefined-RTA rule in the module docstring).
 
     Mean over tau = 1..max_deg of the fraction of pairs with ``max(rot err, RTA) < tau``.
