@@ -126,7 +126,7 @@ def test_recovers_inter_group_pose(scene):
     assert sum(p.used_for_rotation for p in result.pairs) >= 12
     assert result.n_ray_inliers >= 2 and result.n_rays >= result.n_ray_inliers
     assert np.allclose(result.poses_a, invert_pose(group_a.poses[0])[None] @ group_a.poses)
-    assert set(result.timing_s) == {"features", "matching", "aggregation", "total"}
+    assert set(result.timing_s) == {"features", "pairs", "aggregation", "total"}
     assert result.timing_s["total"] > 0
 
 

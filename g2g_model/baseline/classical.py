@@ -177,7 +177,8 @@ class ClassicalResult:
         poses_a: ``[N_A, 4, 4]`` ``T_{A0<-Ai}`` (the given intra-group poses, re-anchored).
         rotation_ok / translation_ok, rotation_reason / translation_reason: overall status.
         pairs: one :class:`PairResult` per cross pair, ``i``-major.
-        timing_s: seconds per stage (``features``, ``matching``, ``aggregation``, ``total``).
+        timing_s: seconds per stage (``features``: SIFT; ``pairs``: matching and two-view
+            geometry of all cross pairs; ``aggregation``; ``total``).
         n_rays / n_ray_inliers: rays available / agreeing with the translation.
     """
 
@@ -258,7 +259,7 @@ class ClassicalBaseline:
             poses_b=poses_b, poses_a=ext_a,
             rotation_ok=rot is not None, translation_ok=trans is not None,
             rotation_reason=rot_reason, translation_reason=trans_reason, pairs=pairs,
-            timing_s={"features": t_feat - t_start, "matching": t_match - t_feat,
+            timing_s={"features": t_feat - t_start, "pairs": t_match - t_feat,
                       "aggregation": t_end - t_match, "total": t_end - t_start},
             n_rays=n_rays, n_ray_inliers=n_inl,
         )
