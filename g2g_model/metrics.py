@@ -44,7 +44,8 @@ from g2g_model.geometry import invert_pose, rotation_angle_deg
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_EPS = 1e-6
+# Translations shorter than 1 mm have no usable direction (a parked robot's odometry jitter).
+DEFAULT_EPS = 1e-3
 DEFAULT_THRESHOLDS_DEG = (5.0, 15.0)
 DEFAULT_MAA_MAX_DEG = 30
 # Half-open [lo, hi) bins on the window overlap score; the last bin is closed at 1.0.
