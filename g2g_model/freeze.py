@@ -8,14 +8,14 @@ subtree) is put in eval mode and *stays* there when ``model.train()`` is called 
 and any batch statistics of the frozen part behave as at inference.
 
 The eval lock is an instance-level override of ``train`` on each frozen module; it survives
-``copy.deepcopy`` and does not change ``state_dict`` keys. :func:`unfreeze_modules` removes it.
+``copy.deepcopy`` and pickling and does not change ``state_dict`` keys.
+:func:`unfreeze_modules` removes it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import logging
-import types
 from typing import Iterable, List, Union
 
 from torch import nn
@@ -25,9 +25,17 @@ logger = logging.getLogger(__name__)
 _FLAG = "_g2g_frozen"
 
 
-def _locked_train(self: nn.Module, mode: bool = True) -> nn.Module:
-    """Replacement for ``nn.Module.train`` on frozen modules: always eval."""
-    return nn.Module.train(self, False)
+class _EvalLock:
+    """Stands in for ``module.train`` on a frozen module: always switches to eval.
+
+    A plain object (not a bound method) so that deepcopy and pickling keep the lock.
+    """
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+
+    def __call__(self, mode: bool = True) -> nn.Module:
+        return nn.Module.train(self.module, False)
 
 
 def _as_patterns(patterns: Union[str, Iterable[str]]) -> List[str]:
@@ -73,7 +81,7 @@ def freeze_modules(model: nn.Module, patterns: Union[str, Iterable[str]]) -> Lis
         for sub in module.modules():
             setattr(sub, _FLAG, True)
             # Instance attribute shadows nn.Module.train for this object only.
-            object.__setattr__(sub, "train", types.MethodType(_locked_train, sub))
+            object.__setattr__(sub, "train", _EvalLock(sub))
         nn.Module.train(module, False)
     logger.info("froze %d module(s) (%d parameters): %s", len(frozen), n_params, frozen)
     return frozen

@@ -1,6 +1,7 @@
 """Freezing by name: loud on typos, eval mode locked, no gradient into frozen parameters."""
 
 import copy
+import io
 
 import pytest
 import torch
@@ -72,6 +73,12 @@ def test_frozen_modules_stay_in_eval_mode():
     clone.train()
     assert not clone.backbone.training and clone.head.training
     assert list(clone.state_dict()) == list(make_model().state_dict())
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    loaded.train()
+    assert not loaded.backbone.training and loaded.head.training
 
 
 def test_patterns_globs_and_errors():
