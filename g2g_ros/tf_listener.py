@@ -18,7 +18,7 @@ from g2g_ros.tf_buffer import TFBuffer
 
 def dynamic_listener_qos() -> QoSProfile:
     return QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST,
-                      reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+                      reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
 
 
 def static_listener_qos() -> QoSProfile:
