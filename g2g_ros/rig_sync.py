@@ -19,13 +19,18 @@ Matching (all stamps are integer nanoseconds, per camera strictly increasing):
   cameras until either they cannot deliver into its slot any more (their last stamp is past the
   slot), or the slot is older than ``max_wait_ns`` (data time: the latest stamp seen, or a clock
   given to :meth:`RigSynchronizer.tick`), or the camera is considered dead (nothing received for
-  ``max_wait_ns``). A slot decided that way is emitted as a *degraded* group when it holds at
-  least ``min_cameras`` cameras, otherwise its messages are dropped and counted as one dropped
-  group. ``max_wait_ns`` therefore has to exceed the worst camera latency in stamp time.
+  ``camera_timeout_ns``, default twice ``max_wait_ns``: slots stop waiting for a camera that
+  stopped, so a dead camera costs latency only until it is declared dead). A slot decided that
+  way is emitted as a *degraded* group when it holds at least ``min_cameras`` cameras, otherwise
+  its messages are dropped and counted as one dropped group. ``max_wait_ns`` therefore has to
+  exceed the worst camera latency in stamp time, and ``camera_timeout_ns`` that latency plus
+  the longest gap between two frames that do arrive.
 
 Groups are emitted in time order and never share a message. Message order per camera is
 enforced: a stamp that is not newer than the camera's last accepted stamp is rejected with a
-counted, logged reason (``duplicate`` or ``out_of_order``), never an exception.
+counted, logged reason (``duplicate`` or ``out_of_order``), never an exception; so is a message
+that arrives after its slot was decided (``late``: not newer than the newest member of the
+last emitted or dropped group).
 
 Threading: one lock guards the state; the user callback always runs *outside* it. Finished groups
 go to an outbox that exactly one thread drains at a time, so groups are delivered in order even
@@ -48,7 +53,9 @@ from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, Tupl
 logger = logging.getLogger(__name__)
 
 #: Reasons a message leaves a queue without being part of an emitted group.
-DROP_REASONS = ("duplicate", "out_of_order", "queue_overflow", "unmatched", "group_incomplete")
+DROP_REASONS = (
+    "duplicate", "out_of_order", "late", "queue_overflow", "unmatched", "group_incomplete",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +68,8 @@ class SyncConfig:
     max_wait_ns: how long (stamp time) a slot waits for missing cameras; None = forever.
     min_interval_ns: lower bound on each camera's frame interval, lets groups with a lagging
         camera be emitted without waiting for its next frame; 0 = unknown.
+    camera_timeout_ns: a camera silent for this long (stamp time) is not waited for any more;
+        None = 2 * max_wait_ns.
     """
 
     slop_ns: int = 0
@@ -68,6 +77,7 @@ class SyncConfig:
     min_cameras: Optional[int] = None
     max_wait_ns: Optional[int] = 500_000_000
     min_interval_ns: int = 0
+    camera_timeout_ns: Optional[int] = None
 
 
 #: Named presets: ``exact`` for hardware-triggered rigs / simulators, ``approximate`` for
@@ -157,6 +167,10 @@ class RigSynchronizer:
             raise ValueError(f"queue_size must be >= 1, got {cfg.queue_size}")
         if cfg.max_wait_ns is not None and cfg.max_wait_ns < 0:
             raise ValueError(f"max_wait_ns must be >= 0 or None, got {cfg.max_wait_ns}")
+        if cfg.camera_timeout_ns is not None and cfg.camera_timeout_ns < 0:
+            raise ValueError(
+                f"camera_timeout_ns must be >= 0 or None, got {cfg.camera_timeout_ns}"
+            )
         if cfg.min_interval_ns < 0:
             raise ValueError(f"min_interval_ns must be >= 0, got {cfg.min_interval_ns}")
         min_cameras = len(cameras) if cfg.min_cameras is None else cfg.min_cameras
@@ -186,12 +200,14 @@ class RigSynchronizer:
         self._outbox: Deque[RigGroup] = collections.deque()
         self._delivering = False
         self._warned_at: Dict[Tuple[str, str], float] = {}
+        self._horizon: Optional[int] = None  # newest member stamp of any decided slot
 
     # ------------------------------------------------------------------ public API
     def add(self, camera: str, stamp_ns: int, message: Any) -> bool:
         """Queue ``message`` of ``camera`` stamped ``stamp_ns``; deliver any finished groups.
 
-        Returns False when the message was rejected (duplicate / out-of-order stamp).
+        Returns False when the message was rejected: ``duplicate`` / ``out_of_order`` stamp,
+        or ``late`` (its slot was already decided: emitted without it or dropped).
         """
         if camera not in self._queues:
             raise ValueError(f"unknown camera {camera!r}; configured: {list(self.cameras)}")
@@ -205,6 +221,12 @@ class RigSynchronizer:
                 reason = "duplicate" if stamp_ns == last else "out_of_order"
                 self._dropped[camera][reason] += 1
                 self._warn(camera, reason, f"stamp {stamp_ns} ns is not after {last} ns")
+                accepted = False
+            elif self._horizon is not None and stamp_ns <= self._horizon:
+                self._last[camera] = stamp_ns
+                self._dropped[camera]["late"] += 1
+                self._warn(camera, "late", f"stamp {stamp_ns} ns, groups up to "
+                           f"{self._horizon} ns already decided; max_wait_ns too small?")
                 accepted = False
             else:
                 self._last[camera] = stamp_ns
@@ -236,6 +258,7 @@ class RigSynchronizer:
                 self._last[camera] = None
             self._now = None
             self._first = None
+            self._horizon = None
 
     def stats(self) -> SyncStats:
         """Snapshot of the counters (safe to call from any thread, also from the callback)."""
@@ -325,6 +348,7 @@ class RigSynchronizer:
             return False
         for cam in members:
             self._queues[cam].popleft()
+        self._advance_horizon(members)
         if len(members) >= self.min_cameras:
             self._emit(members)
         else:
@@ -339,11 +363,21 @@ class RigSynchronizer:
         return wait is not None and self._now is not None and self._now - stamp > wait
 
     def _alive(self, camera: str) -> bool:
-        """False when the camera sent nothing for ``max_wait_ns`` of data time."""
+        """False when the camera sent nothing for ``camera_timeout_ns`` of data time."""
+        timeout = self.config.camera_timeout_ns
+        if timeout is None:
+            if self.config.max_wait_ns is None:
+                return True
+            timeout = 2 * self.config.max_wait_ns
         ref = self._last[camera] if self._last[camera] is not None else self._first
-        return ref is None or not self._expired(ref)
+        return ref is None or self._now is None or self._now - ref <= timeout
+
+    def _advance_horizon(self, members: Dict[str, Tuple[int, Any]]) -> None:
+        newest = max(stamp for stamp, _ in members.values())
+        self._horizon = newest if self._horizon is None else max(self._horizon, newest)
 
     def _emit(self, members: Dict[str, Tuple[int, Any]]) -> None:
+        self._advance_horizon(members)
         ordered = [c for c in self.cameras if c in members]
         stamps = {c: members[c][0] for c in ordered}
         skew = max(stamps.values()) - min(stamps.values())
