@@ -20,6 +20,8 @@ pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("tf2_msgs.msg")
 
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+
 from g2g_model.geometry import axis_angle_to_matrix, make_pose  # noqa: E402
 from g2g_ros.tf_buffer import ExtrapolationError, TFBuffer  # noqa: E402
 from g2g_ros.tf_listener import TransformListener  # noqa: E402
@@ -97,7 +99,7 @@ def test_listener_receives_static_and_dynamic_transforms(publisher_process):
     rclpy.init(context=context)
     try:
         node = rclpy.create_node("tf_listener_test", context=context)
-        executor = rclpy.executors.SingleThreadedExecutor(context=context)
+        executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         buffer = TFBuffer()
         listener = TransformListener(buffer, node)
