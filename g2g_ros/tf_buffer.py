@@ -2,7 +2,9 @@
 
 * Storage: one edge per child frame (``parent -> child``, REP-105 tree), either *static*
   (``/tf_static``: one transform valid at all times) or *dynamic* (``/tf``: time-indexed samples
-  kept for ``cache_duration_ns`` behind the newest sample of that edge).
+  kept for ``cache_duration_ns`` behind the newest sample of that edge). A child frame that gets
+  a new parent, or switches from dynamic to static, starts a new edge (logged); a dynamic
+  update of a static edge is rejected.
 * Lookup: :meth:`TFBuffer.lookup_transform` ``(target, source, stamp_ns)`` returns the 4x4
   ``T_{target<-source}`` (maps points in ``source`` coordinates into ``target``) chained through
   the tree via the closest common ancestor, interpolating every dynamic edge at the stamp
