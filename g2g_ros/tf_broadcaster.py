@@ -1,0 +1,72 @@
+"""Publish transforms on ``/tf`` or ``/tf_static`` from 4x4 matrices (tf2_ros is not installable).
+
+Wire-compatible with tf2_ros: ``tf2_msgs/TFMessage`` on ``/tf`` (reliable, volatile, depth 100)
+and on ``/tf_static`` (reliable, transient local, depth 1; like tf2_ros' static broadcaster it
+keeps every static transform sent so far and republishes the whole set, so a late-joining
+listener receives all of them from the one latched message).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Optional, Union
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from g2g_ros.tf_buffer import make_tf_message, matrix_to_transform_stamped
+
+
+def dynamic_broadcaster_qos() -> QoSProfile:
+    return QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST,
+                      reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+
+
+def static_broadcaster_qos() -> QoSProfile:
+    return QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                      reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class TransformBroadcaster:
+    """Sends ``geometry_msgs/TransformStamped`` (or 4x4 matrices) as ``tf2_msgs/TFMessage``.
+
+    Args:
+        node: the rclpy node that owns the publisher.
+        static: publish on ``/tf_static`` with latched semantics instead of ``/tf``.
+        topic / qos: overrides of the standard topic and QoS.
+    """
+
+    def __init__(self, node: Node, static: bool = False, topic: Optional[str] = None,
+                 qos: Optional[QoSProfile] = None) -> None:
+        from tf2_msgs.msg import TFMessage
+
+        self.static = static
+        self._node = node
+        self._static_set: Dict[str, Any] = {}
+        self._publisher = node.create_publisher(
+            TFMessage,
+            topic or ("/tf_static" if static else "/tf"),
+            qos or (static_broadcaster_qos() if static else dynamic_broadcaster_qos()),
+        )
+
+    def send(self, transforms: Union[Any, Iterable[Any]]) -> None:
+        """Publish one TransformStamped or an iterable of them."""
+        if hasattr(transforms, "child_frame_id"):
+            transforms = [transforms]
+        transforms = list(transforms)
+        if self.static:
+            for t in transforms:
+                self._static_set[t.child_frame_id] = t
+            transforms = list(self._static_set.values())
+        self._publisher.publish(make_tf_message(transforms))
+
+    def send_matrix(self, pose: np.ndarray, parent: str, child: str,
+                    stamp_ns: Optional[int] = None) -> None:
+        """Publish ``T_{parent<-child}`` (4x4) stamped ``stamp_ns`` (default: node clock now)."""
+        if stamp_ns is None:
+            stamp_ns = self._node.get_clock().now().nanoseconds
+        self.send(matrix_to_transform_stamped(pose, parent, child, stamp_ns))
+
+    def destroy(self) -> None:
+        self._node.destroy_publisher(self._publisher)

@@ -1,0 +1,374 @@
+"""A small TF buffer (tf2_ros is not installable here): numpy core, no ROS import at module level.
+
+* Storage: one edge per child frame (``parent -> child``, REP-105 tree), either *static*
+  (``/tf_static``: one transform valid at all times) or *dynamic* (``/tf``: time-indexed samples
+  kept for ``cache_duration_ns`` behind the newest sample of that edge). A child frame that gets
+  a new parent, or switches from dynamic to static, starts a new edge (logged); a dynamic
+  update of a static edge is rejected.
+* Lookup: :meth:`TFBuffer.lookup_transform` ``(target, source, stamp_ns)`` returns the 4x4
+  ``T_{target<-source}`` (maps points in ``source`` coordinates into ``target``) chained through
+  the tree via the closest common ancestor, interpolating every dynamic edge at the stamp
+  (linear translation, slerp rotation). ``stamp_ns = 0`` means "latest": the newest time at which
+  every dynamic edge of the chain has data (tf2's latest common time).
+* Errors: subclasses of :class:`TFError`: :class:`TFLookupError` (also a ``LookupError``) for an
+  unknown frame, :class:`ConnectivityError` when the two frames are in different trees, and
+  :class:`ExtrapolationError` naming the edge and its available time range.
+* Ingest never raises on bad data: NaN / inf values, zero or far-from-unit quaternions, empty
+  or identical frame ids, and data older than the cache are rejected with a logged reason and
+  counted in :meth:`TFBuffer.stats`.
+
+Thread-safe: a listener's subscription callbacks may ingest while a worker looks up.
+Quaternions are (x, y, z, w) as in ROS and :mod:`g2g_model.geometry`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from g2g_model.geometry import invert_pose, make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
+
+logger = logging.getLogger(__name__)
+
+#: Quaternions whose norm differs from 1 by more than this are rejected, smaller errors fixed.
+QUATERNION_NORM_TOLERANCE = 1e-2
+
+
+class TFError(Exception):
+    """Base class of every TF lookup / ingest error."""
+
+
+class TFLookupError(TFError, LookupError):
+    """A frame is unknown to the buffer."""
+
+
+class ConnectivityError(TFLookupError):
+    """Both frames exist but belong to different trees."""
+
+
+class ExtrapolationError(TFError):
+    """The requested stamp lies outside the data of an edge of the chain.
+
+    Attributes: parent, child (the edge), stamp_ns (requested), earliest_ns, latest_ns.
+    """
+
+    def __init__(self, parent: str, child: str, stamp_ns: int, earliest_ns: int, latest_ns: int):
+        self.parent, self.child = parent, child
+        self.stamp_ns, self.earliest_ns, self.latest_ns = stamp_ns, earliest_ns, latest_ns
+        where = "before" if stamp_ns < earliest_ns else "after"
+        super().__init__(
+            f"extrapolation {where} the data of {parent} -> {child}: requested "
+            f"{_fmt_ns(stamp_ns)}, available [{_fmt_ns(earliest_ns)}, {_fmt_ns(latest_ns)}]"
+        )
+
+
+def _fmt_ns(stamp_ns: int) -> str:
+    return f"{stamp_ns // 10**9}.{stamp_ns % 10**9:09d} s"
+
+
+def stamp_to_ns(stamp: Any) -> int:
+    """``builtin_interfaces/Time``-like (``sec``, ``nanosec``) -> integer nanoseconds."""
+    return int(stamp.sec) * 10**9 + int(stamp.nanosec)
+
+
+def slerp_xyzw(q0: np.ndarray, q1: np.ndarray, ratio: float) -> np.ndarray:
+    """Shortest-path spherical interpolation of unit quaternions ``[4]`` (x, y, z, w)."""
+    q0 = np.asarray(q0, dtype=np.float64)
+    q1 = np.asarray(q1, dtype=np.float64)
+    dot = float(q0 @ q1)
+    if dot < 0.0:  # q and -q are the same rotation: take the short way round
+        q1, dot = -q1, -dot
+    if dot > 0.9995:  # nearly parallel: lerp is exact to ~1e-8 and avoids 0/0
+        q = q0 + ratio * (q1 - q0)
+    else:
+        theta = np.arccos(dot)
+        q = (np.sin((1.0 - ratio) * theta) * q0 + np.sin(ratio * theta) * q1) / np.sin(theta)
+    return q / np.linalg.norm(q)
+
+
+@dataclasses.dataclass
+class _Edge:
+    """Transforms ``T_{parent<-child}`` over time; static edges hold exactly one sample."""
+
+    parent: str
+    static: bool
+    stamps: List[int] = dataclasses.field(default_factory=list)
+    translations: List[np.ndarray] = dataclasses.field(default_factory=list)
+    quats: List[np.ndarray] = dataclasses.field(default_factory=list)
+
+    def insert(self, stamp: int, translation: np.ndarray, quat: np.ndarray) -> None:
+        if self.static:
+            self.stamps, self.translations, self.quats = [stamp], [translation], [quat]
+            return
+        i = bisect.bisect_left(self.stamps, stamp)
+        if i < len(self.stamps) and self.stamps[i] == stamp:  # same stamp: newest wins
+            self.translations[i], self.quats[i] = translation, quat
+            return
+        self.stamps.insert(i, stamp)
+        self.translations.insert(i, translation)
+        self.quats.insert(i, quat)
+
+    def prune(self, oldest_kept: int) -> None:
+        cut = bisect.bisect_left(self.stamps, oldest_kept)
+        if cut:
+            del self.stamps[:cut], self.translations[:cut], self.quats[:cut]
+
+    def at(self, child: str, stamp: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(translation [3], quaternion xyzw [4]) at ``stamp``; static edges ignore it."""
+        if self.static:
+            return self.translations[0], self.quats[0]
+        first, last = self.stamps[0], self.stamps[-1]
+        if not first <= stamp <= last:
+            raise ExtrapolationError(self.parent, child, stamp, first, last)
+        i = bisect.bisect_left(self.stamps, stamp)
+        if self.stamps[i] == stamp:
+            return self.translations[i], self.quats[i]
+        t0, t1 = self.stamps[i - 1], self.stamps[i]
+        ratio = (stamp - t0) / (t1 - t0)
+        translation = (1.0 - ratio) * self.translations[i - 1] + ratio * self.translations[i]
+        return translation, slerp_xyzw(self.quats[i - 1], self.quats[i], ratio)
+
+
+class TFBuffer:
+    """Time-indexed transform tree with interpolated, chained lookups (see module docstring)."""
+
+    def __init__(self, cache_duration_ns: int = 10 * 10**9) -> None:
+        if cache_duration_ns <= 0:
+            raise ValueError(f"cache_duration_ns must be > 0, got {cache_duration_ns}")
+        self.cache_duration_ns = int(cache_duration_ns)
+        self._lock = threading.Lock()
+        self._edges: Dict[str, _Edge] = {}
+        self._accepted = 0
+        self._rejected: Dict[str, int] = collections.Counter()
+        self._warned_at: Dict[str, float] = {}
+
+    # ------------------------------------------------------------------ ingest
+    def set_transform(
+        self,
+        parent: str,
+        child: str,
+        stamp_ns: int,
+        translation: Sequence[float],
+        quat_xyzw: Sequence[float],
+        static: bool = False,
+    ) -> Optional[str]:
+        """Store ``T_{parent<-child}`` at ``stamp_ns``. Returns None if stored, else the reason
+        it was rejected (also counted and logged)."""
+        parent, child = str(parent).lstrip("/"), str(child).lstrip("/")
+        translation = np.asarray(translation, dtype=np.float64).reshape(3)
+        quat = np.asarray(quat_xyzw, dtype=np.float64).reshape(4)
+        reason = None
+        if not parent or not child:
+            reason = "empty_frame_id"
+        elif parent == child:
+            reason = "self_transform"
+        elif not (np.all(np.isfinite(translation)) and np.all(np.isfinite(quat))):
+            reason = "nan"
+        elif abs(np.linalg.norm(quat) - 1.0) > QUATERNION_NORM_TOLERANCE:
+            reason = "denormalized_quaternion"
+        elif stamp_ns < 0:
+            reason = "negative_stamp"
+        with self._lock:
+            edge = self._edges.get(child)
+            if reason is None and edge is not None and not static:
+                if edge.static:
+                    reason = "conflicts_with_static"
+                elif edge.parent == parent and edge.stamps and (
+                    stamp_ns < edge.stamps[-1] - self.cache_duration_ns
+                ):
+                    reason = "old_data"
+            if reason is not None:
+                self._rejected[reason] += 1
+                self._warn(reason, f"{parent} -> {child} at {_fmt_ns(int(max(stamp_ns, 0)))}")
+                return reason
+            if edge is None or edge.parent != parent or edge.static != static:
+                if edge is not None:
+                    logger.info("TF frame %s re-parented/replaced: %s -> %s (%s)", child,
+                                edge.parent, parent, "static" if static else "dynamic")
+                edge = self._edges[child] = _Edge(parent=parent, static=static)
+            edge.insert(int(stamp_ns), translation, quat / np.linalg.norm(quat))
+            if not static:
+                edge.prune(edge.stamps[-1] - self.cache_duration_ns)
+            self._accepted += 1
+        return None
+
+    def set_transform_matrix(
+        self, parent: str, child: str, stamp_ns: int, pose: np.ndarray, static: bool = False
+    ) -> Optional[str]:
+        """Like :meth:`set_transform` from a 4x4 ``T_{parent<-child}``."""
+        pose = np.asarray(pose, dtype=np.float64)
+        if pose.shape != (4, 4):
+            raise ValueError(f"pose must be 4x4, got {list(pose.shape)}")
+        if not np.all(np.isfinite(pose)):
+            quat = np.full(4, np.nan)
+        else:
+            quat = matrix_to_quat_xyzw(pose[:3, :3])
+        return self.set_transform(parent, child, stamp_ns, pose[:3, 3], quat, static=static)
+
+    def ingest_transform(self, msg: Any, static: bool = False) -> Optional[str]:
+        """Store one ``geometry_msgs/TransformStamped``-like message; see :meth:`set_transform`."""
+        tr, rot = msg.transform.translation, msg.transform.rotation
+        return self.set_transform(
+            msg.header.frame_id, msg.child_frame_id, stamp_to_ns(msg.header.stamp),
+            (tr.x, tr.y, tr.z), (rot.x, rot.y, rot.z, rot.w), static=static,
+        )
+
+    def ingest(self, tf_message: Any, static: bool = False) -> int:
+        """Store every transform of a ``tf2_msgs/TFMessage``-like message; returns how many
+        were accepted (``static=True`` for ``/tf_static``)."""
+        return sum(self.ingest_transform(t, static) is None for t in tf_message.transforms)
+
+    def clear(self) -> None:
+        """Forget all transforms (e.g. after a clock jump back); counters are kept."""
+        with self._lock:
+            self._edges.clear()
+
+    # ------------------------------------------------------------------ queries
+    def frames(self) -> List[str]:
+        with self._lock:
+            return sorted(self._known_frames())
+
+    def stats(self) -> Dict[str, Any]:
+        """``{"accepted": int, "rejected": {reason: count}, "frames": int}``."""
+        with self._lock:
+            return {
+                "accepted": self._accepted,
+                "rejected": dict(self._rejected),
+                "frames": len(self._known_frames()),
+            }
+
+    def time_range(self, child: str) -> Optional[Tuple[int, int]]:
+        """(earliest, latest) stamp of the dynamic edge ending in ``child``; None if static."""
+        with self._lock:
+            edge = self._edges.get(child)
+            if edge is None:
+                raise TFLookupError(f"frame {child!r} has no parent in the buffer")
+            return None if edge.static else (edge.stamps[0], edge.stamps[-1])
+
+    def latest_common_time(self, target: str, source: str) -> int:
+        """Newest stamp at which every dynamic edge between the frames has data; 0 when the
+        chain is static. Raises the same lookup errors as :meth:`lookup_transform`."""
+        with self._lock:
+            up, down = self._chain(target, source)
+            return self._common_time(up + down)
+
+    def can_transform(self, target: str, source: str, stamp_ns: int = 0) -> bool:
+        try:
+            self.lookup_transform(target, source, stamp_ns)
+        except TFError:
+            return False
+        return True
+
+    def lookup_transform(self, target: str, source: str, stamp_ns: int = 0) -> np.ndarray:
+        """4x4 ``T_{target<-source}`` at ``stamp_ns`` (0 = latest common time).
+
+        Raises:
+            TFLookupError: unknown frame. ConnectivityError: frames in different trees.
+            ExtrapolationError: the stamp is outside the data of an edge in the chain.
+        """
+        target, source = str(target).lstrip("/"), str(source).lstrip("/")
+        with self._lock:
+            target_up, source_up = self._chain(target, source)
+            stamp = int(stamp_ns) if stamp_ns else self._common_time(target_up + source_up)
+            anc_T_target = self._compose(target_up, stamp)
+            anc_T_source = self._compose(source_up, stamp)
+        return invert_pose(anc_T_target) @ anc_T_source
+
+    # ------------------------------------------------------------------ internals (lock held)
+    def _known_frames(self) -> set:
+        return set(self._edges) | {e.parent for e in self._edges.values()}
+
+    def _path_to_root(self, frame: str) -> List[str]:
+        path = [frame]
+        while path[-1] in self._edges:
+            path.append(self._edges[path[-1]].parent)
+            if len(path) > len(self._edges) + 1:
+                raise TFError(f"loop in the TF tree through {path[-4:]}")
+        return path
+
+    def _chain(self, target: str, source: str) -> Tuple[List[str], List[str]]:
+        """Child frames whose edges lead from ``target`` resp. ``source`` up to their closest
+        common ancestor."""
+        known = self._known_frames()
+        for name, frame in (("target", target), ("source", source)):
+            if frame not in known:
+                raise TFLookupError(
+                    f"{name} frame {frame!r} does not exist; known frames: {sorted(known)}"
+                )
+        target_path = self._path_to_root(target)
+        source_path = self._path_to_root(source)
+        common = set(target_path) & set(source_path)
+        if not common:
+            raise ConnectivityError(
+                f"frames {target!r} and {source!r} are not connected: their trees have roots "
+                f"{target_path[-1]!r} and {source_path[-1]!r}"
+            )
+        ancestor = next(f for f in source_path if f in common)
+        return (target_path[: target_path.index(ancestor)],
+                source_path[: source_path.index(ancestor)])
+
+    def _common_time(self, children: Iterable[str]) -> int:
+        dynamic = [(c, self._edges[c]) for c in children if not self._edges[c].static]
+        if not dynamic:
+            return 0
+        latest = min(e.stamps[-1] for _, e in dynamic)
+        for child, edge in dynamic:
+            if edge.stamps[0] > latest:
+                raise ExtrapolationError(edge.parent, child, latest, edge.stamps[0],
+                                         edge.stamps[-1])
+        return latest
+
+    def _compose(self, children: List[str], stamp: int) -> np.ndarray:
+        """``T_{ancestor<-children[0]}`` from the edges listed bottom-up."""
+        pose = np.eye(4)
+        for child in children:
+            translation, quat = self._edges[child].at(child, stamp)
+            pose = make_pose(quat_xyzw_to_matrix(quat), translation) @ pose
+        return pose
+
+    def _warn(self, reason: str, detail: str) -> None:
+        """Log a rejected transform, at most once per second per reason."""
+        now = time.monotonic()
+        if now - self._warned_at.get(reason, -1e9) >= 1.0:
+            self._warned_at[reason] = now
+            logger.warning("rejected transform %s: %s (%d so far)", detail, reason,
+                           self._rejected[reason])
+
+
+# ---------------------------------------------------------------------- message builders
+def transform_stamped_to_matrix(msg: Any) -> np.ndarray:
+    """``geometry_msgs/TransformStamped``-like -> 4x4 ``T_{header.frame_id<-child_frame_id}``."""
+    tr, rot = msg.transform.translation, msg.transform.rotation
+    return make_pose(quat_xyzw_to_matrix([rot.x, rot.y, rot.z, rot.w]), [tr.x, tr.y, tr.z])
+
+
+def matrix_to_transform_stamped(pose: np.ndarray, parent: str, child: str, stamp_ns: int) -> Any:
+    """4x4 ``T_{parent<-child}`` -> ``geometry_msgs.msg.TransformStamped`` (imported lazily)."""
+    from geometry_msgs.msg import TransformStamped
+
+    pose = np.asarray(pose, dtype=np.float64)
+    if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
+        raise ValueError(f"pose {parent} -> {child} must be a finite 4x4 matrix")
+    msg = TransformStamped()
+    msg.header.frame_id = parent
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
+    msg.child_frame_id = child
+    t = msg.transform.translation
+    t.x, t.y, t.z = (float(v) for v in pose[:3, 3])
+    q = msg.transform.rotation
+    q.x, q.y, q.z, q.w = (float(v) for v in matrix_to_quat_xyzw(pose[:3, :3]))
+    return msg
+
+
+def make_tf_message(transforms: Sequence[Any]) -> Any:
+    """List of TransformStamped -> ``tf2_msgs.msg.TFMessage`` (imported lazily)."""
+    from tf2_msgs.msg import TFMessage
+
+    return TFMessage(transforms=list(transforms))
