@@ -3,8 +3,9 @@
 from g2g_model.backbones.base import (
     Backbone,
     backbone_class,
+    build_backbone,
     register_backbone,
     registered_backbones,
 )
 
-__all__ = ["Backbone", "backbone_class", "register_backbone", "registered_backbones"]
+__all__ = ["Backbone", "backbone_class", "build_backbone", "register_backbone", "registered_backbones"]

@@ -7,7 +7,7 @@ geometry-enhanced patch features. Camera extrinsics enter G2G only here.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Type
+from typing import Callable, Dict, Optional, Type
 
 import torch
 from torch import nn
@@ -52,6 +52,19 @@ class Backbone(nn.Module):
     def num_patches(self, height: int, width: int) -> int:
         return (height // self.patch_size) * (width // self.patch_size)
 
+    @classmethod
+    def from_config_dict(cls, config: Optional[dict]) -> "Backbone":
+        """Build from a JSON-able config (None = the default preset). Subclasses override."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a config dict")
+
+    def config_dict(self) -> dict:
+        """The JSON-able config that :meth:`from_config_dict` rebuilds this backbone from."""
+        return self.config.to_dict()
+
+    def load_weights(self, path: str) -> None:
+        """Load weights from a local file, strictly. Subclasses with external weights override."""
+        raise NotImplementedError(f"{type(self).__name__} has no external weight loader")
+
 
 def register_backbone(name: str) -> Callable[[Type[Backbone]], Type[Backbone]]:
     """Class decorator: make a backbone constructible by name (no ``eval`` of strings)."""
@@ -75,6 +88,11 @@ def backbone_class(name: str) -> Type[Backbone]:
         raise ValueError(
             f"unknown backbone {name!r}; registered backbones: {sorted(_REGISTRY)}"
         ) from None
+
+
+def build_backbone(name: str, config: Optional[dict] = None) -> "Backbone":
+    """Construct a registered backbone by name from its config dict (None = default preset)."""
+    return backbone_class(name).from_config_dict(config)
 
 
 def registered_backbones() -> list:

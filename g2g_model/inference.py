@@ -1,0 +1,220 @@
+"""Inference API: ``G2GPipeline.predict(group_a, group_b)`` on arbitrary user data.
+
+The pipeline owns a frozen backbone and a :class:`~g2g_model.model.g2g.G2GModel`. ``predict``
+validates and prepares both groups (resize with consistent intrinsics, re-anchoring to frame 0;
+see :mod:`g2g_model.groups`), encodes each group once (features can be passed in when cached,
+e.g. from a map), and runs the trainable modules in one pass.
+
+Returned poses are camera-to-anchor transforms T_{A0<-X} (OpenCV axes, metres). Because group A
+was given in some world frame, ``world_T_b`` also expresses group B's predicted poses in A's world.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import numpy as np
+import torch
+
+from g2g_model.backbones.base import Backbone, build_backbone
+from g2g_model.groups import PreparedGroup, prepare_group
+from g2g_model.model.checkpoint import load_any
+from g2g_model.model.config import preset
+from g2g_model.model.g2g import G2GModel
+
+LOG = logging.getLogger(__name__)
+
+ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
+DEFAULT_CHECKPOINTS = {
+    "relocalization": ASSETS / "g2g_reloc_compact.safetensors",
+    "rig_odometry": ASSETS / "g2g_rig_compact.safetensors",
+}
+
+
+def default_checkpoint(task: str = "relocalization") -> Optional[pathlib.Path]:
+    """The embedded default checkpoint for a task, or None if it is not shipped (yet)."""
+    if task not in DEFAULT_CHECKPOINTS:
+        raise ValueError(f"unknown task {task!r}; known: {sorted(DEFAULT_CHECKPOINTS)}")
+    path = DEFAULT_CHECKPOINTS[task]
+    return path if path.is_file() else None
+
+
+@dataclass
+class Prediction:
+    """Result of :meth:`G2GPipeline.predict`.
+
+    Attributes:
+        poses_a: ``[N_A, 4, 4]`` T_{A0<-Ai}; ``poses_a[0]`` is the identity.
+        poses_b: ``[N_B, 4, 4]`` T_{A0<-Bj}.
+        world_T_b: ``[N_B, 4, 4]`` group B's predicted camera poses in group A's world frame.
+        timing_ms: ``prepare``, ``encode``, ``g2g`` and ``total`` wall times.
+        untrained: True when the weights are random (wiring tests), never for a checkpoint.
+    """
+
+    poses_a: np.ndarray
+    poses_b: np.ndarray
+    world_T_b: np.ndarray
+    timing_ms: Dict[str, float] = field(default_factory=dict)
+    untrained: bool = False
+
+    @property
+    def a0_T_b0(self) -> np.ndarray:
+        """The inter-group alignment T_{A0<-B0}."""
+        return self.poses_b[0]
+
+
+def _autocast(device: torch.device, enabled: bool):
+    if not enabled:
+        return torch.autocast(device.type, enabled=False)
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+class G2GPipeline:
+    """Frozen backbone + G2G modules.
+
+    Args:
+        backbone: any registered :class:`Backbone` (frozen here: eval mode, no gradients).
+        model: the trainable modules; ``model.config.input_dim`` must equal the backbone's D.
+        device: torch device string.
+        bf16: run under bf16 autocast (default: on for CPU and CUDA).
+        header: checkpoint header (kept for ``info`` and logs).
+    """
+
+    def __init__(self, backbone: Backbone, model: G2GModel, device: str = "cpu",
+                 bf16: bool = True, header: Optional[dict] = None, untrained: bool = False):
+        if model.config.input_dim != backbone.feature_dim:
+            raise ValueError(
+                f"G2G input_dim={model.config.input_dim} does not match the backbone "
+                f"{backbone.name!r} feature_dim={backbone.feature_dim}"
+            )
+        self.device = torch.device(device)
+        self.backbone = backbone.to(self.device).eval()
+        for p in self.backbone.parameters():
+            p.requires_grad_(False)
+        self.model = model.to(self.device).eval()
+        self.bf16 = bf16
+        self.header = header or {}
+        self.untrained = untrained
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_checkpoint(cls, path, device: str = "cpu", bf16: bool = True,
+                        backbone_weights: Optional[str] = None) -> "G2GPipeline":
+        """Build from a checkpoint of ours (backbone named in its header).
+
+        A backbone trained here (``compact``) ships inside the checkpoint. A checkpoint for an
+        external backbone (``mapanything_v1``) needs ``backbone_weights``, a local file.
+        """
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"checkpoint {path!r} does not exist")
+        loaded = load_any(path)
+        info = loaded.header.get("backbone") or {}
+        name = info.get("name")
+        if not name:
+            raise ValueError(f"checkpoint {path!r} does not name its backbone")
+        backbone = build_backbone(name, info.get("config"))
+        if loaded.backbone_state_dict:
+            backbone.load_state_dict(loaded.backbone_state_dict, strict=True)
+        elif backbone_weights:
+            backbone.load_weights(backbone_weights)
+        else:
+            raise ValueError(
+                f"checkpoint {path!r} does not include the weights of backbone {name!r}; "
+                "pass backbone_weights=<local file>"
+            )
+        LOG.info("loaded %s (backbone %s, preset %s)", path, name, loaded.header.get("preset"))
+        return cls(backbone, loaded.model, device=device, bf16=bf16, header=loaded.header)
+
+    @classmethod
+    def untrained_default(cls, device: str = "cpu", seed: int = 0,
+                          backbone: str = "compact", g2g_preset: str = "small",
+                          max_frames: int = 8) -> "G2GPipeline":
+        """Random weights with the default architecture: for wiring tests only (flagged)."""
+        torch.manual_seed(seed)
+        bb = build_backbone(backbone, None)
+        model = G2GModel(preset(g2g_preset, input_dim=bb.feature_dim, max_frames=max_frames))
+        LOG.warning("G2G pipeline with RANDOM weights (no checkpoint): outputs are meaningless")
+        return cls(bb, model, device=device, header={"preset": g2g_preset}, untrained=True)
+
+    @classmethod
+    def default(cls, task: str = "relocalization", device: str = "cpu") -> "G2GPipeline":
+        """The embedded default for ``task``, or the untrained stand-in if none is shipped."""
+        path = default_checkpoint(task)
+        if path is None:
+            return cls.untrained_default(device=device)
+        return cls.from_checkpoint(path, device=device)
+
+    # ---------------------------------------------------------------- running
+    @property
+    def image_size(self) -> tuple:
+        return tuple(self.backbone.image_size)
+
+    @property
+    def max_frames(self) -> int:
+        return self.model.config.max_frames
+
+    def backbone_id(self) -> Dict[str, str]:
+        """``{"name", "config_hash"}`` identifying the encoder (maps store it)."""
+        from g2g_model.maps import config_hash
+
+        return {"name": self.backbone.name,
+                "config_hash": config_hash(self.backbone.config_dict())}
+
+    def prepare(self, group, name: str = "group") -> PreparedGroup:
+        return prepare_group(group, self.image_size, name=name)
+
+    @torch.inference_mode()
+    def encode(self, prepared: PreparedGroup) -> torch.Tensor:
+        """Backbone features ``[1, N, P, D]`` (float32) of a prepared group."""
+        with _autocast(self.device, self.bf16):
+            feats = self.backbone(prepared.images.to(self.device),
+                                  prepared.intrinsics.to(self.device),
+                                  prepared.cam_to_anchor.to(self.device))
+        return feats.float()
+
+    @torch.inference_mode()
+    def run_features(self, features_a: torch.Tensor, features_b: torch.Tensor) -> Dict:
+        with _autocast(self.device, self.bf16):
+            out = self.model(features_a.to(self.device), features_b.to(self.device))
+        return {k: v.float().cpu() for k, v in out.items()}
+
+    def predict(self, group_a, group_b, features_a: Optional[torch.Tensor] = None,
+                features_b: Optional[torch.Tensor] = None) -> Prediction:
+        """Predict every frame's pose relative to A0 (see :class:`Prediction`).
+
+        Args:
+            group_a, group_b: :class:`g2g_model.groups.Group` or dicts with ``images``,
+                ``intrinsics``, ``cam_to_world``.
+            features_a, features_b: cached ``[1, N, P, D]`` backbone features of the same
+                groups (skips encoding them).
+        """
+        t0 = time.perf_counter()
+        prep_a = self.prepare(group_a, "group_a")
+        prep_b = self.prepare(group_b, "group_b")
+        for name, prep in (("group_a", prep_a), ("group_b", prep_b)):
+            if prep.num_frames > self.max_frames:
+                raise ValueError(f"{name} has {prep.num_frames} frames; this model takes at "
+                                 f"most {self.max_frames} per group")
+        t1 = time.perf_counter()
+        fa = self.encode(prep_a) if features_a is None else features_a
+        fb = self.encode(prep_b) if features_b is None else features_b
+        t2 = time.perf_counter()
+        out = self.run_features(fa, fb)
+        t3 = time.perf_counter()
+        poses_a = np.concatenate([np.eye(4)[None], out["poses_a"][0].double().numpy()], axis=0)
+        poses_b = out["poses_b"][0].double().numpy()
+        poses_a[:, 3] = poses_b[:, 3] = [0, 0, 0, 1]
+        return Prediction(
+            poses_a=poses_a,
+            poses_b=poses_b,
+            world_T_b=prep_a.anchor_to_world[None] @ poses_b,
+            timing_ms={"prepare": 1e3 * (t1 - t0), "encode": 1e3 * (t2 - t1),
+                       "g2g": 1e3 * (t3 - t2), "total": 1e3 * (t3 - t0)},
+            untrained=self.untrained,
+        )
