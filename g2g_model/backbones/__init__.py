@@ -8,4 +8,6 @@ from g2g_model.backbones.base import (
     registered_backbones,
 )
 
-__all__ = ["Backbone", "backbone_class", "build_backbone", "register_backbone", "registered_backbones"]
+__all__ = [
+    "Backbone", "backbone_class", "build_backbone", "register_backbone", "registered_backbones",
+]
