@@ -1,0 +1,92 @@
+"""Per-camera subscriptions (image or compressed image + camera_info) for the G2G nodes.
+
+Callbacks only record the latest CameraInfo and hand the raw image message, with its stamp, to
+a sink (a synchronizer or a bounded queue). Conversion to RGB happens later on the worker, so a
+wrong encoding is reported there (per camera) without blocking the executor.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+from rclpy.node import Node
+
+from g2g_ros.image_conversion import camera_info_to_intrinsics
+from g2g_ros.node_common import sensor_qos, stamp_ns
+
+
+class CameraInputs:
+    """Subscribe ``<cam>/<image_topic>`` and ``<cam>/<camera_info_topic>`` for every camera.
+
+    Args:
+        node: owning node (topics are relative, so namespaces and remapping apply).
+        cameras: camera names (topic prefixes).
+        sink: ``sink(camera, stamp_ns, message)`` called from the subscription callback.
+        compressed: subscribe ``CompressedImage`` on ``<cam>/<image_topic>/compressed``.
+        reliability: ``best_effort`` (default for sensors) or ``reliable``.
+    """
+
+    def __init__(self, node: Node, cameras: List[str], sink: Callable[[str, int, object], None],
+                 image_topic: str = "image_raw", camera_info_topic: str = "camera_info",
+                 compressed: bool = False, reliability: str = "best_effort",
+                 callback_group=None):
+        from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+
+        self.cameras = list(cameras)
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._info: Dict[str, Tuple[np.ndarray, Tuple[int, int]]] = {}
+        self.info_errors: Dict[str, str] = {}
+        self.received: Dict[str, int] = {c: 0 for c in cameras}
+        self.first_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
+        self.last_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
+        qos = sensor_qos(reliability)
+        self._subs = []
+        for cam in self.cameras:
+            topic = f"{cam}/{image_topic}" + ("/compressed" if compressed else "")
+            msg_type = CompressedImage if compressed else Image
+            self._subs.append(node.create_subscription(
+                msg_type, topic, self._image_cb(cam), qos, callback_group=callback_group))
+            self._subs.append(node.create_subscription(
+                CameraInfo, f"{cam}/{camera_info_topic}", self._info_cb(cam), qos,
+                callback_group=callback_group))
+
+    def _image_cb(self, cam: str):
+        def cb(msg):
+            stamp = stamp_ns(msg.header.stamp)
+            with self._lock:
+                self.received[cam] += 1
+                if self.first_stamp[cam] is None:
+                    self.first_stamp[cam] = stamp
+                self.last_stamp[cam] = stamp
+            self._sink(cam, stamp, msg)
+        return cb
+
+    def _info_cb(self, cam: str):
+        def cb(msg):
+            try:
+                value = camera_info_to_intrinsics(msg)
+            except ValueError as exc:
+                with self._lock:
+                    self.info_errors[cam] = str(exc)
+                return
+            with self._lock:
+                self._info[cam] = value
+                self.info_errors.pop(cam, None)
+        return cb
+
+    def intrinsics(self, cam: str) -> Optional[Tuple[np.ndarray, Tuple[int, int]]]:
+        """Latest (K, (width, height)) from camera_info, or None if none valid arrived."""
+        with self._lock:
+            return self._info.get(cam)
+
+    def rates_hz(self) -> Dict[str, float]:
+        """Average receive rate per camera over its stamps so far."""
+        out = {}
+        with self._lock:
+            for cam in self.cameras:
+                first, last, n = self.first_stamp[cam], self.last_stamp[cam], self.received[cam]
+                out[cam] = (n - 1) / ((last - first) * 1e-9) if n > 1 and last > first else 0.0
+        return out

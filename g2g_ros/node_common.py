@@ -1,0 +1,192 @@
+"""Pieces shared by the G2G nodes: parameters, worker thread, stage timing, status/diagnostics.
+
+Threading model (DESIGN section 5): subscription callbacks only enqueue into bounded queues;
+inference runs on a :class:`Worker` thread; publishing from the worker is thread-safe in rclpy.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+LOG = logging.getLogger(__name__)
+
+
+def declare(node: Node, name: str, default: Any, description: str,
+            read_only: bool = False) -> Any:
+    """Declare a parameter with a description and default; return its value."""
+    desc = ParameterDescriptor(description=description, read_only=read_only)
+    return node.declare_parameter(name, default, desc).value
+
+
+def sensor_qos(reliability: str, depth: int = 5) -> QoSProfile:
+    """QoS for camera streams: best effort by default (overridable per node parameter)."""
+    policies = {"best_effort": ReliabilityPolicy.BEST_EFFORT,
+                "reliable": ReliabilityPolicy.RELIABLE}
+    if reliability not in policies:
+        raise ValueError(f"sensor_qos_reliability must be one of {sorted(policies)}, "
+                         f"got {reliability!r}")
+    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
+                      reliability=policies[reliability])
+
+
+def stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def to_stamp(ns: int):
+    from builtin_interfaces.msg import Time
+
+    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+
+class StageTimes:
+    """Last measured latency per named stage (milliseconds), thread-safe."""
+
+    def __init__(self, names: Sequence[str]):
+        self._lock = threading.Lock()
+        self._values: Dict[str, float] = {n: float("nan") for n in names}
+
+    def set(self, name: str, ms: float) -> None:
+        with self._lock:
+            self._values[name] = float(ms)
+
+    def snapshot(self) -> Dict[str, float]:
+        with self._lock:
+            return dict(self._values)
+
+
+class Worker:
+    """One background thread draining a bounded job queue (oldest job dropped when full).
+
+    Exceptions in a job are logged and counted, never propagated: the node keeps running and
+    keeps its state. ``on_error(exc)`` lets the node report the error in its diagnostics.
+    """
+
+    def __init__(self, name: str, maxlen: int = 2,
+                 on_error: Optional[Callable[[BaseException], None]] = None):
+        self.name = name
+        self._jobs: Deque[Tuple[str, Callable[[], None]]] = collections.deque()
+        self._maxlen = maxlen
+        self._cv = threading.Condition()
+        self._stop = False
+        self.dropped: Dict[str, int] = collections.Counter()
+        self.errors = 0
+        self.done = 0
+        self._on_error = on_error
+        self._busy = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, kind: str, job: Callable[[], None], replace_same_kind: bool = False) -> None:
+        """Queue a job. With ``replace_same_kind`` a queued job of the same kind is replaced."""
+        with self._cv:
+            if replace_same_kind:
+                for i, (k, _) in enumerate(self._jobs):
+                    if k == kind:
+                        del self._jobs[i]
+                        self.dropped[kind] += 1
+                        break
+            while len(self._jobs) >= self._maxlen:
+                old_kind, _ = self._jobs.popleft()
+                self.dropped[old_kind] += 1
+            self._jobs.append((kind, job))
+            self._cv.notify()
+
+    def pending(self) -> int:
+        with self._cv:
+            return len(self._jobs) + (1 if self._busy else 0)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._jobs and not self._stop:
+                    self._cv.wait()
+                if self._stop:
+                    return
+                _, job = self._jobs.popleft()
+                self._busy = True
+            try:
+                job()
+            except Exception as exc:  # a bad input must never kill the worker
+                self.errors += 1
+                LOG.debug("worker %s job failed", self.name, exc_info=True)
+                if self._on_error is not None:
+                    try:
+                        self._on_error(exc)
+                    except Exception:
+                        LOG.exception("error handler failed")
+            finally:
+                with self._cv:
+                    self._busy = False
+                    self.done += 1
+                    self._cv.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while self._jobs or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        self._thread.join(timeout=5.0)
+
+
+class ProblemLog:
+    """Recent problems by key (e.g. ``camera cam2``), for status text and diagnostics."""
+
+    def __init__(self, keep_s: float = 10.0):
+        self._lock = threading.Lock()
+        self._items: Dict[str, Tuple[float, str]] = {}
+        self.counts: Dict[str, int] = collections.Counter()
+        self.keep_s = keep_s
+
+    def report(self, key: str, message: str) -> None:
+        with self._lock:
+            self._items[key] = (time.monotonic(), message)
+            self.counts[key] += 1
+
+    def clear(self, key: str) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def recent(self) -> List[Tuple[str, str]]:
+        now = time.monotonic()
+        with self._lock:
+            return [(k, m) for k, (t, m) in sorted(self._items.items()) if now - t < self.keep_s]
+
+
+def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
+                      values: Dict[str, Any]):
+    from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+
+    return DiagnosticStatus(
+        level=bytes([level]), name=name, message=message, hardware_id=hardware_id,
+        values=[KeyValue(key=str(k), value=str(v)) for k, v in values.items()],
+    )
+
+
+def load_pipeline(checkpoint: str, device: str, task: str):
+    """The G2G pipeline for a node: the given checkpoint, else the embedded default.
+
+    Raises ``ValueError`` / ``FileNotFoundError`` with the reason for a bad checkpoint.
+    """
+    from g2g_model.inference import G2GPipeline
+
+    if checkpoint:
+        return G2GPipeline.from_checkpoint(checkpoint, device=device)
+    return G2GPipeline.default(task, device=device)

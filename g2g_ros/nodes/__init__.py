@@ -1,0 +1,1 @@
+"""rclpy nodes, one per file, each with a console-script ``main(args=None)``."""
