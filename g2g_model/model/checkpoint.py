@@ -11,17 +11,19 @@ Layout:
        "config": {... every G2GConfig field ...},
        "backbone": {"name": "mapanything_v1" | ..., "config": {...}, "weights_included": bool},
        "training": {... free-form JSON: steps, dataset, source file, metrics ...},
-       "tensors": {"g2g": <count>, "backbone": <count>},
+       "tensors": {"g2g": <count>, "backbone": <count>, "sha256": <digest>},
        "library": "g2g_model <version>"}
 
 Loading builds the model from the header's config, checks every key and shape, and only then
 copies weights; a caller that expects a particular configuration or format version gets a
 ``ValueError`` naming every differing field. Unreadable, truncated or foreign files give a
-``ValueError`` saying so. :func:`load_any` also accepts the official releases.
+``ValueError`` saying so; the tensor digest in the header catches corrupted weight bytes.
+:func:`load_any` also accepts the official releases.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -99,7 +101,8 @@ def save_checkpoint(
     for key, value in backbone_state_dict.items():
         tensors[BACKBONE_PREFIX + key] = value.detach().cpu().contiguous()
     header["tensors"] = {"g2g": len(tensors) - len(backbone_state_dict),
-                         "backbone": len(backbone_state_dict)}
+                         "backbone": len(backbone_state_dict),
+                         "sha256": tensors_digest(tensors)}
     try:
         text = json.dumps(header, sort_keys=True)
     except (TypeError, ValueError) as exc:
@@ -118,6 +121,16 @@ def save_checkpoint(
         raise
     LOG.info("saved G2G checkpoint %s (%d tensors)", path, len(tensors))
     return header
+
+
+def tensors_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """SHA-256 over names, dtypes, shapes and bytes of ``tensors`` in sorted-name order."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _open(path: str):
@@ -185,6 +198,9 @@ def _read_tensors(path: str) -> tuple:
             tensors = {key: handle.get_tensor(key) for key in handle.keys()}
         except Exception as exc:
             raise ValueError(f"{path!r}: cannot read tensors (corrupt file?): {exc}") from exc
+    expected = (header.get("tensors") or {}).get("sha256")
+    if expected is not None and tensors_digest(tensors) != expected:
+        raise ValueError(f"{path!r}: tensor checksum mismatch, the file is corrupt")
     return header, tensors
 
 

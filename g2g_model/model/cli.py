@@ -15,7 +15,7 @@ import os
 import sys
 from typing import List, Optional
 
-from g2g_model.model.checkpoint import load_any, read_header, save_checkpoint
+from g2g_model.model.checkpoint import load_any, save_checkpoint
 from g2g_model.model.config import PRESETS, preset
 from g2g_model.model.g2g import G2GModel, count_parameters
 
@@ -37,7 +37,7 @@ def describe(model: G2GModel, title: str) -> str:
 
 def _info(args: argparse.Namespace) -> int:
     if args.checkpoint:
-        if args.preset or args.frames or args.input_dim:
+        if any(v is not None for v in (args.preset, args.frames, args.input_dim)):
             raise ValueError("--checkpoint cannot be combined with --preset/--frames/--input-dim")
         loaded = load_any(args.checkpoint, num_heads=args.heads)
         header = loaded.header
@@ -51,9 +51,9 @@ def _info(args: argparse.Namespace) -> int:
         print(describe(loaded.model, "config:"))
         return 0
     overrides = {}
-    if args.frames:
+    if args.frames is not None:
         overrides["max_frames"] = args.frames
-    if args.input_dim:
+    if args.input_dim is not None:
         overrides["input_dim"] = args.input_dim
     name = args.preset or "paper"
     model = G2GModel(preset(name, **overrides))

@@ -150,7 +150,7 @@ class G2GConfig:
 PRESETS: Dict[str, G2GConfig] = {
     # Released official configuration (MapAnything features, D_in = 768 -> no projection).
     "paper": G2GConfig(),
-    # CPU default on the compact backbone: about 3.9M trainable parameters for W = 5.
+    # CPU default on the compact backbone: 3,706,633 trainable parameters for W = 5.
     "small": G2GConfig(hidden_dim=256, num_heads=4, num_latents=32, pose_head_hidden_dim=256,
                        input_dim=256),
     # Sizes of the golden fixtures (fixtures/g2g_official/tiny_config.json); for tests.

@@ -19,7 +19,7 @@ NORMALIZE_EPS = 1e-6
 def rotation_6d_to_matrix(rot6d: torch.Tensor) -> torch.Tensor:
     """``[..., 6] -> [..., 3, 3]`` rotation matrices (columns convention)."""
     if rot6d.shape[-1] != 6:
-        raise ValueError(f"6D rotations need a last dimension of 6, got shape {tuple(rot6d.shape)}")
+        raise ValueError(f"6D rotations need a last dimension of 6, got {tuple(rot6d.shape)}")
     a1, a2 = rot6d[..., 0:3], rot6d[..., 3:6]
     b1 = F.normalize(a1, dim=-1, eps=NORMALIZE_EPS)
     b2 = a2 - (b1 * a2).sum(dim=-1, keepdim=True) * b1
