@@ -181,3 +181,12 @@ def test_flipped_weight_byte_is_detected(saved, tmp_path):
     flipped.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="checksum mismatch"):
         load_checkpoint(flipped)
+
+
+def test_load_any_sniffs_the_format_not_the_extension(saved, tmp_path):
+    _, path = saved
+    renamed = tmp_path / "weights.bin"
+    renamed.write_bytes(path.read_bytes())
+    assert load_any(renamed).header["format"] == "g2g-checkpoint"
+    with pytest.raises(ValueError, match="does not exist"):
+        load_any(tmp_path / "missing.bin")

@@ -145,3 +145,12 @@ def test_anchor_insertion_points():
     torch.testing.assert_close(merged[8:16], (fe[1] + ge[0]).expand(8, -1))
     torch.testing.assert_close(merged[16:24], (fe[0] + ge[1]).expand(8, -1))  # B0: no anchor
     torch.testing.assert_close(merged[32:40], (fe[2] + ge[1]).expand(8, -1))
+
+
+def test_bf16_autocast_keeps_poses_in_float32():
+    model = _model().eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(_features(1, 2), _features(1, 2))
+    rot = out["rotation_matrices"]
+    assert rot.dtype == torch.float32 and out["poses"].dtype == torch.float32
+    assert torch.allclose(rot.transpose(-1, -2) @ rot, torch.eye(3).expand_as(rot), atol=1e-5)

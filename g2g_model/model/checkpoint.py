@@ -36,7 +36,12 @@ import torch
 from g2g_model import __version__
 from g2g_model.model.config import G2GConfig, preset_name_of
 from g2g_model.model.g2g import G2GModel
-from g2g_model.model.official import BACKBONE_PREFIX, load_official, load_state_dict_strictly
+from g2g_model.model.official import (
+    BACKBONE_PREFIX,
+    is_safetensors,
+    load_official,
+    load_state_dict_strictly,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -271,8 +276,10 @@ def load_any(
     ``"format": "official"`` and the config used.
     """
     path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"weights file {path!r} does not exist")
     ours = False
-    if path.endswith(".safetensors"):
+    if is_safetensors(path):
         with _open(path) as handle:
             ours = HEADER_KEY in (handle.metadata() or {})
     if ours:

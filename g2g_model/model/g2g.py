@@ -110,7 +110,9 @@ class G2GModel(nn.Module):
         )
         head = self.pose_head(tokens_a, tokens_b, return_intermediates=return_intermediates)
 
-        rot6d, trans = head["rotations_6d"], head["translations"]
+        # Poses leave in float32 even under bf16 autocast: Gram-Schmidt in bf16 would give
+        # rotations that are orthonormal only to ~1e-2.
+        rot6d, trans = head["rotations_6d"].float(), head["translations"].float()
         matrices = rotation_6d_to_matrix(rot6d)
         poses = compose_pose(matrices, trans)
         split = frames_a - 1

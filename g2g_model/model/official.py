@@ -41,13 +41,20 @@ CHECKPOINT_WRAPPER_KEYS = ("model_state_dict", "model")
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
+def is_safetensors(path: str | os.PathLike) -> bool:
+    """True when the file starts like a safetensors file (u64 header length, then ``{``)."""
+    with open(path, "rb") as handle:
+        start = handle.read(9)
+    return len(start) == 9 and start[8:9] == b"{"
+
+
 def read_official_file(path: str | os.PathLike) -> Any:
     """Read an official ``.pth`` (``torch.load(weights_only=True)``) or flat ``.safetensors``."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ValueError(f"official weights file {path!r} does not exist")
     try:
-        if path.endswith(".safetensors"):
+        if is_safetensors(path):
             from safetensors.torch import load_file
 
             return load_file(path, device="cpu")
