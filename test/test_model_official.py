@@ -176,6 +176,16 @@ def test_training_checkpoint_layouts(tmp_path):
         load_official(path, num_heads=4, max_frames=5)
 
 
+@needs_fixtures
+def test_alternating_bridge_layers_are_refused_with_a_reason():
+    state = _fixture_state("tiny")
+    state["bridge.inter_layers_a.0.norm1.weight"] = torch.ones(64)
+    with pytest.raises(ValueError, match="bridge_alternating_pairs"):
+        infer_config(state, num_heads=4)
+    with pytest.raises(ValueError, match="unexpected keys.*inter_layers_a"):
+        load_official_state_dict(G2GModel(preset("tiny")), state)
+
+
 def test_unreadable_official_file(tmp_path):
     bad = tmp_path / "bad.pth"
     bad.write_bytes(b"not a pickle at all")

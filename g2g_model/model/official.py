@@ -39,6 +39,9 @@ IGNORED_KEYS = ("_img_mean", "_img_std")
 BACKBONE_PREFIX = "backbone."
 CHECKPOINT_WRAPPER_KEYS = ("model_state_dict", "model")
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+# Official "phase 1" bridge layers; 0 of them in every released configuration.
+ALTERNATING_PREFIXES = tuple(f"bridge.{side}_layers_{group}."
+                             for side in ("inter", "intra") for group in ("a", "b"))
 
 
 def is_safetensors(path: str | os.PathLike) -> bool:
@@ -164,6 +167,13 @@ def infer_config(state: Mapping[str, torch.Tensor], num_heads: Optional[int] = N
     absent = [k for k in required if k not in state]
     if absent:
         raise ValueError(f"cannot infer the G2G configuration: missing keys {absent}")
+    alternating = sorted(k for k in state if k.startswith(ALTERNATING_PREFIXES))
+    if alternating:
+        raise ValueError(
+            "the file uses alternating inter/intra-group bridge layers "
+            "(official bridge_alternating_pairs > 0), which no release uses and this "
+            f"implementation does not build: {alternating[:4]} ..."
+        )
     latents = state["resampler.latents"]
     hidden = int(latents.shape[1])
     rot_mlp_linears = sum(
