@@ -11,6 +11,12 @@ from setuptools import find_packages, setup
 PACKAGE = "g2g_ros"
 
 CONSOLE_SCRIPTS = [
+    # nodes (ros2 run g2g_ros <name>)
+    "rig_odometry = g2g_ros.nodes.rig_odometry:main",
+    # tools
+    "g2g-bringup = g2g_ros.bringup:main",
+    "g2g-model = g2g_model.model.cli:main",
+    "g2g-convert = g2g_model.model.cli:convert_main",
 ]
 
 setup(

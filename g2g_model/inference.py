@@ -54,6 +54,7 @@ class Prediction:
         world_T_b: ``[N_B, 4, 4]`` group B's predicted camera poses in group A's world frame.
         timing_ms: ``prepare``, ``encode``, ``g2g`` and ``total`` wall times.
         untrained: True when the weights are random (wiring tests), never for a checkpoint.
+        features_a, features_b: the ``[1, N, P, D]`` backbone features used (for caching).
     """
 
     poses_a: np.ndarray
@@ -61,11 +62,28 @@ class Prediction:
     world_T_b: np.ndarray
     timing_ms: Dict[str, float] = field(default_factory=dict)
     untrained: bool = False
+    features_a: Optional[torch.Tensor] = field(default=None, repr=False)
+    features_b: Optional[torch.Tensor] = field(default=None, repr=False)
 
     @property
     def a0_T_b0(self) -> np.ndarray:
         """The inter-group alignment T_{A0<-B0}."""
         return self.poses_b[0]
+
+
+def bf16_is_fast(device: torch.device) -> bool:
+    """Whether bf16 autocast should be the default on ``device``.
+
+    On CPUs with AVX-512 (or AMX) bf16 matmuls are several times faster than fp32; on AVX2-only
+    CPUs they are emulated and much slower (measured 3-15x slower on this project's CI machine),
+    so "auto" picks fp32 there.
+    """
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        cap = torch.backends.cpu.get_cpu_capability().upper()
+        return cap.startswith("AVX512") or "AMX" in cap
+    return False
 
 
 def _autocast(device: torch.device, enabled: bool):
@@ -81,12 +99,12 @@ class G2GPipeline:
         backbone: any registered :class:`Backbone` (frozen here: eval mode, no gradients).
         model: the trainable modules; ``model.config.input_dim`` must equal the backbone's D.
         device: torch device string.
-        bf16: run under bf16 autocast (default: on for CPU and CUDA).
+        bf16: run under bf16 autocast: True, False or "auto" (see :func:`bf16_is_fast`).
         header: checkpoint header (kept for ``info`` and logs).
     """
 
     def __init__(self, backbone: Backbone, model: G2GModel, device: str = "cpu",
-                 bf16: bool = True, header: Optional[dict] = None, untrained: bool = False):
+                 bf16="auto", header: Optional[dict] = None, untrained: bool = False):
         if model.config.input_dim != backbone.feature_dim:
             raise ValueError(
                 f"G2G input_dim={model.config.input_dim} does not match the backbone "
@@ -97,13 +115,13 @@ class G2GPipeline:
         for p in self.backbone.parameters():
             p.requires_grad_(False)
         self.model = model.to(self.device).eval()
-        self.bf16 = bf16
+        self.bf16 = bf16_is_fast(self.device) if bf16 == "auto" else bool(bf16)
         self.header = header or {}
         self.untrained = untrained
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def from_checkpoint(cls, path, device: str = "cpu", bf16: bool = True,
+    def from_checkpoint(cls, path, device: str = "cpu", bf16="auto",
                         backbone_weights: Optional[str] = None) -> "G2GPipeline":
         """Build from a checkpoint of ours (backbone named in its header).
 
@@ -217,4 +235,6 @@ class G2GPipeline:
             timing_ms={"prepare": 1e3 * (t1 - t0), "encode": 1e3 * (t2 - t1),
                        "g2g": 1e3 * (t3 - t2), "total": 1e3 * (t3 - t0)},
             untrained=self.untrained,
+            features_a=fa,
+            features_b=fb,
         )

@@ -125,7 +125,8 @@ class RigOdometry:
                              f"{sorted(self.base_T_cam)}")
         # The rig at one instant: world = base_link at that instant.
         poses = np.stack([self.base_T_cam[c] for c in frames.cameras])
-        return Group(images=frames.images, intrinsics=frames.intrinsics, cam_to_world=poses)
+        return Group(images=frames.images, intrinsics=frames.intrinsics, cam_to_world=poses,
+                     stamps=[frames.stamp_ns] * len(frames.cameras))
 
     def process(self, frames: RigFrames) -> Optional[OdometryUpdate]:
         """Feed one synchronized group; returns an update, or None if skipped by the stride."""

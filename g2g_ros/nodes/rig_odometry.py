@@ -1,0 +1,435 @@
+"""rig_odometry: multi-camera rig odometry with G2G (publishes odom->base_link).
+
+Synchronized rig at t_prev and t -> G2G -> body motion through the rig extrinsics -> composed
+odometry, published as ``nav_msgs/Odometry`` on ``odometry`` and TF ``odom -> base_link``, stamped
+with the image group's stamp. Status on ``~/status`` and ``/diagnostics``.
+
+Services: ``~/reset`` (std_srvs/Trigger), ``~/reset_to_pose`` (g2g_msgs/SetPose).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+
+from g2g_model.geometry import make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
+from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_from_tf
+from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.image_conversion import to_rgb
+from g2g_ros.node_common import (
+    ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, to_stamp,
+)
+from g2g_ros.odometry_core import RigFrames, RigOdometry
+from g2g_ros.rig_sync import RigSynchronizer
+from g2g_ros.tf_broadcaster import TransformBroadcaster
+from g2g_ros.tf_buffer import TFBuffer, TFError
+from g2g_ros.tf_listener import TransformListener
+
+STAGES = ("convert", "encode", "g2g", "publish", "total")
+
+
+class RigOdometryNode(Node):
+    """See the module docstring. ``configure()`` then ``activate()`` (lifecycle-style)."""
+
+    def __init__(self, **kwargs):
+        super().__init__("rig_odometry", **kwargs)
+        self.problems = ProblemLog()
+        self.stages = StageTimes(STAGES)
+        self.state_lock = threading.Lock()
+        self.configured = False
+        self.active = False
+        self.pipeline = None
+        self.odometry: Optional[RigOdometry] = None
+        self.rig = None
+        self.groups_processed = 0
+        self.groups_dropped = 0
+        self.last_update_wall: Optional[float] = None
+        self.last_cameras: List[str] = []
+        self._feature_cache: Dict[int, object] = {}
+        self._declare_parameters()
+        from diagnostic_msgs.msg import DiagnosticArray
+        from nav_msgs.msg import Odometry
+
+        from g2g_msgs.msg import EstimatorStatus
+
+        self.odom_pub = self.create_publisher(Odometry, "odometry", 10)
+        self.status_pub = self.create_publisher(EstimatorStatus, "~/status", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.tf_broadcaster = TransformBroadcaster(self)
+        self.worker = Worker("g2g_rig_odometry", maxlen=2, on_error=self._on_worker_error)
+        self.create_timer(self.p["status_period_s"], self._publish_status)
+        try:
+            self.configure()
+            self.activate()
+        except (ValueError, FileNotFoundError, OSError) as exc:
+            self.problems.report("configuration", str(exc))
+            self.get_logger().error(f"not configured: {exc}")
+
+    # ------------------------------------------------------------------ parameters
+    def _declare_parameters(self) -> None:
+        d = lambda *a, **k: declare(self, *a, **k)  # noqa: E731
+        self.p = {
+            "cameras": d("cameras", ["cam0", "cam1", "cam2", "cam3", "cam4"],
+                         "camera names in rig order; topics <cam>/image_raw, <cam>/camera_info",
+                         read_only=True),
+            "image_topic": d("image_topic", "image_raw", "image topic under each camera",
+                             read_only=True),
+            "camera_info_topic": d("camera_info_topic", "camera_info",
+                                   "camera_info topic under each camera", read_only=True),
+            "use_compressed": d("use_compressed", False,
+                                "subscribe sensor_msgs/CompressedImage (<image_topic>/compressed)",
+                                read_only=True),
+            "sensor_qos_reliability": d("sensor_qos_reliability", "best_effort",
+                                        "QoS of the camera streams: best_effort or reliable",
+                                        read_only=True),
+            "base_frame": d("base_frame", "base_link", "robot body frame (REP-105)", True),
+            "odom_frame": d("odom_frame", "odom", "odometry frame (REP-105)", True),
+            "extrinsics_source": d("extrinsics_source", "tf_static",
+                                   "camera extrinsics from 'tf_static' or 'yaml'", True),
+            "calibration_file": d("calibration_file", "",
+                                  "YAML rig calibration (extrinsics_source=yaml)", True),
+            "camera_frame_suffix": d("camera_frame_suffix", "_optical_frame",
+                                     "optical frame of camera c is <c><suffix> in TF", True),
+            "sync_slop_ms": d("sync_slop_ms", 20.0, "max stamp spread within a rig group", True),
+            "sync_min_interval_ms": d("sync_min_interval_ms", 50.0,
+                                      "lower bound of the camera frame interval", True),
+            "sync_max_wait_ms": d("sync_max_wait_ms", 300.0,
+                                  "how long (stamp time) a group waits for a late camera", True),
+            "min_cameras": d("min_cameras", 0,
+                             "smallest usable group (0 = all cameras; fewer = degraded mode)",
+                             True),
+            "queue_size": d("queue_size", 10, "per-camera synchronizer queue", True),
+            "keyframe_stride": d("keyframe_stride", 1, "use every k-th synchronized group"),
+            "max_spread_m": d("max_spread_m", 1.0,
+                              "reject a step whose per-camera motions disagree by more"),
+            "checkpoint": d("checkpoint", "", "G2G checkpoint; empty = embedded default", True),
+            "device": d("device", "cpu", "torch device", True),
+            "publish_tf": d("publish_tf", True, "broadcast odom->base_link", True),
+            "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
+            "lost_after_s": d("lost_after_s", 3.0, "state LOST when no update for this long",
+                              True),
+        }
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+    def _on_set_parameters(self, params):
+        from rcl_interfaces.msg import SetParametersResult
+
+        for p in params:
+            if p.name == "keyframe_stride" and (not isinstance(p.value, int) or p.value < 1):
+                return SetParametersResult(successful=False,
+                                           reason=f"keyframe_stride must be >= 1, got {p.value}")
+            if p.name == "max_spread_m" and not (isinstance(p.value, float) and p.value > 0):
+                return SetParametersResult(successful=False,
+                                           reason=f"max_spread_m must be > 0, got {p.value}")
+        for p in params:
+            if p.name in self.p:
+                self.p[p.name] = p.value
+            if self.odometry is not None and p.name == "keyframe_stride":
+                self.odometry.keyframe_stride = p.value
+            if self.odometry is not None and p.name == "max_spread_m":
+                self.odometry.max_spread_m = p.value
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ lifecycle
+    def configure(self) -> None:
+        p = self.p
+        cams = list(p["cameras"])
+        if not cams or len(set(cams)) != len(cams) or any(not c for c in cams):
+            raise ValueError(f"parameter cameras must be non-empty unique names, got {cams}")
+        if p["extrinsics_source"] not in ("tf_static", "yaml"):
+            raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
+                             f"got {p['extrinsics_source']!r}")
+        if p["keyframe_stride"] < 1:
+            raise ValueError(f"keyframe_stride must be >= 1, got {p['keyframe_stride']}")
+        min_cams = p["min_cameras"] or len(cams)
+        if not 1 <= min_cams <= len(cams):
+            raise ValueError(f"min_cameras must be in [0, {len(cams)}], got {p['min_cameras']}")
+        self.cameras, self.min_cameras = cams, min_cams
+        self.tf_buffer = TFBuffer()
+        self.tf_listener = TransformListener(self.tf_buffer, self)
+        if p["extrinsics_source"] == "yaml":
+            self.rig = load_rig_calibration(p["calibration_file"])
+            missing = [c for c in cams if c not in self.rig.names]
+            if missing:
+                raise ValueError(f"calibration {p['calibration_file']} lacks cameras {missing}")
+            self._log_rig()
+        self.pipeline = load_pipeline(p["checkpoint"], p["device"], "rig_odometry")
+        if self.pipeline.untrained:
+            self.get_logger().warning(
+                "no trained rig-odometry checkpoint: running with RANDOM weights, the odometry "
+                "is meaningless (wiring only)")
+        self.sync = RigSynchronizer(
+            cams, self._on_group, "exact",
+            slop_ns=int(p["sync_slop_ms"] * 1e6), min_interval_ns=int(
+                p["sync_min_interval_ms"] * 1e6),
+            max_wait_ns=int(p["sync_max_wait_ms"] * 1e6), min_cameras=min_cams,
+            queue_size=p["queue_size"],
+        )
+        self.configured = True
+        self.problems.clear("configuration")
+
+    def activate(self) -> None:
+        from std_srvs.srv import Trigger
+
+        from g2g_msgs.srv import SetPose
+
+        self.inputs = CameraInputs(self, self.cameras, self.sync.add, p_image(self.p),
+                                   self.p["camera_info_topic"], self.p["use_compressed"],
+                                   self.p["sensor_qos_reliability"])
+        self.create_service(Trigger, "~/reset", self._srv_reset)
+        self.create_service(SetPose, "~/reset_to_pose", self._srv_reset_to_pose)
+        self.active = True
+        self.get_logger().info(
+            f"rig odometry active: cameras {self.cameras} (min {self.min_cameras}), "
+            f"keyframe stride {self.p['keyframe_stride']}, model "
+            f"{self.pipeline.header.get('preset')} on {self.p['device']}")
+
+    def _log_rig(self) -> None:
+        for line in format_rig_log_lines(self.rig):
+            self.get_logger().info(line)
+
+    # ------------------------------------------------------------------ data path
+    def _on_group(self, group) -> None:
+        # Called by the synchronizer outside its lock: only enqueue.
+        self.worker.submit("group", lambda: self._process_group(group))
+
+    def _intrinsics(self, cam: str):
+        if self.rig is not None and self.p["extrinsics_source"] == "yaml":
+            c = self.rig.camera(cam)
+            return c.K, c.size
+        return self.inputs.intrinsics(cam)
+
+    def _resolve_rig(self) -> bool:
+        if self.rig is not None:
+            return True
+        intr = {c: self.inputs.intrinsics(c) for c in self.cameras}
+        missing = [c for c, v in intr.items() if v is None]
+        if missing:
+            self.problems.report("calibration", f"waiting for camera_info of {missing}")
+            return False
+        try:
+            self.rig = rig_from_tf(self.tf_buffer, intr, base_frame=self.p["base_frame"],
+                                   frame_ids={c: c + self.p["camera_frame_suffix"]
+                                              for c in self.cameras})
+        except (TFError, ValueError) as exc:
+            self.problems.report("calibration", f"extrinsics from /tf_static: {exc}")
+            return False
+        self.problems.clear("calibration")
+        self._log_rig()
+        return True
+
+    def _process_group(self, group) -> None:
+        t0 = time.perf_counter()
+        if not self._resolve_rig():
+            self.groups_dropped += 1
+            return
+        if self.odometry is None:
+            self.odometry = RigOdometry(
+                self._estimate, {c.name: c.T_base_cam for c in self.rig.cameras},
+                keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"])
+        cams, images, ks = [], [], []
+        for cam in self.cameras:
+            msg = group.messages.get(cam)
+            if msg is None:
+                self.problems.report(f"camera {cam}", "missing from the synchronized group")
+                continue
+            intr = self._intrinsics(cam)
+            if intr is None:
+                self.problems.report(f"camera {cam}", "no valid camera_info received yet")
+                continue
+            try:
+                rgb = to_rgb(msg)
+            except ValueError as exc:
+                self.problems.report(f"camera {cam}", f"image rejected: {exc}")
+                continue
+            k, (width, height) = intr
+            if rgb.shape[:2] != (height, width):
+                self.problems.report(f"camera {cam}", f"image is {rgb.shape[1]}x{rgb.shape[0]} "
+                                     f"but camera_info says {width}x{height}")
+                continue
+            self.problems.clear(f"camera {cam}")
+            cams.append(cam)
+            images.append(rgb)
+            ks.append(k)
+        if len(cams) < self.min_cameras:
+            self.groups_dropped += 1
+            self.problems.report("group", f"only {len(cams)} usable cameras "
+                                 f"(min_cameras {self.min_cameras}); group dropped")
+            return
+        self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
+        with self.state_lock:
+            update = self.odometry.process(RigFrames(group.stamp_ns, cams, images, np.stack(ks)))
+        if update is None:
+            return
+        t1 = time.perf_counter()
+        self._publish(update)
+        self.stages.set("publish", 1e3 * (time.perf_counter() - t1))
+        self.stages.set("total", 1e3 * (time.perf_counter() - t0))
+        self.groups_processed += 1
+        self.last_update_wall = time.monotonic()
+        self.last_cameras = cams
+        self.problems.clear("group")
+        self.problems.clear("odometry")
+
+    def _estimate(self, group_a, group_b) -> np.ndarray:
+        key_a, key_b = group_a.stamps[0], group_b.stamps[0]
+        pred = self.pipeline.predict(group_a, group_b, features_a=self._feature_cache.get(key_a))
+        self._feature_cache = {key_b: pred.features_b}
+        self.stages.set("encode", pred.timing_ms["encode"])
+        self.stages.set("g2g", pred.timing_ms["g2g"])
+        return pred.poses_b
+
+    def _publish(self, update) -> None:
+        from nav_msgs.msg import Odometry
+
+        msg = Odometry()
+        msg.header.stamp = to_stamp(update.stamp_ns)
+        msg.header.frame_id = self.p["odom_frame"]
+        msg.child_frame_id = self.p["base_frame"]
+        t, q = update.odom_T_base[:3, 3], matrix_to_quat_xyzw(update.odom_T_base[:3, :3])
+        pose = msg.pose.pose
+        pose.position.x, pose.position.y, pose.position.z = map(float, t)
+        o = pose.orientation
+        o.x, o.y, o.z, o.w = map(float, q)
+        msg.pose.covariance = [float(v) for v in update.covariance.reshape(-1)]
+        tw = msg.twist.twist
+        tw.linear.x, tw.linear.y, tw.linear.z = map(float, update.linear_velocity)
+        tw.angular.x, tw.angular.y, tw.angular.z = map(float, update.angular_velocity)
+        msg.twist.covariance = [float(v) for v in np.diag([0.01] * 3 + [0.003] * 3).reshape(-1)]
+        self.odom_pub.publish(msg)
+        if self.p["publish_tf"]:
+            self.tf_broadcaster.send_matrix(update.odom_T_base, self.p["odom_frame"],
+                                            self.p["base_frame"], update.stamp_ns)
+
+    def _on_worker_error(self, exc: BaseException) -> None:
+        self.groups_dropped += 1
+        self.problems.report("odometry", str(exc))
+        self.get_logger().warning(f"group dropped: {exc}", throttle_duration_sec=2.0)
+
+    # ------------------------------------------------------------------ services
+    def _srv_reset(self, request, response):
+        if self.odometry is None:
+            response.success, response.message = False, "not configured or no group received yet"
+            return response
+        with self.state_lock:
+            self.odometry.reset()
+            self._feature_cache = {}
+        response.success, response.message = True, "odometry reset to the identity"
+        return response
+
+    def _srv_reset_to_pose(self, request, response):
+        p = request.pose.pose
+        vals = [p.position.x, p.position.y, p.position.z, p.orientation.x, p.orientation.y,
+                p.orientation.z, p.orientation.w]
+        if not np.all(np.isfinite(vals)) or np.linalg.norm(vals[3:]) < 1e-6:
+            response.success = False
+            response.message = "pose must be finite with a non-zero quaternion"
+            return response
+        if self.odometry is None:
+            response.success, response.message = False, "not configured or no group received yet"
+            return response
+        pose = make_pose(quat_xyzw_to_matrix(np.array(vals[3:])), vals[:3])
+        with self.state_lock:
+            self.odometry.reset(pose)
+            self._feature_cache = {}
+        response.success, response.message = True, "odometry reset to the given pose"
+        return response
+
+    # ------------------------------------------------------------------ status
+    def _state(self):
+        from g2g_msgs.msg import EstimatorStatus as S
+
+        if not self.configured:
+            return S.STATE_LOST, "not configured"
+        if self.last_update_wall is None:
+            return S.STATE_LOST, "waiting for synchronized images"
+        age = time.monotonic() - self.last_update_wall
+        if age > self.p["lost_after_s"]:
+            return S.STATE_LOST, f"no odometry update for {age:.1f} s"
+        if len(self.last_cameras) < len(self.cameras) or self.problems.recent():
+            return S.STATE_DEGRADED, "degraded"
+        return S.STATE_OK, "ok"
+
+    def _publish_status(self) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+        from g2g_msgs.msg import EstimatorStatus
+
+        state, text = self._state()
+        problems = self.problems.recent()
+        if problems:
+            text = text + ": " + "; ".join(f"{k}: {m}" for k, m in problems)
+        now = self.get_clock().now().to_msg()
+        stages = self.stages.snapshot()
+        status = EstimatorStatus(state=state, message=text, cameras_used=list(self.last_cameras),
+                                 groups_processed=self.groups_processed,
+                                 groups_dropped=self.groups_dropped + sum(
+                                     self.worker.dropped.values()),
+                                 stage_names=list(stages),
+                                 stage_latency_ms=[float(v) for v in stages.values()])
+        status.header.stamp = now
+        self.status_pub.publish(status)
+        values = {"state": state, "groups_processed": self.groups_processed,
+                  "groups_dropped": status.groups_dropped,
+                  "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained)}
+        if self.configured and hasattr(self, "inputs"):
+            stats = self.sync.stats()
+            for cam, hz in self.inputs.rates_hz().items():
+                values[f"{cam} rate_hz"] = f"{hz:.2f}"
+                values[f"{cam} received"] = stats.received[cam]
+                values[f"{cam} dropped"] = stats.dropped_total(cam)
+            values["sync groups_emitted"] = stats.groups_emitted
+            values["sync groups_degraded"] = stats.groups_degraded
+            values["sync groups_dropped"] = stats.groups_dropped
+            values["sync last_skew_ms"] = (None if stats.last_skew_ns is None
+                                           else stats.last_skew_ns * 1e-6)
+            values["sync max_skew_ms"] = (None if stats.max_skew_ns is None
+                                          else stats.max_skew_ns * 1e-6)
+        if self.odometry is not None:
+            values["rejected_steps"] = self.odometry.rejected
+        for name, ms in stages.items():
+            values[f"latency {name}_ms"] = f"{ms:.1f}"
+        for key, msg in problems:
+            values[f"problem {key}"] = msg
+        level = {EstimatorStatus.STATE_OK: DiagnosticStatus.OK,
+                 EstimatorStatus.STATE_DEGRADED: DiagnosticStatus.WARN}.get(
+                     state, DiagnosticStatus.ERROR)
+        arr = DiagnosticArray()
+        arr.header.stamp = now
+        arr.status = [diagnostic_status(f"{self.get_name()}: rig odometry", "g2g_rig",
+                                        level, text, values)]
+        self.diag_pub.publish(arr)
+
+    def destroy_node(self):
+        self.worker.stop()
+        return super().destroy_node()
+
+
+def p_image(p: Dict) -> str:
+    return p["image_topic"]
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = RigOdometryNode()
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
