@@ -143,11 +143,11 @@ class MapAnythingV1Backbone(Backbone):
         width: int,
         is_metric_scale: torch.Tensor,
     ) -> tuple:
-        """Float32 geometric features to add onto the image tokens.
+        """Float32 geometric features to add onto the image tokens (C = encoder width).
 
         Returns:
-            ``(rays [B, N, P, C], per_view [B, N, C])`` with C the encoder width; ``per_view`` is
-            rotation + translation + metric-scale features (scale zeroed where not metric).
+            ``(rays [B, N, P, C], rotation [B, N, C], translation [B, N, C], scale [B, N, C])``;
+            the scale features are zeroed where ``is_metric_scale`` is False.
         """
         batch, views = intrinsics.shape[:2]
         rays = ray_directions(intrinsics, height, width)  # [B, N, H, W, 3]

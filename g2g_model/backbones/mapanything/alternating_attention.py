@@ -16,7 +16,7 @@ from .transformer_block import TransformerBlock
 
 
 def reference_view_row(dim: int) -> torch.Tensor:
-    """Row 0 of a sinusoidal table: ``sin(0), cos(0), ...`` = ``[0, 1, 0, 1, ...]``, ``[1, dim]``."""
+    """Row 0 of a sinusoid table, ``sin(0), cos(0), ...`` = ``[0, 1, 0, 1, ...]``: ``[1, dim]``."""
     row = torch.zeros(1, dim)
     row[:, 1::2] = 1.0
     return row

@@ -100,7 +100,8 @@ class MapAnythingV1Config:
             # Layers alternate global / per-view attention and always come in pairs.
             raise ValueError(f"info_depth must be even, got {self.info_depth}")
         if not self.ray_intermediate_dims or not self.global_intermediate_dims:
-            raise ValueError("ray_intermediate_dims and global_intermediate_dims must be non-empty")
+            raise ValueError(
+                "ray_intermediate_dims and global_intermediate_dims must be non-empty")
 
     @property
     def tokens_per_view(self) -> int:
@@ -113,7 +114,8 @@ class MapAnythingV1Config:
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         unknown = sorted(set(values) - names)
         if unknown:
-            raise ValueError(f"unknown MapAnythingV1Config fields {unknown}; known: {sorted(names)}")
+            raise ValueError(
+                f"unknown MapAnythingV1Config fields {unknown}; known: {sorted(names)}")
         kwargs = dict(values)
         for name in ("image_size", "ray_intermediate_dims", "global_intermediate_dims",
                      "image_mean", "image_std"):

@@ -17,7 +17,7 @@ from torch import nn
 
 
 class ResidualConvBlock(nn.Module):
-    """``GELU(conv2(GELU(conv1(x))) + shortcut(x))`` with 3x3 convs; 1x1 shortcut if widths differ."""
+    """``GELU(conv2(GELU(conv1(x))) + shortcut(x))``, 3x3 convs, 1x1 shortcut if widths differ."""
 
     def __init__(self, in_dim: int, out_dim: int) -> None:
         super().__init__()

@@ -72,7 +72,7 @@ def matrix_to_quaternion_xyzw(rotation: torch.Tensor) -> torch.Tensor:
 
 
 def quaternion_to_matrix_xyzw(quat: torch.Tensor) -> torch.Tensor:
-    """Quaternions ``[..., 4]`` (x, y, z, w), normalised first -> rotation matrices ``[..., 3, 3]``."""
+    """Quaternions ``[..., 4]`` (x, y, z, w), normalised first -> rotations ``[..., 3, 3]``."""
     q = quat / quat.norm(dim=-1, keepdim=True)
     x, y, z, w = q.unbind(-1)
     rows = (
