@@ -204,6 +204,16 @@ def test_input_shapes_are_checked(tiny_model, tiny_inputs):
         tiny_model(images[..., :220], raw["intrinsics"], raw["camera_poses"])
 
 
+def test_single_frame_group(tiny_model, tiny_inputs):
+    """One frame: no translation to normalise by (factor clipped to 1e-8), still finite."""
+    images, raw = tiny_inputs
+    with torch.no_grad():
+        features = tiny_model(images[:1, :1], raw["intrinsics"][:1, :1],
+                              raw["camera_poses"][:1, :1])
+    assert features.shape == (1, 1, 256, 32)
+    assert torch.isfinite(features).all()
+
+
 # -- full-size layout (meta device: nothing allocated) --------------------------------------------
 def _meta_state_dict(entries):
     return {e["key"]: torch.empty(e["shape"], device="meta") for e in entries}

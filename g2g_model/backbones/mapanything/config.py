@@ -179,6 +179,10 @@ class MapAnythingV1Config:
             geo = kwargs["geometric_input_config"]
         except KeyError as exc:
             raise ValueError(f"checkpoint config lacks the field {exc.args[0]!r}") from None
+        if enc.get("encoder_str", "dinov2") != "dinov2":
+            raise ValueError(
+                f"encoder_config.encoder_str={enc['encoder_str']!r}: V1 uses a DINOv2 encoder"
+            )
         size = enc.get("size", "large")
         if size not in DINOV2_WIDTHS:
             raise ValueError(
