@@ -7,7 +7,6 @@ ever allocated here.
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -29,18 +28,8 @@ from g2g_model.backbones.mapanything.geometric_inputs import (
 from g2g_model.backbones.mapanything_v1 import MapAnythingV1Backbone
 
 REPO = Path(__file__).resolve().parents[1]
-_CANDIDATES = [
-    Path(os.environ["G2G_FIXTURES"]) if os.environ.get("G2G_FIXTURES") else None,
-    REPO / "test" / "fixtures",
-    REPO / "shared" / "fixtures",
-    Path("/work/shared/fixtures"),
-]
-FIXTURES = next(
-    (p / "mapanything_v1" for p in _CANDIDATES if p and (p / "mapanything_v1").is_dir()), None
-)
-pytestmark = pytest.mark.skipif(
-    FIXTURES is None, reason="fixtures/mapanything_v1 not found (set G2G_FIXTURES)"
-)
+# A copy of ../shared/fixtures/mapanything_v1 (golden data from the reference implementation).
+FIXTURES = REPO / "test" / "fixtures" / "mapanything_v1"
 
 IMAGE_SHA256 = "8aa22e76869353d258d6c36cbea78abb807c14013b427a303d699ae622974520"
 TOL = 1e-4  # the fixture README's suggested tolerance (float32 noise is ~1e-6)

@@ -106,6 +106,16 @@ class MapAnythingV1Backbone(Backbone):
         self.register_buffer("image_std", torch.tensor(config.image_std).view(3, 1, 1),
                              persistent=False)
 
+    @classmethod
+    def from_config_dict(cls, config: Optional[dict]) -> "MapAnythingV1Backbone":
+        """Build from a config dict (None = the full V1 size); weights are NOT loaded."""
+        return cls(preset("full") if config is None else MapAnythingV1Config.from_dict(config))
+
+    def load_weights(self, path: str) -> None:
+        """Load a local MapAnything V1 checkpoint strictly into this module (see the loader)."""
+        loaded = load_mapanything_v1(path, config=self.config)
+        self.load_state_dict(loaded.state_dict(), strict=True)
+
     # ----------------------------------------------------------------------------------------
     def normalize_images(self, images: torch.Tensor) -> torch.Tensor:
         """``[..., 3, H, W]`` RGB in [0, 1] -> ImageNet-normalised float32 (subtract, divide)."""
