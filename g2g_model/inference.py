@@ -197,6 +197,40 @@ class G2GPipeline:
         return feats.float()
 
     @torch.inference_mode()
+    def encode_frames(self, images, intrinsics, batch_size: int = 16) -> torch.Tensor:
+        """Encode frames one by one (each as a single-frame group at the identity).
+
+        These per-frame tokens are what maps cache and what window selection compares
+        (DESIGN section 4: every frame is encoded once, linear in the number of frames).
+
+        Args:
+            images: T RGB ``uint8 [H, W, 3]``.
+            intrinsics: ``[T, 3, 3]`` or one ``[3, 3]``.
+
+        Returns:
+            ``[T, P, D]`` float32 on the CPU.
+        """
+        from g2g_model.groups import Group
+
+        k = np.asarray(intrinsics, dtype=np.float64)
+        if k.shape == (3, 3):
+            k = np.broadcast_to(k, (len(images), 3, 3))
+        out = []
+        for start in range(0, len(images), batch_size):
+            chunk = range(start, min(start + batch_size, len(images)))
+            preps = [self.prepare(Group([images[i]], k[i], np.eye(4)[None]), f"frame {i}")
+                     for i in chunk]
+            imgs = torch.cat([p.images for p in preps], 0).to(self.device)      # [b, 1, 3, H, W]
+            ks = torch.cat([p.intrinsics for p in preps], 0).to(self.device)
+            poses = torch.cat([p.cam_to_anchor for p in preps], 0).to(self.device)
+            with _autocast(self.device, self.bf16):
+                feats = self.backbone(imgs, ks, poses)
+            out.append(feats[:, 0].float().cpu())
+        if not out:
+            return torch.zeros(0)
+        return torch.cat(out, 0)
+
+    @torch.inference_mode()
     def run_features(self, features_a: torch.Tensor, features_b: torch.Tensor) -> Dict:
         with _autocast(self.device, self.bf16):
             out = self.model(features_a.to(self.device), features_b.to(self.device))

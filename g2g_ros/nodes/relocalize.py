@@ -1,0 +1,588 @@
+"""relocalize: G2G relocalization against a stored map (publishes map->odom).
+
+Buffers the last W frames of one camera with their odometry poses (TF odom->base_link at each
+image stamp, or a nav_msgs/Odometry topic) as group B, chooses the best map window (around a pose
+hint when one is given; otherwise by the covisibility front-end, or by encoder-descriptor
+similarity when no covisibility model is available), runs G2G, gates the correction and publishes:
+
+* TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
+* ``~/pose`` (PoseWithCovarianceStamped: base_link in the map at the query anchor's stamp);
+* ``~/alignment`` (g2g_msgs/GroupAlignment with every predicted pose);
+* ``~/status`` and ``/diagnostics``.
+
+Accepts ``/initialpose`` as a hint. Services: ``~/load_map``, ``~/localize``, ``~/reset``,
+``~/pause``, ``~/resume``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional
+
+import numpy as np
+import rclpy
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+
+from g2g_model.geometry import invert_pose, make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
+from g2g_model.groups import Group
+from g2g_model.maps import MapError, load_map, map_windows, nearest_window
+from g2g_model.window_selection import best_window, descriptor_similarity
+from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
+from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.image_conversion import to_rgb
+from g2g_ros.node_common import (
+    ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, stamp_ns,
+    to_stamp,
+)
+from g2g_ros.reloc_core import (
+    Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame, correction_from_prediction,
+)
+from g2g_ros.tf_broadcaster import TransformBroadcaster
+from g2g_ros.tf_buffer import TFBuffer, TFError
+from g2g_ros.tf_listener import TransformListener
+
+STAGES = ("convert", "select", "g2g", "total")
+
+
+def pose_msg_to_matrix(pose) -> np.ndarray:
+    q = np.array([pose.orientation.x, pose.orientation.y, pose.orientation.z,
+                  pose.orientation.w], float)
+    t = np.array([pose.position.x, pose.position.y, pose.position.z], float)
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(t))) or np.linalg.norm(q) < 1e-6:
+        raise ValueError("pose must be finite with a non-zero quaternion")
+    return make_pose(quat_xyzw_to_matrix(q), t)
+
+
+def matrix_to_pose_msg(T: np.ndarray, pose) -> None:
+    pose.position.x, pose.position.y, pose.position.z = map(float, T[:3, 3])
+    q = matrix_to_quat_xyzw(T[:3, :3])
+    pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = map(float, q)
+
+
+class RelocalizeNode(Node):
+    """See the module docstring."""
+
+    def __init__(self, **kwargs):
+        super().__init__("relocalize", **kwargs)
+        self.problems = ProblemLog()
+        self.stages = StageTimes(STAGES)
+        self.lock = threading.Lock()
+        self.configured = False
+        self.paused = False
+        self.gmap = None
+        self.map_tokens = None
+        self.map_path = ""
+        self.hint: Optional[np.ndarray] = None
+        self.pipeline = None
+        self.last_fix_wall: Optional[float] = None
+        self.last_reason = ""
+        self.localize_attempts = 0
+        self.frames_dropped = 0
+        self._declare_parameters()
+        from diagnostic_msgs.msg import DiagnosticArray
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+
+        from g2g_msgs.msg import EstimatorStatus, GroupAlignment
+
+        self.pose_pub = self.create_publisher(PoseWithCovarianceStamped, "~/pose", 10)
+        self.align_pub = self.create_publisher(GroupAlignment, "~/alignment", 10)
+        self.status_pub = self.create_publisher(EstimatorStatus, "~/status", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.tf_broadcaster = TransformBroadcaster(self)
+        self.worker = Worker("g2g_relocalize", maxlen=16, on_error=self._on_worker_error)
+        self.services_group = ReentrantCallbackGroup()
+        self.create_timer(self.p["status_period_s"], self._publish_status)
+        try:
+            self.configure()
+            self.activate()
+        except (ValueError, FileNotFoundError, OSError) as exc:
+            self.problems.report("configuration", str(exc))
+            self.get_logger().error(f"not configured: {exc}")
+
+    # ------------------------------------------------------------------ parameters
+    def _declare_parameters(self) -> None:
+        d = lambda *a, **k: declare(self, *a, **k)  # noqa: E731
+        self.p = {
+            "cameras": d("cameras", ["cam0"], "rig cameras; relocalization uses reloc_camera",
+                         read_only=True),
+            "reloc_camera": d("reloc_camera", "", "camera used for relocalization "
+                              "(empty = the first of cameras)", True),
+            "image_topic": d("image_topic", "image_raw", "image topic under the camera", True),
+            "camera_info_topic": d("camera_info_topic", "camera_info", "camera_info topic", True),
+            "use_compressed": d("use_compressed", False, "subscribe CompressedImage", True),
+            "sensor_qos_reliability": d("sensor_qos_reliability", "best_effort",
+                                        "QoS of the camera stream: best_effort or reliable", True),
+            "map_frame": d("map_frame", "map", "map frame (REP-105)", True),
+            "odom_frame": d("odom_frame", "odom", "odometry frame (REP-105)", True),
+            "base_frame": d("base_frame", "base_link", "robot body frame", True),
+            "camera_frame_suffix": d("camera_frame_suffix", "_optical_frame",
+                                     "optical frame of camera c is <c><suffix>", True),
+            "extrinsics_source": d("extrinsics_source", "tf_static",
+                                   "camera extrinsics from 'tf_static' or 'yaml'", True),
+            "calibration_file": d("calibration_file", "", "YAML rig calibration", True),
+            "odom_source": d("odom_source", "tf", "odometry from 'tf' (odom->base_link) or "
+                             "'topic' (nav_msgs/Odometry on odom_topic)", True),
+            "odom_topic": d("odom_topic", "odometry", "odometry topic (odom_source=topic)", True),
+            "window_size": d("window_size", 5, "frames per group (W)", True),
+            "min_translation_m": d("min_translation_m", 0.1,
+                                   "buffer a frame only after this much motion ...", True),
+            "min_rotation_deg": d("min_rotation_deg", 5.0, "... or this much rotation", True),
+            "map_path": d("map_path", "", "map (.g2gmap) loaded at start-up", True),
+            "localize_period_s": d("localize_period_s", 2.0,
+                                   "relocalize this often (0 = only via ~/localize)", True),
+            "hint_radius_m": d("hint_radius_m", 5.0, "search radius around a pose hint", True),
+            "max_jump_translation_m": d("max_jump_translation_m", 1.0,
+                                        "larger correction changes need consistency", True),
+            "max_jump_rotation_deg": d("max_jump_rotation_deg", 10.0,
+                                       "larger correction changes need consistency", True),
+            "consistency_count": d("consistency_count", 2,
+                                   "consistent candidates needed for a first fix / a jump", True),
+            "min_overlap_score": d("min_overlap_score", 0.0,
+                                   "reject windows whose covisibility score is lower", True),
+            "tf_rate_hz": d("tf_rate_hz", 20.0, "re-send rate of map->odom", True),
+            "tf_future_dating_s": d("tf_future_dating_s", 0.1,
+                                    "map->odom is stamped now + this", True),
+            "checkpoint": d("checkpoint", "", "G2G checkpoint; empty = embedded default", True),
+            "device": d("device", "cpu", "torch device", True),
+            "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    def configure(self) -> None:
+        p = self.p
+        cams = list(p["cameras"])
+        self.camera = p["reloc_camera"] or (cams[0] if cams else "")
+        if not self.camera:
+            raise ValueError("no camera configured (parameters cameras / reloc_camera)")
+        if p["odom_source"] not in ("tf", "topic"):
+            raise ValueError(f"odom_source must be 'tf' or 'topic', got {p['odom_source']!r}")
+        if p["extrinsics_source"] not in ("tf_static", "yaml"):
+            raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
+                             f"got {p['extrinsics_source']!r}")
+        if p["tf_rate_hz"] <= 0:
+            raise ValueError(f"tf_rate_hz must be > 0, got {p['tf_rate_hz']}")
+        self.gate = CorrectionGate(GateConfig(
+            max_jump_translation_m=p["max_jump_translation_m"],
+            max_jump_rotation_deg=p["max_jump_rotation_deg"],
+            consistency_count=p["consistency_count"],
+            min_overlap_score=p["min_overlap_score"]))
+        self.buffer = QueryBuffer(p["window_size"], p["min_translation_m"], p["min_rotation_deg"])
+        self.tf_buffer = TFBuffer(cache_duration_ns=30 * 10**9)
+        self.tf_listener = TransformListener(self.tf_buffer, self)
+        self.rig = None
+        if p["extrinsics_source"] == "yaml":
+            self.rig = load_rig_calibration(p["calibration_file"])
+            self.rig.camera(self.camera)  # raises naming the camera if absent
+            for line in format_rig_log_lines(self.rig):
+                self.get_logger().info(line)
+        self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization")
+        if p["window_size"] > self.pipeline.max_frames:
+            raise ValueError(f"window_size {p['window_size']} exceeds the model's max_frames "
+                             f"{self.pipeline.max_frames}")
+        if self.pipeline.untrained:
+            self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
+                                      "corrections are meaningless (wiring only)")
+        self.configured = True
+
+    def activate(self) -> None:
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+        from nav_msgs.msg import Odometry
+        from std_srvs.srv import Trigger
+
+        from g2g_msgs.srv import LoadMap, Localize
+
+        self.inputs = CameraInputs(self, [self.camera], self._on_image, self.p["image_topic"],
+                                   self.p["camera_info_topic"], self.p["use_compressed"],
+                                   self.p["sensor_qos_reliability"])
+        if self.p["odom_source"] == "topic":
+            self.create_subscription(Odometry, self.p["odom_topic"], self._on_odometry, 50)
+        self.create_subscription(PoseWithCovarianceStamped, "/initialpose", self._on_initialpose,
+                                 10)
+        g = self.services_group
+        self.create_service(LoadMap, "~/load_map", self._srv_load_map, callback_group=g)
+        self.create_service(Localize, "~/localize", self._srv_localize, callback_group=g)
+        self.create_service(Trigger, "~/reset", self._srv_reset, callback_group=g)
+        self.create_service(Trigger, "~/pause", self._srv_pause, callback_group=g)
+        self.create_service(Trigger, "~/resume", self._srv_resume, callback_group=g)
+        self.create_timer(1.0 / self.p["tf_rate_hz"], self._publish_tf)
+        if self.p["localize_period_s"] > 0:
+            self.create_timer(self.p["localize_period_s"], self._periodic_localize)
+        if self.p["map_path"]:
+            ok, message = self._load_map(self.p["map_path"])
+            (self.get_logger().info if ok else self.get_logger().error)(message)
+        self.get_logger().info(f"relocalization active on camera {self.camera}, window "
+                               f"{self.p['window_size']}, map {self.map_path or '(none)'}")
+
+    # ------------------------------------------------------------------ inputs
+    def _on_image(self, cam: str, stamp: int, msg) -> None:
+        self.worker.submit("frame", lambda: self._add_frame(stamp, msg))
+
+    def _on_odometry(self, msg) -> None:
+        # An Odometry topic is stored as the odom->base_link edge of the TF buffer, which gives
+        # interpolation at the image stamps for free.
+        try:
+            pose = pose_msg_to_matrix(msg.pose.pose)
+        except ValueError as exc:
+            self.problems.report("odometry", f"odometry message rejected: {exc}")
+            return
+        self.tf_buffer.set_transform_matrix(self.p["odom_frame"], self.p["base_frame"],
+                                            stamp_ns(msg.header.stamp), pose)
+
+    def _on_initialpose(self, msg) -> None:
+        try:
+            self.hint = pose_msg_to_matrix(msg.pose.pose)
+        except ValueError as exc:
+            self.problems.report("initialpose", f"rejected: {exc}")
+            return
+        self.get_logger().info(f"pose hint received at {self.hint[:3, 3].round(2).tolist()}")
+
+    def _camera_extrinsics(self) -> Optional[np.ndarray]:
+        if self.rig is not None:
+            return self.rig.camera(self.camera).T_base_cam
+        try:
+            return self.tf_buffer.lookup_transform(
+                self.p["base_frame"], self.camera + self.p["camera_frame_suffix"], 0)
+        except TFError as exc:
+            self.problems.report("calibration", f"camera extrinsics from TF: {exc}")
+            return None
+
+    def _add_frame(self, stamp: int, msg) -> None:
+        t0 = time.perf_counter()
+        intr = (self.rig.camera(self.camera).K, self.rig.camera(self.camera).size) \
+            if self.rig is not None else self.inputs.intrinsics(self.camera)
+        if intr is None:
+            self.problems.report(f"camera {self.camera}", "no valid camera_info received yet")
+            self.frames_dropped += 1
+            return
+        try:
+            rgb = to_rgb(msg)
+        except ValueError as exc:
+            self.problems.report(f"camera {self.camera}", f"image rejected: {exc}")
+            self.frames_dropped += 1
+            return
+        base_T_cam = self._camera_extrinsics()
+        if base_T_cam is None:
+            self.frames_dropped += 1
+            return
+        try:
+            odom_T_base = self.tf_buffer.lookup_transform(self.p["odom_frame"],
+                                                          self.p["base_frame"], stamp)
+        except TFError as exc:
+            self.problems.report("odometry", f"no odometry at the image stamp: {exc}")
+            self.frames_dropped += 1
+            return
+        with self.lock:
+            try:
+                self.buffer.add(QueryFrame(stamp, rgb, intr[0], odom_T_base @ base_T_cam))
+            except ValueError as exc:
+                self.problems.report(f"camera {self.camera}", str(exc))
+                self.frames_dropped += 1
+                return
+        self.problems.clear(f"camera {self.camera}")
+        self.problems.clear("odometry")
+        self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
+
+    # ------------------------------------------------------------------ localization
+    def _periodic_localize(self) -> None:
+        if self.paused or self.gmap is None or not self.buffer.full():
+            return
+        self.worker.submit("localize", lambda: self._localize(self.hint), replace_same_kind=True)
+
+    def _select_window(self, windows, query: Group, hint: Optional[np.ndarray]):
+        """(window index, overlap score or NaN, how)."""
+        if hint is not None:
+            # hint = map_T_base: compare with the camera positions of the map windows.
+            base_T_cam = self._camera_extrinsics()
+            position = (hint @ (base_T_cam if base_T_cam is not None else np.eye(4)))[:3, 3]
+            idx = nearest_window(self.gmap, windows, position, self.p["hint_radius_m"])
+            if idx is None:
+                raise ValueError(f"no map window within hint_radius_m={self.p['hint_radius_m']} "
+                                 f"of the hint {position.round(2).tolist()}")
+            return idx, float("nan"), "pose hint"
+        if self.map_tokens is None:
+            raise ValueError("the map has no cached features; rebuild it with g2g-map build")
+        query_tokens = self.pipeline.encode_frames(query.images, query.intrinsics)
+        scores = descriptor_similarity(self.map_tokens, query_tokens)
+        idx, _ = best_window(scores, windows)
+        return idx, float("nan"), "descriptor similarity"
+
+    def _localize(self, hint: Optional[np.ndarray]):
+        """Run one relocalization; returns (accepted, message, map_T_odom or None, score)."""
+        t0 = time.perf_counter()
+        self.localize_attempts += 1
+        with self.lock:
+            if self.gmap is None:
+                return False, "no map loaded (call ~/load_map)", None, float("nan")
+            if not self.buffer.full():
+                return (False, f"query window not full ({len(self.buffer.frames)}/"
+                        f"{self.buffer.window} frames)", None, float("nan"))
+            query = self.buffer.group()
+            gmap, windows = self.gmap, self.windows
+        idx, score, how = self._select_window(windows, query, hint)
+        window = windows[idx]
+        t1 = time.perf_counter()
+        self.stages.set("select", 1e3 * (t1 - t0))
+        frames = [gmap.frames[i] for i in window]
+        group_a = Group(images=[f.decode() for f in frames],
+                        intrinsics=np.stack([f.intrinsics for f in frames]),
+                        cam_to_world=np.stack([f.world_T_cam for f in frames]),
+                        stamps=[f.stamp_ns for f in frames])
+        pred = self.pipeline.predict(group_a, query)
+        self.stages.set("g2g", 1e3 * (time.perf_counter() - t1))
+        odom_T_b = np.asarray(query.cam_to_world)
+        map_T_odom, spread = correction_from_prediction(group_a.cam_to_world[0], pred.poses_b,
+                                                        odom_T_b)
+        cand = Candidate(map_T_odom, int(query.stamps[0]), score if np.isfinite(score) else 1.0,
+                         spread, pred.poses_b)
+        with self.lock:
+            decision = self.gate.offer(cand)
+        self.last_reason = f"{'accepted' if decision.accepted else 'rejected'}: " \
+                           f"{decision.reason} (window {idx} by {how})"
+        if decision.accepted:
+            self.last_fix_wall = time.monotonic()
+            self.problems.clear("localization")
+            self._publish_fix(query, group_a, pred, score, map_T_odom)
+        else:
+            self.problems.report("localization", self.last_reason)
+        self.stages.set("total", 1e3 * (time.perf_counter() - t0))
+        self.get_logger().info(self.last_reason)
+        return decision.accepted, self.last_reason, self.gate.current, score
+
+    def _publish_fix(self, query: Group, group_a: Group, pred, score: float, map_T_odom):
+        from geometry_msgs.msg import Pose, PoseWithCovarianceStamped
+
+        from g2g_msgs.msg import GroupAlignment
+
+        stamp = to_stamp(int(query.stamps[0]))
+        current = self.gate.current
+        base_T_cam = self._camera_extrinsics()
+        odom_T_base0 = np.asarray(query.cam_to_world)[0] @ invert_pose(
+            base_T_cam if base_T_cam is not None else np.eye(4))
+        pose = PoseWithCovarianceStamped()
+        pose.header.stamp = stamp
+        pose.header.frame_id = self.p["map_frame"]
+        matrix_to_pose_msg(current @ odom_T_base0, pose.pose.pose)
+        pose.pose.covariance = [float(v) for v in np.diag([0.05] * 3 + [0.01] * 3).reshape(-1)]
+        self.pose_pub.publish(pose)
+        msg = GroupAlignment()
+        msg.header.stamp = stamp
+        msg.header.frame_id = f"{self.camera}{self.p['camera_frame_suffix']}@map"
+        msg.group_a_id = f"map:{self.gmap.map_id}:{group_a.stamps[0]}"
+        msg.group_b_id = f"query:{query.stamps[0]}"
+        msg.stamps_a = [to_stamp(int(s)) for s in group_a.stamps]
+        msg.stamps_b = [to_stamp(int(s)) for s in query.stamps]
+        for T in pred.poses_a:
+            p = Pose()
+            matrix_to_pose_msg(T, p)
+            msg.poses_a.append(p)
+        for T in pred.poses_b:
+            p = Pose()
+            matrix_to_pose_msg(T, p)
+            msg.poses_b.append(p)
+        msg.overlap_score = float(score)
+        msg.inference_time_ms = float(pred.timing_ms["total"])
+        self.align_pub.publish(msg)
+        self._publish_tf()
+
+    def _publish_tf(self) -> None:
+        current = self.gate.current if self.configured else None
+        if current is None:
+            return
+        now = self.get_clock().now().nanoseconds
+        self.tf_broadcaster.send_matrix(current, self.p["map_frame"], self.p["odom_frame"],
+                                        now + int(self.p["tf_future_dating_s"] * 1e9))
+
+    def _on_worker_error(self, exc: BaseException) -> None:
+        self.problems.report("localization", str(exc))
+        self.get_logger().warning(f"relocalization step failed: {exc}",
+                                  throttle_duration_sec=2.0)
+
+    # ------------------------------------------------------------------ maps
+    def _load_map(self, path: str):
+        try:
+            gmap = load_map(path, expect_backbone=self.pipeline.backbone_id())
+        except MapError as exc:
+            self.problems.report("map", str(exc))
+            return False, f"map not loaded, keeping the previous one: {exc}"
+        windows = map_windows(gmap, self.camera, self.p["window_size"])
+        if not windows:
+            msg = (f"map {path} has fewer than {self.p['window_size']} frames of camera "
+                   f"{self.camera} (cameras: {gmap.cameras()}); keeping the previous map")
+            self.problems.report("map", msg)
+            return False, msg
+        with self.lock:
+            self.gmap, self.windows, self.map_path = gmap, windows, path
+            self.map_tokens = None if gmap.features is None else gmap.features.float()
+            self.gate.reset()
+        self.problems.clear("map")
+        return True, f"loaded map {path}: {len(gmap)} frames, {len(windows)} windows"
+
+    # ------------------------------------------------------------------ services
+    def _srv_load_map(self, request, response):
+        if not self.configured:
+            response.success, response.message = False, "node is not configured"
+            return response
+        ok, message = self._load_map(request.path)
+        response.success, response.message = ok, message
+        response.num_keyframes = len(self.gmap) if ok else 0
+        (self.get_logger().info if ok else self.get_logger().error)(message)
+        return response
+
+    def _srv_localize(self, request, response):
+        if not self.configured:
+            response.success, response.message = False, "node is not configured"
+            return response
+        if self.paused:
+            response.success, response.message = False, "paused (call ~/resume first)"
+            return response
+        hint = None
+        if request.use_hint:
+            try:
+                hint = pose_msg_to_matrix(request.hint.pose.pose)
+            except ValueError as exc:
+                response.success, response.message = False, f"bad hint: {exc}"
+                return response
+        done = threading.Event()
+        result = {}
+
+        def job():
+            try:
+                result["value"] = self._localize(hint)
+            except Exception as exc:
+                result["value"] = (False, f"localization failed: {exc}", None, float("nan"))
+            finally:
+                done.set()
+
+        self.worker.submit("localize_request", job)
+        if not done.wait(timeout=60.0):
+            response.success, response.message = False, "timed out after 60 s"
+            return response
+        ok, message, current, score = result["value"]
+        response.success, response.message = bool(ok), message
+        response.overlap_score = float(score)
+        if ok and current is not None:
+            from g2g_ros.tf_buffer import matrix_to_transform_stamped
+
+            response.map_to_odom = matrix_to_transform_stamped(
+                current, self.p["map_frame"], self.p["odom_frame"],
+                self.get_clock().now().nanoseconds)
+        return response
+
+    def _srv_reset(self, request, response):
+        if not self.configured:
+            response.success, response.message = False, "node is not configured"
+            return response
+        with self.lock:
+            self.gate.reset()
+            self.buffer.clear()
+            self.hint = None
+        self.last_fix_wall = None
+        response.success, response.message = True, "correction, query window and hint cleared"
+        return response
+
+    def _srv_pause(self, request, response):
+        if self.paused:
+            response.success, response.message = False, "already paused"
+        else:
+            self.paused = True
+            response.success, response.message = True, "paused; map->odom keeps being sent"
+        return response
+
+    def _srv_resume(self, request, response):
+        if not self.paused:
+            response.success, response.message = False, "not paused"
+        else:
+            self.paused = False
+            response.success, response.message = True, "resumed"
+        return response
+
+    # ------------------------------------------------------------------ status
+    def _state(self):
+        from g2g_msgs.msg import EstimatorStatus as S
+
+        if not self.configured:
+            return S.STATE_LOST, "not configured"
+        if self.gmap is None:
+            return S.STATE_NOT_LOCALIZED, "no map loaded"
+        if self.gate.current is None:
+            return S.STATE_NOT_LOCALIZED, "not localized yet"
+        if self.paused:
+            return S.STATE_DEGRADED, "paused"
+        if self.problems.recent():
+            return S.STATE_DEGRADED, "localized, with problems"
+        return S.STATE_OK, "localized"
+
+    def _publish_status(self) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+        from g2g_msgs.msg import EstimatorStatus
+
+        state, text = self._state()
+        problems = self.problems.recent()
+        if problems:
+            text += ": " + "; ".join(f"{k}: {m}" for k, m in problems)
+        now = self.get_clock().now().to_msg()
+        stages = self.stages.snapshot()
+        gate = getattr(self, "gate", None)
+        status = EstimatorStatus(
+            state=state, message=text, cameras_used=[getattr(self, "camera", "")],
+            groups_processed=gate.accepted if gate else 0,
+            groups_dropped=(gate.rejected if gate else 0) + self.frames_dropped,
+            stage_names=list(stages), stage_latency_ms=[float(v) for v in stages.values()])
+        status.header.stamp = now
+        self.status_pub.publish(status)
+        age = None if self.last_fix_wall is None else time.monotonic() - self.last_fix_wall
+        values = {
+            "state": state, "map": self.map_path or "(none)",
+            "map_frames": len(self.gmap) if self.gmap is not None else 0,
+            "accepted_corrections": gate.accepted if gate else 0,
+            "rejected_corrections": gate.rejected if gate else 0,
+            "age_of_last_fix_s": "never" if age is None else f"{age:.1f}",
+            "last_decision": self.last_reason, "paused": self.paused,
+            "frames_dropped": self.frames_dropped,
+            "query_frames": len(self.buffer.frames) if hasattr(self, "buffer") else 0,
+            "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained),
+        }
+        if hasattr(self, "inputs"):
+            for cam, hz in self.inputs.rates_hz().items():
+                values[f"{cam} rate_hz"] = f"{hz:.2f}"
+        for name, ms in stages.items():
+            values[f"latency {name}_ms"] = f"{ms:.1f}"
+        for key, msg in problems:
+            values[f"problem {key}"] = msg
+        level = {EstimatorStatus.STATE_OK: DiagnosticStatus.OK,
+                 EstimatorStatus.STATE_DEGRADED: DiagnosticStatus.WARN,
+                 EstimatorStatus.STATE_NOT_LOCALIZED: DiagnosticStatus.WARN}.get(
+                     state, DiagnosticStatus.ERROR)
+        arr = DiagnosticArray()
+        arr.header.stamp = now
+        arr.status = [diagnostic_status(f"{self.get_name()}: relocalization", "g2g_reloc",
+                                        level, text, values)]
+        self.diag_pub.publish(arr)
+
+    def destroy_node(self):
+        self.worker.stop()
+        return super().destroy_node()
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = RelocalizeNode()
+        executor = MultiThreadedExecutor(num_threads=3)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
