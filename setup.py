@@ -13,6 +13,8 @@ PACKAGE = "g2g_ros"
 CONSOLE_SCRIPTS = [
     # nodes (ros2 run g2g_ros <name>)
     "rig_odometry = g2g_ros.nodes.rig_odometry:main",
+    "relocalize = g2g_ros.nodes.relocalize:main",
+    "map_builder = g2g_ros.nodes.map_builder:main",
     # tools
     "g2g-bringup = g2g_ros.bringup:main",
     "g2g-model = g2g_model.model.cli:main",

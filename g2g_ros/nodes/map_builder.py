@@ -1,0 +1,237 @@
+"""map_builder: record keyframes (images + poses) into a G2G map; ``~/save_map`` writes it.
+
+Poses come from TF: ``<map_frame> -> <base_frame>`` at each image stamp (a SLAM/ground-truth
+source), composed with the camera extrinsics from ``/tf_static`` or a YAML calibration. A frame
+becomes a keyframe of its camera when the camera moved ``min_translation_m`` or turned
+``min_rotation_deg`` since that camera's last keyframe. Images are stored resized to the
+model's input size (PNG). ``~/save_map`` encodes every keyframe once with the model's backbone
+(the features relocalization compares) and writes the map atomically.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import rclpy
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+
+from g2g_model.geometry import relative_pose, rotation_angle_deg
+from g2g_model.groups import resize_with_intrinsics
+from g2g_model.maps import G2GMap, MapFrame, encode_image, save_map
+from g2g_ros.calibration import load_rig_calibration
+from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.image_conversion import to_rgb
+from g2g_ros.node_common import ProblemLog, Worker, declare, diagnostic_status, load_pipeline
+from g2g_ros.tf_buffer import TFBuffer, TFError
+from g2g_ros.tf_listener import TransformListener
+
+
+class MapBuilderNode(Node):
+    """See the module docstring."""
+
+    def __init__(self, **kwargs):
+        super().__init__("map_builder", **kwargs)
+        self.problems = ProblemLog()
+        self.lock = threading.Lock()
+        self.frames = []
+        self.last_pose = {}
+        self.configured = False
+        self.frames_seen = 0
+        d = lambda *a, **k: declare(self, *a, **k)  # noqa: E731
+        self.p = {
+            "cameras": d("cameras", ["cam0"], "cameras to record", True),
+            "image_topic": d("image_topic", "image_raw", "image topic under each camera", True),
+            "camera_info_topic": d("camera_info_topic", "camera_info", "camera_info topic", True),
+            "use_compressed": d("use_compressed", False, "subscribe CompressedImage", True),
+            "sensor_qos_reliability": d("sensor_qos_reliability", "best_effort",
+                                        "QoS of the camera streams", True),
+            "map_frame": d("map_frame", "map", "frame the keyframe poses are expressed in", True),
+            "base_frame": d("base_frame", "base_link", "robot body frame", True),
+            "camera_frame_suffix": d("camera_frame_suffix", "_optical_frame",
+                                     "optical frame of camera c is <c><suffix>", True),
+            "extrinsics_source": d("extrinsics_source", "tf_static", "'tf_static' or 'yaml'",
+                                   True),
+            "calibration_file": d("calibration_file", "", "YAML rig calibration", True),
+            "min_translation_m": d("min_translation_m", 0.2, "keyframe spacing (translation)",
+                                   True),
+            "min_rotation_deg": d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True),
+            "max_keyframes": d("max_keyframes", 20000, "stop recording beyond this", True),
+            "checkpoint": d("checkpoint", "", "G2G checkpoint whose backbone encodes the map",
+                            True),
+            "device": d("device", "cpu", "torch device", True),
+            "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
+        }
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.worker = Worker("g2g_map_builder", maxlen=32, on_error=self._on_error)
+        self.create_timer(self.p["status_period_s"], self._publish_status)
+        try:
+            self.configure()
+        except (ValueError, FileNotFoundError, OSError) as exc:
+            self.problems.report("configuration", str(exc))
+            self.get_logger().error(f"not configured: {exc}")
+
+    def configure(self) -> None:
+        from std_srvs.srv import Trigger
+
+        from g2g_msgs.srv import SaveMap
+
+        self.tf_buffer = TFBuffer(cache_duration_ns=30 * 10**9)
+        self.tf_listener = TransformListener(self.tf_buffer, self)
+        self.rig = None
+        if self.p["extrinsics_source"] == "yaml":
+            self.rig = load_rig_calibration(self.p["calibration_file"])
+        elif self.p["extrinsics_source"] != "tf_static":
+            raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
+                             f"got {self.p['extrinsics_source']!r}")
+        self.pipeline = load_pipeline(self.p["checkpoint"], self.p["device"], "relocalization")
+        self.inputs = CameraInputs(self, list(self.p["cameras"]), self._on_image,
+                                   self.p["image_topic"], self.p["camera_info_topic"],
+                                   self.p["use_compressed"], self.p["sensor_qos_reliability"])
+        group = ReentrantCallbackGroup()
+        self.create_service(SaveMap, "~/save_map", self._srv_save, callback_group=group)
+        self.create_service(Trigger, "~/clear", self._srv_clear, callback_group=group)
+        self.configured = True
+        self.get_logger().info(f"recording keyframes of {list(self.p['cameras'])} in frame "
+                               f"{self.p['map_frame']}")
+
+    def _on_image(self, cam: str, stamp: int, msg) -> None:
+        self.worker.submit("frame", lambda: self._add(cam, stamp, msg))
+
+    def _add(self, cam: str, stamp: int, msg) -> None:
+        self.frames_seen += 1
+        if len(self.frames) >= self.p["max_keyframes"]:
+            self.problems.report("map", f"max_keyframes={self.p['max_keyframes']} reached")
+            return
+        if self.rig is not None:
+            K, size = self.rig.camera(cam).K, self.rig.camera(cam).size
+            base_T_cam = self.rig.camera(cam).T_base_cam
+        else:
+            intr = self.inputs.intrinsics(cam)
+            if intr is None:
+                self.problems.report(f"camera {cam}", "no valid camera_info yet")
+                return
+            K, size = intr
+            base_T_cam = self.tf_buffer.lookup_transform(
+                self.p["base_frame"], cam + self.p["camera_frame_suffix"], 0)
+        world_T_base = self.tf_buffer.lookup_transform(self.p["map_frame"],
+                                                       self.p["base_frame"], stamp)
+        world_T_cam = world_T_base @ base_T_cam
+        last = self.last_pose.get(cam)
+        if last is not None:
+            rel = relative_pose(last, world_T_cam)
+            if (np.linalg.norm(rel[:3, 3]) < self.p["min_translation_m"]
+                    and rotation_angle_deg(rel[:3, :3]) < self.p["min_rotation_deg"]):
+                return
+        rgb = to_rgb(msg)
+        if rgb.shape[:2] != (size[1], size[0]):
+            raise ValueError(f"camera {cam}: image {rgb.shape[1]}x{rgb.shape[0]} does not match "
+                             f"its calibration {size[0]}x{size[1]}")
+        small, k_small = resize_with_intrinsics(rgb, K, self.pipeline.image_size)
+        with self.lock:
+            self.frames.append(MapFrame(camera=cam, stamp_ns=stamp, world_T_cam=world_T_cam,
+                                        intrinsics=k_small, image=encode_image(small),
+                                        size_hw=small.shape[:2]))
+            self.last_pose[cam] = world_T_cam
+        self.problems.clear(f"camera {cam}")
+
+    def build_map(self) -> G2GMap:
+        with self.lock:
+            frames = list(self.frames)
+        if not frames:
+            raise ValueError("no keyframes recorded yet")
+        t0 = time.perf_counter()
+        feats = self.pipeline.encode_frames([f.decode() for f in frames],
+                                            np.stack([f.intrinsics for f in frames]))
+        self.get_logger().info(f"encoded {len(frames)} keyframes in "
+                               f"{time.perf_counter() - t0:.1f} s")
+        return G2GMap(frames=frames, features=feats, backbone=self.pipeline.backbone_id(),
+                      rig={"cameras": sorted({f.camera for f in frames})},
+                      source=f"map_builder node {self.get_fully_qualified_name()}")
+
+    def _srv_save(self, request, response):
+        if not self.configured:
+            response.success, response.message = False, "node is not configured"
+            return response
+        if not request.path:
+            response.success, response.message = False, "path is empty"
+            return response
+        done, result = threading.Event(), {}
+
+        def job():
+            try:
+                gmap = self.build_map()
+                result["path"] = str(save_map(gmap, request.path))
+                result["n"] = len(gmap)
+            except (ValueError, OSError) as exc:
+                result["error"] = str(exc)
+            finally:
+                done.set()
+
+        self.worker.submit("save", job)
+        if not done.wait(timeout=600.0):
+            response.success, response.message = False, "timed out"
+        elif "error" in result:
+            response.success, response.message = False, f"map not saved: {result['error']}"
+        else:
+            response.success, response.num_keyframes = True, result["n"]
+            response.message = f"saved {result['n']} keyframes to {result['path']}"
+        (self.get_logger().info if response.success else self.get_logger().error)(
+            response.message)
+        return response
+
+    def _srv_clear(self, request, response):
+        with self.lock:
+            n = len(self.frames)
+            self.frames, self.last_pose = [], {}
+        response.success, response.message = True, f"cleared {n} keyframes"
+        return response
+
+    def _on_error(self, exc: BaseException) -> None:
+        key = "tf" if isinstance(exc, TFError) else "frame"
+        self.problems.report(key, str(exc))
+
+    def _publish_status(self) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+        problems = self.problems.recent()
+        values = {"keyframes": len(self.frames), "frames_seen": self.frames_seen}
+        values.update({f"problem {k}": m for k, m in problems})
+        level = DiagnosticStatus.WARN if problems else DiagnosticStatus.OK
+        if not self.configured:
+            level = DiagnosticStatus.ERROR
+        text = "; ".join(f"{k}: {m}" for k, m in problems) or f"{len(self.frames)} keyframes"
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        arr.status = [diagnostic_status(f"{self.get_name()}: map builder", "g2g_map", level,
+                                        text, values)]
+        self.diag_pub.publish(arr)
+
+    def destroy_node(self):
+        self.worker.stop()
+        return super().destroy_node()
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = MapBuilderNode()
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
