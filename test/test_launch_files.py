@@ -1,0 +1,145 @@
+"""The launch files, imported with stand-ins for the launch API (not installable here).
+
+Checks the declared arguments, that every node executable is a real console-script entry point,
+and that every parameter file exists and parses with a section for its node. The runner that
+starts the same graph here (g2g-bringup) is checked against the same descriptions.
+"""
+
+import importlib.util
+import pathlib
+import re
+import sys
+import types
+
+import pytest
+import yaml
+
+from g2g_ros import bringup
+from g2g_ros.graphs import GRAPHS
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+REQUIRED_ARGS = {"params_file", "use_sim_time", "namespace", "device", "log_level"}
+
+
+class _Recorder:
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+class _LaunchConfiguration:
+    def __init__(self, name):
+        self.name = name
+
+    def perform(self, context):
+        return context.launch_configurations[self.name]
+
+
+class _OpaqueFunction:
+    def __init__(self, function):
+        self.function = function
+
+
+@pytest.fixture
+def launch_api(monkeypatch):
+    launch = types.ModuleType("launch")
+    launch.LaunchDescription = lambda entities: list(entities)
+    actions = types.ModuleType("launch.actions")
+    actions.DeclareLaunchArgument = _Recorder
+    actions.OpaqueFunction = _OpaqueFunction
+    subs = types.ModuleType("launch.substitutions")
+    subs.LaunchConfiguration = _LaunchConfiguration
+    launch_ros = types.ModuleType("launch_ros")
+    ros_actions = types.ModuleType("launch_ros.actions")
+    ros_actions.Node = _Recorder
+    import ament_index_python.packages as ament
+
+    # The source tree stands in for share/g2g_ros (it holds config/ and launch/).
+    monkeypatch.setattr(ament, "get_package_share_directory",
+                        lambda pkg: str(ROOT) if pkg == "g2g_ros" else None)
+    for name, mod in {"launch": launch, "launch.actions": actions,
+                      "launch.substitutions": subs, "launch_ros": launch_ros,
+                      "launch_ros.actions": ros_actions}.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location(path.stem.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _console_scripts():
+    text = (ROOT / "setup.py").read_text()
+    return dict(re.findall(r'"([\w-]+) = ([\w.]+:\w+)"', text))
+
+
+@pytest.mark.parametrize("graph", ["rig_odometry", "relocalize"])
+def test_launch_file_declares_arguments_and_real_nodes(launch_api, graph):
+    module = _load(ROOT / "launch" / f"{graph}.launch.py")
+    entities = module.generate_launch_description()
+    declared = {e.args[0]: e.kwargs for e in entities if isinstance(e, _Recorder)}
+    assert REQUIRED_ARGS <= set(declared)
+    assert all(kw["description"] for kw in declared.values())
+    if graph == "relocalize":
+        assert "map" in declared
+    opaque = [e for e in entities if isinstance(e, _OpaqueFunction)]
+    assert len(opaque) == 1
+    values = {name: kw["default_value"] for name, kw in declared.items()}
+    if graph == "relocalize":
+        values.update(map="/maps/office.g2gmap", with_odometry="true")
+    context = types.SimpleNamespace(launch_configurations=values)
+    nodes = opaque[0].function(context)
+    assert nodes, "the graph starts no node"
+    scripts = _console_scripts()
+    for node in nodes:
+        kw = node.kwargs
+        assert kw["package"] == "g2g_ros"
+        target = scripts.get(kw["executable"])
+        assert target, f"{kw['executable']} is not a console script in setup.py"
+        module_name, func = target.split(":")
+        assert callable(getattr(importlib.import_module(module_name), func))
+        files = [p for p in kw["parameters"] if isinstance(p, str)]
+        overrides = [p for p in kw["parameters"] if isinstance(p, dict)]
+        for f in files:
+            data = yaml.safe_load(pathlib.Path(f).read_text())
+            assert kw["name"] in data and "ros__parameters" in data[kw["name"]], f
+        assert overrides[-1]["use_sim_time"] is False
+        if kw["name"] == "relocalize":
+            assert overrides[-1]["map_path"] == "/maps/office.g2gmap"
+    if graph == "relocalize":
+        assert {n.kwargs["name"] for n in nodes} == {"relocalize", "rig_odometry"}
+
+
+def test_every_parameter_file_names_known_parameters():
+    # Each YAML key must be a parameter the node declares (a typo would be silently ignored).
+    import ast
+
+    declared = {}
+    for node in ("rig_odometry", "relocalize", "map_builder"):
+        tree = ast.parse((ROOT / "g2g_ros" / "nodes" / f"{node}.py").read_text())
+        names = set()
+        for call in ast.walk(tree):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "d" and call.args:
+                if isinstance(call.args[0], ast.Constant):
+                    names.add(call.args[0].value)
+        declared[node] = names
+    for path in sorted((ROOT / "config").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        for node, section in data.items():
+            unknown = set(section["ros__parameters"]) - declared[node]
+            assert not unknown, f"{path.name}: {node} has undeclared parameters {unknown}"
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_bringup_starts_the_same_graph(graph):
+    args = bringup.parse_launch_args(GRAPHS[graph], ["rig:=nclt", "device:=cpu"])
+    cmds = bringup.node_commands(GRAPHS[graph], args)
+    for cmd in cmds:
+        assert cmd[1] == "-m" and cmd[2] in bringup.NODE_MODULES.values()
+        assert str(ROOT / "config" / "nclt.yaml") in cmd
+        assert "use_sim_time:=false" in cmd
+    with pytest.raises(ValueError, match="unknown launch argument"):
+        bringup.parse_launch_args(GRAPHS[graph], ["bogus:=1"])
+    with pytest.raises(ValueError, match="no parameter file for rig"):
+        bringup.node_commands(GRAPHS[graph], dict(args, rig="mars"))
