@@ -26,7 +26,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
-from g2g_model.geometry import invert_pose, make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
+from g2g_model.geometry import invert_pose
 from g2g_model.groups import Group
 from g2g_model.maps import MapError, load_map, map_windows, nearest_window
 from g2g_model.window_selection import best_window, descriptor_similarity
@@ -37,6 +37,7 @@ from g2g_ros.node_common import (
     ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, stamp_ns,
     to_stamp,
 )
+from g2g_ros.pose_msgs import matrix_to_pose_msg, pose_msg_to_matrix
 from g2g_ros.reloc_core import (
     Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame, correction_from_prediction,
 )
@@ -45,21 +46,6 @@ from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 
 STAGES = ("convert", "select", "g2g", "total")
-
-
-def pose_msg_to_matrix(pose) -> np.ndarray:
-    q = np.array([pose.orientation.x, pose.orientation.y, pose.orientation.z,
-                  pose.orientation.w], float)
-    t = np.array([pose.position.x, pose.position.y, pose.position.z], float)
-    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(t))) or np.linalg.norm(q) < 1e-6:
-        raise ValueError("pose must be finite with a non-zero quaternion")
-    return make_pose(quat_xyzw_to_matrix(q), t)
-
-
-def matrix_to_pose_msg(T: np.ndarray, pose) -> None:
-    pose.position.x, pose.position.y, pose.position.z = map(float, T[:3, 3])
-    q = matrix_to_quat_xyzw(T[:3, :3])
-    pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = map(float, q)
 
 
 class RelocalizeNode(Node):

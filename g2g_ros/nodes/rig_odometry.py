@@ -18,7 +18,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
-from g2g_model.geometry import make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
+from g2g_model.geometry import matrix_to_quat_xyzw
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_from_tf
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
@@ -26,6 +26,7 @@ from g2g_ros.node_common import (
     ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, to_stamp,
 )
 from g2g_ros.odometry_core import RigFrames, RigOdometry
+from g2g_ros.pose_msgs import pose_msg_to_matrix
 from g2g_ros.rig_sync import RigSynchronizer
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer, TFError
@@ -324,17 +325,14 @@ class RigOdometryNode(Node):
         return response
 
     def _srv_reset_to_pose(self, request, response):
-        p = request.pose.pose
-        vals = [p.position.x, p.position.y, p.position.z, p.orientation.x, p.orientation.y,
-                p.orientation.z, p.orientation.w]
-        if not np.all(np.isfinite(vals)) or np.linalg.norm(vals[3:]) < 1e-6:
-            response.success = False
-            response.message = "pose must be finite with a non-zero quaternion"
+        try:
+            pose = pose_msg_to_matrix(request.pose.pose)
+        except ValueError as exc:
+            response.success, response.message = False, str(exc)
             return response
         if self.odometry is None:
             response.success, response.message = False, "not configured or no group received yet"
             return response
-        pose = make_pose(quat_xyzw_to_matrix(np.array(vals[3:])), vals[:3])
         with self.state_lock:
             self.odometry.reset(pose)
             self._feature_cache = {}

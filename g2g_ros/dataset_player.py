@@ -1,0 +1,204 @@
+"""`g2g-play-dataset TRAJ`: publish a dataset trajectory (g2g_model.data format) on ROS topics.
+
+Per frame: ``<cam>/image_raw`` + ``<cam>/camera_info`` for every camera, TF
+``<odom_frame> -> <base_frame>`` (the trajectory relative to its first pose, optionally with a
+simulated odometry drift), and the ground truth as ``nav_msgs/Odometry`` on
+``ground_truth/odometry`` (frame ``gt_world``). The rig extrinsics go once to ``/tf_static``
+(``<base_frame> -> <cam>_optical_frame``). With ``--clock`` it also publishes ``/clock`` for
+``use_sim_time`` nodes and keeps the dataset's own stamps; otherwise stamps are shifted to start
+at the current wall time.
+
+Used by the integration tests and the demo; `g2g-bag play` does the same from an MCAP bag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
+from g2g_ros.image_conversion import rgb_to_image_fields
+from g2g_ros.node_common import to_stamp
+from g2g_ros.pose_msgs import matrix_to_pose_msg
+from g2g_ros.tf_broadcaster import TransformBroadcaster
+from g2g_ros.tf_buffer import matrix_to_transform_stamped
+
+
+def camera_info_msg(K: np.ndarray, width: int, height: int, frame_id: str, stamp_ns: int):
+    from sensor_msgs.msg import CameraInfo
+
+    info = CameraInfo()
+    info.header.stamp = to_stamp(stamp_ns)
+    info.header.frame_id = frame_id
+    info.width, info.height = int(width), int(height)
+    info.distortion_model = "plumb_bob"
+    info.d = [0.0] * 5
+    info.k = [float(v) for v in np.asarray(K, float).reshape(-1)]
+    info.r = [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0]
+    P = np.zeros((3, 4))
+    P[:, :3] = K
+    info.p = [float(v) for v in P.reshape(-1)]
+    return info
+
+
+def image_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, encoding: str = "rgb8"):
+    from sensor_msgs.msg import Image
+
+    msg = Image(**rgb_to_image_fields(rgb, encoding))
+    msg.header.stamp = to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg
+
+
+def drifted_odometry(world_T_body: np.ndarray, drift_per_m: float = 0.0,
+                     yaw_drift_deg_per_m: float = 0.0) -> np.ndarray:
+    """Odometry ``[T, 4, 4]`` starting at the identity, with a deterministic drift.
+
+    Each step's translation is scaled by ``1 + drift_per_m`` and its heading rotated by
+    ``yaw_drift_deg_per_m`` per metre travelled: an odometry source whose error grows with
+    distance, like wheel or visual odometry.
+    """
+    out = [np.eye(4)]
+    for i in range(1, len(world_T_body)):
+        step = invert_pose(world_T_body[i - 1]) @ world_T_body[i]
+        dist = float(np.linalg.norm(step[:3, 3]))
+        err = make_pose(axis_angle_to_matrix([0, 0, np.radians(yaw_drift_deg_per_m * dist)]),
+                        step[:3, 3] * drift_per_m)
+        out.append(out[-1] @ step @ err)
+    return np.stack(out)
+
+
+class DatasetPlayer(Node):
+    """Publishes one trajectory frame per timer tick (see the module docstring)."""
+
+    def __init__(self, path: str, rate_hz: float = 10.0, odom_frame: str = "odom",
+                 base_frame: str = "base_link", clock: bool = False, loop: bool = False,
+                 drift_per_m: float = 0.0, yaw_drift_deg_per_m: float = 0.0,
+                 encoding: str = "rgb8", cameras: Optional[List[str]] = None,
+                 start: int = 0, count: int = 0, stride: int = 1):
+        super().__init__("g2g_dataset_player")
+        from g2g_model.data.format import TrajectoryReader
+        from nav_msgs.msg import Odometry
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import CameraInfo, Image
+
+        self.reader = TrajectoryReader(path)
+        self.cameras = cameras or self.reader.cameras
+        self.odom_frame, self.base_frame, self.encoding = odom_frame, base_frame, encoding
+        n = self.reader.num_frames
+        stop = n if count <= 0 else min(n, start + count * stride)
+        self.indices = list(range(start, stop, stride))
+        if not self.indices:
+            raise ValueError(f"no frames to play in {path} (start {start}, count {count})")
+        wtb = self.reader.world_T_body[self.indices]
+        self.odom = drifted_odometry(wtb, drift_per_m, yaw_drift_deg_per_m)
+        self.gt = wtb
+        stamps = self.reader.timestamps_ns[self.indices].astype(np.int64)
+        self.stamps = stamps if clock else stamps - stamps[0] + time.time_ns()
+        self.loop, self.clock = loop, clock
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.image_pubs: Dict[str, object] = {}
+        self.info_pubs: Dict[str, object] = {}
+        for cam in self.cameras:
+            self.image_pubs[cam] = self.create_publisher(Image, f"{cam}/image_raw", qos)
+            self.info_pubs[cam] = self.create_publisher(CameraInfo, f"{cam}/camera_info", qos)
+        self.gt_pub = self.create_publisher(Odometry, "ground_truth/odometry", qos)
+        self.clock_pub = self.create_publisher(Clock, "/clock", 10) if clock else None
+        self.tf = TransformBroadcaster(self)
+        self.tf_static = TransformBroadcaster(self, static=True)
+        self.tf_static.send([
+            matrix_to_transform_stamped(self.reader.rig[c].T_body_cam, base_frame,
+                                        f"{c}_optical_frame", int(self.stamps[0]))
+            for c in self.reader.cameras])
+        self.position = 0
+        self.published = 0
+        self.finished = False
+        self.create_timer(1.0 / rate_hz, self._tick)
+
+    def publish_frame(self, k: int) -> None:
+        from nav_msgs.msg import Odometry
+        from rosgraph_msgs.msg import Clock
+
+        i, stamp = self.indices[k], int(self.stamps[k])
+        if self.clock_pub is not None:
+            self.clock_pub.publish(Clock(clock=to_stamp(stamp)))
+        self.tf.send(matrix_to_transform_stamped(self.odom[k], self.odom_frame, self.base_frame,
+                                                 stamp))
+        for cam in self.cameras:
+            spec = self.reader.rig[cam]
+            frame = f"{cam}_optical_frame"
+            self.info_pubs[cam].publish(camera_info_msg(spec.K, spec.width, spec.height, frame,
+                                                        stamp))
+            self.image_pubs[cam].publish(image_msg(self.reader.image(cam, i), frame, stamp,
+                                                   self.encoding))
+        gt = Odometry()
+        gt.header.stamp = to_stamp(stamp)
+        gt.header.frame_id = "gt_world"
+        gt.child_frame_id = self.base_frame
+        matrix_to_pose_msg(self.gt[k], gt.pose.pose)
+        self.gt_pub.publish(gt)
+        self.published += 1
+
+    def _tick(self) -> None:
+        if self.finished:
+            return
+        if self.position >= len(self.indices):
+            if not self.loop:
+                self.finished = True
+                return
+            # Looping restarts time after the last stamp so stamps keep increasing.
+            span = int(self.stamps[-1] - self.stamps[0]) + int(1e8)
+            self.stamps = self.stamps + span
+            self.position = 0
+        self.publish_frame(self.position)
+        self.position += 1
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="g2g-play-dataset", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", help="trajectory directory (g2g_model.data format)")
+    parser.add_argument("--rate", type=float, default=10.0, help="frames per second")
+    parser.add_argument("--odom-frame", default="odom")
+    parser.add_argument("--base-frame", default="base_link")
+    parser.add_argument("--clock", action="store_true", help="publish /clock, keep dataset time")
+    parser.add_argument("--loop", action="store_true")
+    parser.add_argument("--drift", type=float, default=0.0, help="odometry scale drift per m")
+    parser.add_argument("--yaw-drift", type=float, default=0.0, help="deg of heading per m")
+    parser.add_argument("--encoding", default="rgb8")
+    parser.add_argument("--cameras", nargs="*", default=None)
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--count", type=int, default=0, help="frames to play (0 = all)")
+    parser.add_argument("--stride", type=int, default=1)
+    parser.add_argument("--exit-when-done", action="store_true")
+    opts, ros_args = parser.parse_known_args(argv)
+    rclpy.init(args=[sys.argv[0]] + ros_args)
+    node = None
+    try:
+        node = DatasetPlayer(opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock,
+                             opts.loop, opts.drift, opts.yaw_drift, opts.encoding, opts.cameras,
+                             opts.start, opts.count, opts.stride)
+        while rclpy.ok() and not (opts.exit_when_done and node.finished):
+            rclpy.spin_once(node, timeout_sec=0.05)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ValueError as exc:
+        print(f"g2g-play-dataset: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
