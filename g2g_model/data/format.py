@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -113,6 +114,18 @@ class TrajectoryWriter:
         self._rows: list[str] = []
         self._last_stamp: int | None = None
         self._closed = False
+        # PNG encoding releases the GIL: encode in background threads while the caller renders.
+        self._pool = ThreadPoolExecutor(max_workers=2)
+        self._pending: list[Future] = []
+
+    def _write(self, path: Path, image: np.ndarray) -> None:
+        if not cv2.imwrite(str(path), image, [cv2.IMWRITE_PNG_COMPRESSION, 1]):
+            raise ValueError(f"{path}: could not be written")
+
+    def _drain(self, limit: int) -> None:
+        """Wait until at most ``limit`` writes are pending; re-raise the first failure."""
+        while len(self._pending) > limit:
+            self._pending.pop(0).result()
 
     @property
     def num_frames(self) -> int:
@@ -149,16 +162,18 @@ class TrajectoryWriter:
                 raise ValueError(f"{where}: image {cam.name!r} must be uint8 "
                                  f"[{cam.height},{cam.width},3], got {img.dtype} {img.shape}")
             name = frame_file(index)
-            cv2.imwrite(str(self.tmp / "images" / cam.name / name),
-                        np.ascontiguousarray(img[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, 1])
+            self._pending.append(self._pool.submit(
+                self._write, self.tmp / "images" / cam.name / name,
+                np.ascontiguousarray(img[..., ::-1])))
             if self.with_depth:
                 dep = np.asarray(depths[cam.name])
                 if dep.shape != (cam.height, cam.width):
                     raise ValueError(f"{where}: depth {cam.name!r} must be "
                                      f"[{cam.height},{cam.width}], got {dep.shape}")
                 mm = depth_to_mm(dep, f"{where} depth {cam.name!r}")
-                cv2.imwrite(str(self.tmp / "depth" / cam.name / name), mm,
-                            [cv2.IMWRITE_PNG_COMPRESSION, 1])
+                self._pending.append(self._pool.submit(
+                    self._write, self.tmp / "depth" / cam.name / name, mm))
+        self._drain(64)
         xyz = pose[:3, 3]
         quat = matrix_to_quat_xyzw(pose[:3, :3])
         self._rows.append(",".join([str(stamp)] + [repr(float(v)) for v in (*xyz, *quat)]))
@@ -172,6 +187,12 @@ class TrajectoryWriter:
         if not self._rows:
             self.abort()
             raise ValueError(f"{self.path}: refusing to finalise a trajectory with no frames")
+        try:
+            self._drain(0)
+        except Exception:
+            self.abort()
+            raise
+        self._pool.shutdown()
         (self.tmp / RIG_FILE).write_text(yaml.safe_dump(self.rig.to_dict(), sort_keys=False))
         (self.tmp / POSES_FILE).write_text("\n".join([POSES_HEADER] + self._rows) + "\n")
         meta = {
@@ -194,6 +215,8 @@ class TrajectoryWriter:
     def abort(self) -> None:
         """Drop everything written so far."""
         self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pending.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self) -> "TrajectoryWriter":
