@@ -372,3 +372,12 @@ class TrajectoryReader:
                 self.image(cam, i)
                 if self.has_depth:
                     self.depth(cam, i)
+
+
+def find_trajectories(root: str | os.PathLike) -> list[Path]:
+    """Complete trajectory directories at or below ``root``, sorted (partial ones skipped)."""
+    root = Path(root)
+    if is_complete(root):
+        return [root]
+    return sorted(p.parent for p in root.rglob(META_FILE)
+                  if not p.parent.name.startswith(".") and is_complete(p.parent))
