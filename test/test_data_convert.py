@@ -39,7 +39,6 @@ def _brightest(img):
 def _nclt_tree(root, date, cams, utimes, dot_px):
     params = root / "cam_params"
     params.mkdir(parents=True)
-    rng = np.random.default_rng(0)
     calib = {}
     for c in cams:
         K = np.array([[30.0 + c, 0, 20.3], [0, 34.0 - c, 13.1], [0, 0, 1]])
@@ -105,8 +104,8 @@ def test_nclt_scaled_intrinsics_follow(tmp_path):
     assert (r.rig["cam2"].width, r.rig["cam2"].height) == (15, 20)
     uv, _ = _project(r.rig["cam2"].K, r.world_T_cam("cam2")[1],
                      np.diag([1.0, -1.0, -1.0]) @ points[(2, utimes[1])])
-    np.testing.assert_allclose(uv, [(RAW_H - 1 - dot[1] + 0.5) / 2 - 0.5, (dot[0] + 0.5) / 2 - 0.5],
-                               atol=1e-6)
+    expected = [(RAW_H - 1 - dot[1] + 0.5) / 2 - 0.5, (dot[0] + 0.5) / 2 - 0.5]
+    np.testing.assert_allclose(uv, expected, atol=1e-6)
 
 
 def test_nclt_bad_inputs(tmp_path):

@@ -111,7 +111,7 @@ def test_generated_trajectory_bytes_are_identical(tmp_path):
     cfg = SimConfig(scene_preset="small", rig_preset="ring4", traversals=2, frames=3,
                     image_size=32)
     a = generate_trajectory(tmp_path / "a", 7, 1, cfg)
-    b = generate_trajectory(tmp_path / "b", 7, 1, cfg)
+    generate_trajectory(tmp_path / "b", 7, 1, cfg)
     assert _digest(tmp_path / "a" / "scene_00007") == _digest(tmp_path / "b" / "scene_00007")
     assert not a["skipped"] and a["camera_frames"] == 12
     assert generate_trajectory(tmp_path / "a", 7, 1, cfg)["skipped"]  # resumable

@@ -67,25 +67,27 @@ def directional_overlap(depth_a: np.ndarray, K_a: np.ndarray, world_T_cam_a: np.
     depth_b_flat = torch.from_numpy(np.ascontiguousarray(small_b).reshape(-1))
     valid_a = pts_a[:, 2, :] > 0                                  # [T_A,P]
     n_valid = valid_a.sum(1).clamp(min=1).float()
-    inv_b = np.linalg.inv(pose_b)
+    # One 3x4 matrix per (b): camera-b pixel scaled to the subsampled grid, so a point's cell
+    # is floor(q_x / q_z + 1/2 * s_w / w_b) without further per-point arithmetic.
+    scale = np.diag([s_w / w_b, s_h / h_b, 1.0])
+    proj_b = scale[None] @ Kb @ np.linalg.inv(pose_b)[:, :3, :]   # [T_B,3,4]
+    off_u, off_v = 0.5 * s_w / w_b, 0.5 * s_h / h_b
+    cell_base = (torch.arange(tb) * (s_h * s_w)).view(1, tb, 1)
     out = torch.zeros(ta, tb)
     rows_per = max(1, batch_pairs // max(tb, 1))
-    kb = torch.from_numpy(Kb.astype(np.float32))
     for a0 in range(0, ta, rows_per):
         a1 = min(ta, a0 + rows_per)
-        rel = torch.from_numpy((inv_b[None] @ pose_a[a0:a1, None]).astype(np.float32))
-        p = rel[..., :3, :3] @ pts_a[a0:a1, None] + rel[..., :3, 3:]   # [A,T_B,3,P]
-        z = p[:, :, 2]
-        zs = z.clamp(min=1e-6)
-        u = kb[None, :, 0, 0, None] * p[:, :, 0] / zs + kb[None, :, 0, 2, None]
-        v = kb[None, :, 1, 1, None] * p[:, :, 1] / zs + kb[None, :, 1, 2, None]
-        ju = torch.floor((u + 0.5) * (s_w / w_b)).long()
-        jv = torch.floor((v + 0.5) * (s_h / h_b)).long()
-        inside = (z > 1e-3) & (ju >= 0) & (ju < s_w) & (jv >= 0) & (jv < s_h)
-        flat = (torch.arange(tb)[None, :, None] * (s_h * s_w) + jv.clamp(0, s_h - 1) * s_w
-                + ju.clamp(0, s_w - 1))
+        m = torch.from_numpy((proj_b[None] @ pose_a[a0:a1, None]).astype(np.float32))
+        q = m[..., :3] @ pts_a[a0:a1, None] + m[..., 3:]             # [A,T_B,3,P]
+        z = q[:, :, 2]
+        inv_z = 1.0 / z.clamp(min=1e-6)
+        ju = torch.floor(q[:, :, 0] * inv_z + off_u)
+        jv = torch.floor(q[:, :, 1] * inv_z + off_v)
+        inside = (ju >= 0) & (ju < s_w) & (jv >= 0) & (jv < s_h) & valid_a[a0:a1, None]
+        flat = (jv.clamp_(0, s_h - 1) * s_w + ju.clamp_(0, s_w - 1)).long() + cell_base
         d_b = depth_b_flat[flat]
-        cov = inside & (d_b > 0) & ((z - d_b).abs() < tol) & valid_a[a0:a1, None]
+        # Depth agreement in camera b: z (the third row of K_b R | K_b t is the camera z).
+        cov = inside & (d_b > 0) & ((z - d_b).abs() < tol) & (z > 1e-3)
         out[a0:a1] = cov.sum(-1).float() / n_valid[a0:a1, None]
     out[valid_a.sum(1) == 0] = 0.0
     return out.numpy()
