@@ -21,13 +21,17 @@ def test_sim_then_data_pipeline(tmp_path, capsys):
     assert sim_main(args) == 0
     first = _last_json(capsys)
     assert first["trajectories_written"] == 2 and first["camera_frames"] == 2 * 8 * 4
-    assert sim_main(args) == 0                                 # resumable: nothing to do
-    assert _last_json(capsys)["trajectories_skipped"] == 2
+    assert sim_main(args + ["--labels", "--window", "3"]) == 0  # resumable: nothing to render
+    again = _last_json(capsys)
+    assert again["trajectories_skipped"] == 2 and again["overlap"]["matrices_written"] == 4
+    assert again["mining"]["matrices"] == 4
 
     assert data_main(["overlap", str(root), "--include-self", "--size", "16"]) == 0
     ov = _last_json(capsys)
     # pairs (00, 01), (00, 00), (01, 01), 4 same-name camera pairs each
-    assert ov["matrices_written"] == 12 and (root / "overlap_hist.png").is_file()
+    # the 4 cross-traversal matrices exist already (--labels); the 8 self-pairs are new
+    assert ov["matrices_written"] == 8 and ov["matrices_skipped"] == 4
+    assert (root / "overlap_hist.png").is_file()
     self_ov = np.load(root / "scene_20005" / "overlap" / "traj_00__traj_00__cam0__cam0.npy")
     np.testing.assert_allclose(np.diag(self_ov.astype(np.float32)), 1.0, atol=1e-3)
     assert data_main(["overlap", str(root), "--include-self", "--size", "16"]) == 0

@@ -4,6 +4,7 @@ Examples::
 
     g2g-sim --out data/sim --split train --num-scenes 4 --traversals 3 --frames 200
     g2g-sim --out data/sim --seeds 20000 20001 --rig-preset ring5 --workers 2
+    g2g-sim --out data/sim --split val --num-scenes 2 --labels   # + overlap labels and pairs
 
 Scene seeds come from the fixed split ranges of :mod:`g2g_model.data.splits` unless given
 explicitly. Re-running the same command skips every complete trajectory.
@@ -43,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-depth", action="store_true", help="do not store depth images")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (trajectories)")
     p.add_argument("--overwrite", action="store_true", help="regenerate complete trajectories")
+    p.add_argument("--labels", action="store_true",
+                   help="then run `g2g-data overlap` and `g2g-data mine` on --out")
+    p.add_argument("--window", type=int, default=5, help="window size for --labels mining")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -90,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(seconds, 2),
         "camera_frames_per_s": round(cam_frames / seconds, 1) if written else None,
     }
+    if args.labels:
+        from g2g_model.data import cli as data_cli
+
+        parser = data_cli.build_parser()
+        summary["overlap"] = data_cli.cmd_overlap(parser.parse_args(["overlap", str(args.out)]))
+        summary["mining"] = data_cli.cmd_mine(parser.parse_args(
+            ["mine", str(args.out), "--window", str(args.window)]))
     (args.out / "summary_sim.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0
