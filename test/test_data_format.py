@@ -100,6 +100,9 @@ def test_writer_rejects_bad_frames(tmp_path):
             w.add_frame(stamp + 4, pose, {"front": imgs["front"]}, deps)
     with pytest.raises(ValueError, match="already exists"):
         TrajectoryWriter(tmp_path / "t", _rig())
+    # Rejected frames left no files behind.
+    assert sorted(p.name for p in (tmp_path / "t" / "images" / "front").iterdir()) == \
+        ["000000.png"]
 
 
 def _poses_lines(path):

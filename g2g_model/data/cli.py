@@ -74,7 +74,8 @@ def cmd_overlap(args: argparse.Namespace) -> dict:
 
     def depth(p: Path, cam: str) -> np.ndarray:
         if (p, cam) not in depth_cache:
-            depth_cache.clear() if len(depth_cache) > 16 else None
+            if len(depth_cache) > 16:  # bounded memory: trajectories come grouped by scene
+                depth_cache.clear()
             depth_cache[(p, cam)] = load_depth_stack(reader(p), cam)
         return depth_cache[(p, cam)]
 

@@ -156,23 +156,25 @@ class TrajectoryWriter:
             raise ValueError(f"{where}: images for {sorted(images)}, rig has {self.rig.names}")
         if self.with_depth and (depths is None or set(depths) != set(self.rig.names)):
             raise ValueError(f"{where}: depth required for every camera {self.rig.names}")
+        # Check everything before writing anything, so a rejected frame leaves no files.
+        encoded = []
         for cam in self.rig.cameras:
             img = np.asarray(images[cam.name])
             if img.dtype != np.uint8 or img.shape != (cam.height, cam.width, 3):
                 raise ValueError(f"{where}: image {cam.name!r} must be uint8 "
                                  f"[{cam.height},{cam.width},3], got {img.dtype} {img.shape}")
             name = frame_file(index)
-            self._pending.append(self._pool.submit(
-                self._write, self.tmp / "images" / cam.name / name,
-                np.ascontiguousarray(img[..., ::-1])))
+            encoded.append((self.tmp / "images" / cam.name / name,
+                            np.ascontiguousarray(img[..., ::-1])))
             if self.with_depth:
                 dep = np.asarray(depths[cam.name])
                 if dep.shape != (cam.height, cam.width):
                     raise ValueError(f"{where}: depth {cam.name!r} must be "
                                      f"[{cam.height},{cam.width}], got {dep.shape}")
-                mm = depth_to_mm(dep, f"{where} depth {cam.name!r}")
-                self._pending.append(self._pool.submit(
-                    self._write, self.tmp / "depth" / cam.name / name, mm))
+                encoded.append((self.tmp / "depth" / cam.name / name,
+                                depth_to_mm(dep, f"{where} depth {cam.name!r}")))
+        for path, array in encoded:
+            self._pending.append(self._pool.submit(self._write, path, array))
         self._drain(64)
         xyz = pose[:3, 3]
         quat = matrix_to_quat_xyzw(pose[:3, :3])
