@@ -3,9 +3,9 @@
 docs/DATASET_FORMAT.md is the single description of the layout; in short, one directory per
 trajectory::
 
-    <traj>/meta.json                    format, version, counts, ``"complete": true`` (written last)
+    <traj>/meta.json                    format, version, counts, ``"complete": true`` (last)
     <traj>/rig.yaml                     cameras: name, width, height, K 3x3, T_body_cam 4x4
-    <traj>/poses.csv                    timestamp_ns,x,y,z,qx,qy,qz,qw  (world_T_body, one row/frame)
+    <traj>/poses.csv                    timestamp_ns,x,y,z,qx,qy,qz,qw (world_T_body per frame)
     <traj>/images/<cam>/<index:06d>.png RGB uint8, index = row of poses.csv (0-based)
     <traj>/depth/<cam>/<index:06d>.png  optional, uint16 millimetres, 0 = no measurement
 

@@ -52,7 +52,7 @@ class CameraSpec:
             raise ValueError(f"{where}: camera {self.name!r} T_body_cam must be a finite 4x4 "
                              f"with last row [0, 0, 0, 1]")
         if not is_rotation(t[:3, :3]):
-            raise ValueError(f"{where}: camera {self.name!r} T_body_cam rotation is not a rotation")
+            raise ValueError(f"{where}: camera {self.name!r} T_body_cam: not a rotation")
 
     def to_dict(self) -> dict[str, Any]:
         return {

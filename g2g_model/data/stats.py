@@ -40,5 +40,6 @@ def overlap_summary(values: np.ndarray) -> dict:
         "mean": float(values.mean()) if len(values) else None,
         "median": float(np.median(values)) if len(values) else None,
         "nonzero": int((values > 0).sum()),
-        "histogram": {f"{a:.1f}-{b:.1f}": int(c) for a, b, c in zip(edges[:-1], edges[1:], counts)},
+        "histogram": {f"{a:.1f}-{b:.1f}": int(c)
+                      for a, b, c in zip(edges[:-1], edges[1:], counts)},
     }

@@ -124,7 +124,7 @@ def _split_rooms(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray,
     for _ in range(4 * max_rooms):
         if len(rooms) >= max_rooms:
             break
-        sizes = np.array([(h - l).max() for l, h in rooms])
+        sizes = np.array([(b - a).max() for a, b in rooms])
         k = int(rng.choice(len(rooms), p=sizes / sizes.sum()))
         l, h = rooms[k]
         axis = int(np.argmax(h - l)) if rng.random() < 0.8 else int(rng.integers(2))
@@ -139,7 +139,7 @@ def _split_rooms(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray,
     return rooms
 
 
-def _adjacencies(lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, int, int, float, float, float]]:
+def _adjacencies(lo: np.ndarray, hi: np.ndarray) -> list[tuple]:
     """``(room_lo, room_hi, axis, coord, span_lo, span_hi)`` for walls shared by two rooms."""
     out = []
     need = DOOR_WIDTH[0] + 2 * DOOR_MARGIN
@@ -272,6 +272,7 @@ def _place_furniture(rng: np.random.Generator, room: int, lo: np.ndarray, hi: np
                     continue
                 pos = rng.uniform(lo[along] + 0.1, hi[along] - 0.1 - w)
                 gap = 0.02
+
                 # local (x along wall, y away from wall) -> world, per wall side.
                 def to_world(p, wall=wall, pos=pos, gap=gap):
                     x, y, z = p
@@ -344,6 +345,12 @@ def _posters(rng: np.random.Generator, room: int, lo: np.ndarray, hi: np.ndarray
             blocked = any(
                 room in (d.room_lo, d.room_hi) and d.axis == axis and abs(d.coord - coord) < 1e-9
                 and d.span[0] - 0.1 < u0 + w and u0 < d.span[1] + 0.1 for d in doors)
+            z0, z1 = zc - h / 2, zc + h / 2
+            blocked |= any(  # no two posters overlap on one wall
+                r == room and a == axis and sd == side and pu[0] - 0.1 < u0 + w
+                and u0 < pu[1] + 0.1 and pz[0] < z1 and z0 < pz[1]
+                for r, a, sd, pu, pz in zip(out["poster_room"], out["poster_axis"],
+                                            out["poster_side"], out["poster_u"], out["poster_z"]))
             if blocked:
                 continue
             out["poster_room"].append(room)
@@ -402,7 +409,7 @@ def make_scene(seed: int, season: int = 0, preset: str = "default") -> Scene:
     size = np.array([rng.uniform(*cfg["footprint_x"]), rng.uniform(*cfg["footprint_y"]), 0.0])
     ceiling = rng.uniform(*CEILING)
     rects = _split_rooms(rng, np.zeros(2), size[:2], cfg["max_rooms"])
-    room_lo = np.array([[l[0], l[1], 0.0] for l, _ in rects])
+    room_lo = np.array([[a[0], a[1], 0.0] for a, _ in rects])
     room_hi = np.array([[h[0], h[1], ceiling] for _, h in rects])
     doors = _doors(rng, room_lo, room_hi, ceiling)
 

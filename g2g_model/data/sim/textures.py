@@ -127,7 +127,7 @@ def texture_library() -> np.ndarray:
 
 @functools.lru_cache(maxsize=1)
 def poster_library() -> tuple[np.ndarray, np.ndarray]:
-    """Posters ``[P, MIP_LEVELS, S, S, 3]`` float32 and their aspect ratios (width/height) ``[P]``."""
+    """Posters ``[P, MIP_LEVELS, S, S, 3]`` float32 and aspect ratios (width / height) ``[P]``."""
     images, aspects = [], []
     for name in POSTER_IMAGES:
         img = _photo(name)

@@ -80,8 +80,9 @@ def scene_places(scene: Scene, occ: Occupancy, ids: np.ndarray, cfg: MotionConfi
     centres = occ.to_xy(np.argwhere(np.ones_like(good)))
     places = []
     for r_lo, r_hi in zip(scene.room_lo, scene.room_hi):
-        in_room = ((centres[:, 0] > r_lo[0]) & (centres[:, 0] < r_hi[0]) & (centres[:, 1] > r_lo[1])
-                   & (centres[:, 1] < r_hi[1])).reshape(good.shape) & good
+        in_room = ((centres[:, 0] > r_lo[0]) & (centres[:, 0] < r_hi[0])
+                   & (centres[:, 1] > r_lo[1]) & (centres[:, 1] < r_hi[1]))
+        in_room = in_room.reshape(good.shape) & good
         cells = np.argwhere(in_room)
         if len(cells):
             pick = rng.choice(len(cells), size=min(cfg.places_per_room, len(cells)), replace=False)
