@@ -80,9 +80,15 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(res)
                 bar.update(1)
     else:
-        for job in jobs:
-            results.append(_job(job))
+        frames_bar = tqdm(total=len(jobs) * cfg.frames, desc="frames", unit="frame")
+        for out, seed, k, job_cfg, overwrite in jobs:
+            res = generate_trajectory(out, seed, k, job_cfg, overwrite=overwrite,
+                                      on_frame=lambda i: frames_bar.update(1))
+            if res["skipped"]:
+                frames_bar.update(cfg.frames)
+            results.append(res)
             bar.update(1)
+        frames_bar.close()
     bar.close()
     seconds = time.perf_counter() - t0
     written = [r for r in results if not r["skipped"]]
