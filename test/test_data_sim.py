@@ -115,6 +115,8 @@ def test_generated_trajectory_bytes_are_identical(tmp_path):
     assert _digest(tmp_path / "a" / "scene_00007") == _digest(tmp_path / "b" / "scene_00007")
     assert not a["skipped"] and a["camera_frames"] == 12
     assert generate_trajectory(tmp_path / "a", 7, 1, cfg)["skipped"]  # resumable
+    with pytest.raises(ValueError, match="complete but generated with"):
+        generate_trajectory(tmp_path / "a", 7, 1, SimConfig(**{**cfg.__dict__, "frames": 4}))
     r = TrajectoryReader(a["path"])
     r.validate_files()
     assert r.has_depth and r.num_frames == 3 and len(r.cameras) == 4

@@ -8,6 +8,7 @@ is skipped, a partial one is rewritten from scratch.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -62,6 +63,10 @@ def generate_trajectory(out_root: str | Path, seed: int, traversal: int, cfg: Si
     """
     path = trajectory_dir(Path(out_root), seed, traversal)
     if is_complete(path) and not overwrite:
+        previous = json.loads((path / "meta.json").read_text()).get("sim_config")
+        if previous != asdict(cfg):
+            raise ValueError(f"{path}: complete but generated with {previous}, not {asdict(cfg)}"
+                             f"; pass overwrite=True (--overwrite) or use another output root")
         return {"path": str(path), "skipped": True, "frames": 0, "camera_frames": 0}
     if not 0 <= traversal < cfg.traversals:
         raise ValueError(f"traversal {traversal} outside 0..{cfg.traversals - 1}")
