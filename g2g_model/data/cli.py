@@ -82,6 +82,9 @@ def cmd_overlap(args: argparse.Namespace) -> dict:
     bar = tqdm(jobs, desc="overlap", unit="traj-pair")
     for parent, ta, tb in bar:
         ra, rb = reader(ta), reader(tb)
+        for r in (ra, rb):
+            if not r.has_depth:
+                raise SystemExit(f"{r.path}: has no depth; overlap labels need depth maps")
         if args.cam_pairs == "same":
             cams = [(c, c) for c in ra.cameras if c in rb.cameras]
         else:
