@@ -5,9 +5,10 @@ surface of the procedural world is an axis-aligned box face or a sphere, so a ra
 a closed form, and the rooms form a cell-and-portal structure. A ray starts in the room holding
 the camera; it can only hit that room's six faces, its furniture and its spheres, and it leaves
 the room only through a door opening, where it continues in the neighbouring room. Per ray the
-work is therefore one box exit test plus a slab test against the few furniture groups of the rooms
-it crosses (two-level: group bounding box, then the boxes of the groups it enters), with no
-acceleration structure to build and no triangulation, texture-coordinate or mesh bookkeeping.
+work is therefore one box exit test plus slab tests against the boxes of the furniture pieces
+whose projected screen rectangle contains the ray's pixel (a per-camera cull computed from the 8
+corners of each piece's bounding box), with no acceleration structure to build and no
+triangulation, texture-coordinate or mesh bookkeeping.
 The hit's face, material and metric surface coordinates come out of the same computation, which
 makes texture lookup a single gather. It needs nothing beyond numpy, is bit-for-bit deterministic
 and measured well above the 50 camera-frames/s target (benchmarks/RESULTS_sim.md).
