@@ -27,7 +27,7 @@ from g2g_model.data.sim.scene import Scene
 from g2g_model.data.sim.textures import MIP_LEVELS, POSTER_SIZE, TEX_SIZE, poster_library
 from g2g_model.data.sim.textures import texture_library
 
-MAX_PORTAL_HOPS = 6
+MAX_PORTAL_HOPS = 16  # doors a ray may pass; rays still travelling after that get depth 0
 _EPS = 1e-5
 # Hit kinds
 _ROOM, _BOX, _SPHERE, _NONE = 0, 1, 2, 3
