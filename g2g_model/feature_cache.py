@@ -244,7 +244,7 @@ class FeatureCache:
         return torch.stack([found[b] for b in range(len(keys))])
 
     def save(self, path: Union[str, Path], keys: Optional[Iterable[str]] = None) -> int:
-        """Write the cached entries (or only ``keys``) to a .safetensors file; returns the count."""
+        """Write the cached entries (or only ``keys``) to a .safetensors file; return the count."""
         selected = list(self._entries) if keys is None else list(keys)
         unknown = [key for key in selected if key not in self._entries]
         if unknown:

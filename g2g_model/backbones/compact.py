@@ -163,7 +163,8 @@ class CompactBackbone(Backbone):
         grid = (height // self.patch_size, width // self.patch_size)
         patches = grid[0] * grid[1]
 
-        pixels = (images.reshape(batch * frames, 3, height, width) - self.image_mean) / self.image_std
+        pixels = images.reshape(batch * frames, 3, height, width)
+        pixels = (pixels - self.image_mean) / self.image_std
         tokens = self.stem(pixels).flatten(2).transpose(1, 2)  # [B*N, P, D]
         tokens = tokens + self._position_table(*grid)
         tokens = tokens.reshape(batch, frames, patches, self.feature_dim)

@@ -151,7 +151,7 @@ class CompactPretrainHeads(nn.Module):
 def sample_pose_known(
     batch: int, frames: int, config: PretrainConfig, generator: Optional[torch.Generator] = None
 ) -> torch.Tensor:
-    """``[B, N]`` bool mask of kept pose inputs: frame 0 always kept, >= 1 frame dropped if N > 1."""
+    """``[B, N]`` bool mask of kept pose inputs: frame 0 kept, >= 1 frame dropped when N > 1."""
     known = torch.rand(batch, frames, generator=generator) >= config.pose_drop_prob
     drop_all = torch.rand(batch, generator=generator) < config.drop_all_prob
     known[drop_all] = False
