@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from g2g_model import geometry
 from g2g_model.backbones import backbone_class, registered_backbones
@@ -268,3 +269,30 @@ def test_pretrain_loss_decreases_on_fixed_batch():
     assert history[-1]["pose"] < history[0]["pose"]
     with pytest.raises(ValueError, match="depth"):
         pretrain_step(model, heads, {key: batch[key] for key in batch if key != "depth"})
+
+
+def test_patch_stem_equals_strided_convolutions():
+    from g2g_model.backbones.compact_stem import PatchStem
+
+    torch.manual_seed(0)
+    mean, std = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)
+    stem = PatchStem((4, 2, 2), (5, 6, 7), mean, std)
+    convs = [torch.nn.Conv2d(3, 5, 4, 4), torch.nn.Conv2d(5, 6, 2, 2), torch.nn.Conv2d(6, 7, 2, 2)]
+    with torch.no_grad():
+        for conv, layer in zip(convs, stem.layers):
+            # Linear input order is (sub-block row, sub-block col, channel) after level 1.
+            weight = conv.weight if conv is convs[0] else conv.weight.permute(0, 2, 3, 1)
+            layer.weight.copy_(weight.reshape(conv.out_channels, -1))
+            layer.bias.copy_(conv.bias)
+        images = torch.rand(2, 3, 32, 48)
+        x = (images - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
+        x = convs[2](F.gelu(convs[1](F.gelu(convs[0](x)))))
+        expected = x.flatten(2).transpose(1, 2)
+        torch.testing.assert_close(stem(images), expected, rtol=1e-5, atol=1e-5)
+        linear = PatchStem((16,), (4,), mean, std)
+        conv = torch.nn.Conv2d(3, 4, 16, 16)
+        linear.layers[0].weight.copy_(conv.weight.reshape(4, -1))
+        linear.layers[0].bias.copy_(conv.bias)
+        normalised = (images - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
+        torch.testing.assert_close(linear(images), conv(normalised).flatten(2).transpose(1, 2),
+                                   rtol=1e-5, atol=1e-5)

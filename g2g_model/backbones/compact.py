@@ -1,6 +1,6 @@
 """The ``compact`` backbone: a small geometry-conditioned multi-view transformer (CPU default).
 
-Per frame: a strided conv (or linear) patch stem on ImageNet-normalised RGB, a learned patch
+Per frame: a non-overlapping strided patch stem on ImageNet-normalised RGB, a learned patch
 position table, a ray embedding from ``s x s`` ray samples per patch (camera frame and rotated
 into the anchor frame), a pose embedding from ``[q_xyzw, t / s, log s]`` (group-normalised
 translation and its log metric scale, as MapAnything encodes them) broadcast to the frame's
@@ -34,6 +34,7 @@ from g2g_model.backbones.compact_geometry import (
     patch_ray_samples,
     pose_vectors,
 )
+from g2g_model.backbones.compact_stem import PatchStem
 
 logger = logging.getLogger(__name__)
 
@@ -44,18 +45,14 @@ def _mlp(in_dim: int, hidden: int, out_dim: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU(), nn.Linear(hidden, out_dim))
 
 
-def _patch_stem(config: CompactConfig) -> nn.Module:
-    """``[M, 3, H, W]`` -> ``[M, D, H/p, W/p]``."""
+def _patch_stem(config: CompactConfig) -> PatchStem:
+    """``[M, 3, H, W]`` in [0, 1] -> ``[M, P, D]``."""
     if config.stem == "linear":
-        return nn.Conv2d(3, config.dim, config.patch_size, stride=config.patch_size)
-    c1, c2 = config.stem_channels
-    # Non-overlapping 4x4 -> 2x2 -> 2x2 convolutions: a 16-pixel patch with two nonlinearities
-    # for about the cost of one linear patchify (most FLOPs stay in the transformer).
-    return nn.Sequential(
-        nn.Conv2d(3, c1, 4, stride=4), nn.GELU(),
-        nn.Conv2d(c1, c2, 2, stride=2), nn.GELU(),
-        nn.Conv2d(c2, config.dim, 2, stride=2),
-    )
+        return PatchStem((config.patch_size,), (config.dim,), config.image_mean, config.image_std)
+    # Non-overlapping 4x4 -> 2x2 -> 2x2 blocks: a 16-pixel patch with two nonlinearities for
+    # about the cost of one linear patchify (most FLOPs stay in the transformer).
+    return PatchStem((4, 2, 2), (*config.stem_channels, config.dim), config.image_mean,
+                     config.image_std)
 
 
 @register_backbone("compact")
@@ -80,10 +77,6 @@ class CompactBackbone(Backbone):
         dim = config.dim
         ray_in = 2 * 3 * config.ray_samples ** 2 + 1  # camera rays, anchor rays, known flag
 
-        self.register_buffer("image_mean", torch.tensor(config.image_mean).view(3, 1, 1),
-                             persistent=False)
-        self.register_buffer("image_std", torch.tensor(config.image_std).view(3, 1, 1),
-                             persistent=False)
         self.stem = _patch_stem(config)
         grid_h, grid_w = config.grid_size
         self.pos_embed = nn.Parameter(torch.zeros(1, dim, grid_h, grid_w))
@@ -109,7 +102,7 @@ class CompactBackbone(Backbone):
         poses from the first step (std 0.02 would make them about 100x smaller).
         """
         for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Conv2d)):
+            if isinstance(module, nn.Linear):
                 nn.init.trunc_normal_(module.weight, std=0.02)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
@@ -163,9 +156,7 @@ class CompactBackbone(Backbone):
         grid = (height // self.patch_size, width // self.patch_size)
         patches = grid[0] * grid[1]
 
-        pixels = images.reshape(batch * frames, 3, height, width)
-        pixels = (pixels - self.image_mean) / self.image_std
-        tokens = self.stem(pixels).flatten(2).transpose(1, 2)  # [B*N, P, D]
+        tokens = self.stem(images.reshape(batch * frames, 3, height, width))  # [B*N, P, D]
         tokens = tokens + self._position_table(*grid)
         tokens = tokens.reshape(batch, frames, patches, self.feature_dim)
 

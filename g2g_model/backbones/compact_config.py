@@ -22,9 +22,9 @@ class CompactConfig:
         image_size: (H, W) the model is built for; other sizes divisible by ``patch_size`` work,
             with the patch position table interpolated.
         patch_size: pixels per patch side (P = H/p * W/p, 196 for 224x224 and p=16).
-        stem: "conv" (three non-overlapping strided convolutions 4x4, 2x2, 2x2 with GELU, so the
-            patch sees a small hierarchy) or "linear" (one p x p patchify projection). The conv
-            stem needs ``patch_size == 16``.
+        stem: "conv" (three non-overlapping strided convolutions 4x4, 2x2, 2x2 with GELU, run
+            as GEMMs, see :mod:`compact_stem`) or "linear" (one p x p patchify projection). The
+            conv stem needs ``patch_size == 16``.
         stem_channels: channels after the first and second conv of the conv stem.
         dim: token width D (the feature dimension returned).
         depth: number of transformer blocks; even blocks attend within a frame, odd blocks attend
