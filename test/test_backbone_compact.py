@@ -168,8 +168,8 @@ def test_bf16_autocast_runs_close_to_fp32(model):
 
 
 def test_config_round_trip_and_errors():
-    config = compact_config("compact_s", depth=4)
-    assert config.depth == 4 and config.dim == COMPACT_PRESETS["compact_s"].dim
+    config = compact_config("compact_s", depth=6)
+    assert config.depth == 6 and config.dim == COMPACT_PRESETS["compact_s"].dim
     assert CompactConfig.from_dict(config.to_dict()) == config
     assert config.fingerprint() != COMPACT_PRESETS["compact_s"].fingerprint()
     with pytest.raises(ValueError, match="wdith"):

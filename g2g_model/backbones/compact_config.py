@@ -45,7 +45,7 @@ class CompactConfig:
     stem: str = "conv"
     stem_channels: Tuple[int, int] = (48, 96)
     dim: int = 192
-    depth: int = 6
+    depth: int = 4
     num_heads: int = 3
     mlp_ratio: float = 3.0
     ray_samples: int = 2
@@ -104,10 +104,12 @@ class CompactConfig:
 
 
 COMPACT_PRESETS: Dict[str, CompactConfig] = {
-    # Embedded default: sized for 5+5 frames at 224x224 on a 2-core CPU (see RESULTS_compact.md).
+    # Embedded default: 5+5 frames at 224x224 in about 100 ms on 2 AVX2 cores in float32
+    # (about 10 GFLOP; see benchmarks/RESULTS_compact.md), leaving room for the G2G modules.
     "compact_s": CompactConfig(),
-    # A wider, deeper variant for machines with more compute (still far below ViT-L).
-    "compact_m": CompactConfig(dim=256, depth=8, num_heads=4, mlp_ratio=4.0),
+    # Wider and deeper (about 24 GFLOP for 5+5 frames): for CPUs with native bf16 (AVX-512 BF16
+    # / AMX) or a GPU, where it fits the same latency budget.
+    "compact_m": CompactConfig(dim=256, depth=6, num_heads=4),
     # Tiny model for unit tests (fast on any CPU; not meant to be trained for real).
     "compact_xs": CompactConfig(
         image_size=(64, 64), stem="linear", stem_channels=(8, 16), dim=32, depth=2,
