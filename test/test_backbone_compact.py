@@ -125,7 +125,7 @@ def test_unknown_pose_is_ignored(model):
     known = torch.tensor([[True, True, False, True]])
     moved = poses.clone()
     moved[0, 2, :3, 3] += 3.0
-    moved[0, 2, :3, :3] = torch.eye(3)
+    moved[0, 2, :3, :3] = 7.0  # not even a rotation: ignored
     with torch.no_grad():
         a = model(images, k, poses, pose_known=known)
         b = model(images, k, moved, pose_known=known)
@@ -296,3 +296,39 @@ def test_patch_stem_equals_strided_convolutions():
         normalised = (images - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
         torch.testing.assert_close(linear(images), conv(normalised).flatten(2).transpose(1, 2),
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_checkpoint_round_trip_and_strict_errors(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from g2g_model.backbones.compact_checkpoint import (
+        load_compact_checkpoint,
+        save_compact_checkpoint,
+    )
+
+    torch.manual_seed(3)
+    model = CompactBackbone("compact_xs").eval()
+    path = tmp_path / "compact.safetensors"
+    save_compact_checkpoint(model, path, {"note": "test"})
+    loaded = load_compact_checkpoint(path, expected_config=model.config).eval()
+    images, k, poses = random_group(1, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(images, k, poses), model(images, k, poses),
+                                   rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"depth \(file 2, expected 3\)"):
+        load_compact_checkpoint(path, expected_config=compact_config("compact_xs", depth=3))
+    state = load_file(str(path))
+    state.pop("anchor_embed")
+    state["extra.weight"] = torch.zeros(1)
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+    broken = tmp_path / "broken.safetensors"
+    save_file(state, str(broken), metadata=metadata)
+    with pytest.raises(ValueError, match=r"missing \['anchor_embed'\], unexpected \['extra"):
+        load_compact_checkpoint(broken)
+    plain = tmp_path / "plain.safetensors"
+    save_file({"x": torch.zeros(1)}, str(plain))
+    with pytest.raises(ValueError, match="not a compact backbone checkpoint"):
+        load_compact_checkpoint(plain)

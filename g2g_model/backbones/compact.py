@@ -132,7 +132,6 @@ class CompactBackbone(Backbone):
         focal = intrinsics[..., [0, 1], [0, 1]]
         if not bool(torch.isfinite(intrinsics).all()) or not bool((focal > 0).all()):
             raise ValueError("intrinsics must be finite with positive fx, fy")
-        check_group_poses(cam_to_anchor)
 
     def _position_table(self, grid_h: int, grid_w: int) -> torch.Tensor:
         """``[1, P, D]`` learned patch positions, bicubically resized for other grid sizes."""
@@ -152,6 +151,11 @@ class CompactBackbone(Backbone):
         """Fused, layer-normed input tokens ``[B, N, P, D]`` (before the transformer)."""
         self._check_inputs(images, intrinsics, cam_to_anchor)
         pose_known = default_pose_known(cam_to_anchor, pose_known)
+        # Unknown poses are replaced by the identity so that nothing of them leaks in (and
+        # garbage there does not fail the rigidity check).
+        eye = torch.eye(4, device=cam_to_anchor.device, dtype=cam_to_anchor.dtype)
+        cam_to_anchor = torch.where(pose_known[..., None, None], cam_to_anchor, eye)
+        check_group_poses(cam_to_anchor)
         batch, frames, _, height, width = images.shape
         grid = (height // self.patch_size, width // self.patch_size)
         patches = grid[0] * grid[1]
