@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from g2g_model import geometry
 from g2g_model.backbones import backbone_class, registered_backbones
 from g2g_model.backbones.compact import CompactBackbone
+from g2g_model.backbones.compact_checkpoint import load_compact_checkpoint, save_compact_checkpoint
 from g2g_model.backbones.compact_config import COMPACT_PRESETS, CompactConfig, compact_config
 from g2g_model.backbones.compact_geometry import (
     matrix_to_quat_xyzw,
@@ -24,6 +27,7 @@ from g2g_model.backbones.compact_pretrain import (
     rotation_6d_to_matrix,
     sample_pose_known,
 )
+from g2g_model.backbones.compact_stem import PatchStem
 
 SIZE = 64  # compact_xs image size
 
@@ -272,8 +276,6 @@ def test_pretrain_loss_decreases_on_fixed_batch():
 
 
 def test_patch_stem_equals_strided_convolutions():
-    from g2g_model.backbones.compact_stem import PatchStem
-
     torch.manual_seed(0)
     mean, std = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)
     stem = PatchStem((4, 2, 2), (5, 6, 7), mean, std)
@@ -299,13 +301,6 @@ def test_patch_stem_equals_strided_convolutions():
 
 
 def test_checkpoint_round_trip_and_strict_errors(tmp_path):
-    from safetensors.torch import load_file, save_file
-
-    from g2g_model.backbones.compact_checkpoint import (
-        load_compact_checkpoint,
-        save_compact_checkpoint,
-    )
-
     torch.manual_seed(3)
     model = CompactBackbone("compact_xs").eval()
     path = tmp_path / "compact.safetensors"
@@ -320,8 +315,6 @@ def test_checkpoint_round_trip_and_strict_errors(tmp_path):
     state = load_file(str(path))
     state.pop("anchor_embed")
     state["extra.weight"] = torch.zeros(1)
-    from safetensors import safe_open
-
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata()
     broken = tmp_path / "broken.safetensors"
