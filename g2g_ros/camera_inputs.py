@@ -8,6 +8,7 @@ wrong encoding is reported there (per camera) without blocking the executor.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -42,6 +43,7 @@ class CameraInputs:
         self.received: Dict[str, int] = {c: 0 for c in cameras}
         self.first_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
         self.last_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
+        self.last_wall: Dict[str, Optional[float]] = {c: None for c in cameras}
         qos = sensor_qos(reliability)
         self._subs = []
         for cam in self.cameras:
@@ -61,6 +63,7 @@ class CameraInputs:
                 if self.first_stamp[cam] is None:
                     self.first_stamp[cam] = stamp
                 self.last_stamp[cam] = stamp
+                self.last_wall[cam] = time.monotonic()
             self._sink(cam, stamp, msg)
         return cb
 
@@ -81,6 +84,17 @@ class CameraInputs:
         """Latest (K, (width, height)) from camera_info, or None if none valid arrived."""
         with self._lock:
             return self._info.get(cam)
+
+    def silent(self, seconds: float) -> Dict[str, Optional[float]]:
+        """Cameras with no image for ``seconds`` (wall time): name -> seconds since the last
+        image, or None if none ever arrived."""
+        now = time.monotonic()
+        with self._lock:
+            out = {}
+            for cam, last in self.last_wall.items():
+                if last is None or now - last > seconds:
+                    out[cam] = None if last is None else now - last
+            return out
 
     def rates_hz(self) -> Dict[str, float]:
         """Average receive rate per camera over its stamps so far."""

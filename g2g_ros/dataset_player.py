@@ -83,7 +83,8 @@ class DatasetPlayer(Node):
                  base_frame: str = "base_link", clock: bool = False, loop: bool = False,
                  drift_per_m: float = 0.0, yaw_drift_deg_per_m: float = 0.0,
                  encoding: str = "rgb8", cameras: Optional[List[str]] = None,
-                 start: int = 0, count: int = 0, stride: int = 1):
+                 start: int = 0, count: int = 0, stride: int = 1,
+                 corrupt_encoding: Optional[List[str]] = None):
         super().__init__("g2g_dataset_player")
         from g2g_model.data.format import TrajectoryReader
         from nav_msgs.msg import Odometry
@@ -104,6 +105,9 @@ class DatasetPlayer(Node):
         stamps = self.reader.timestamps_ns[self.indices].astype(np.int64)
         self.stamps = stamps if clock else stamps - stamps[0] + time.time_ns()
         self.loop, self.clock = loop, clock
+        # Fault injection for tests: these cameras' images are labelled with an unsupported
+        # encoding (the bytes stay RGB), as a misconfigured driver would send them.
+        self.corrupt = set(corrupt_encoding or [])
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.image_pubs: Dict[str, object] = {}
         self.info_pubs: Dict[str, object] = {}
@@ -137,8 +141,10 @@ class DatasetPlayer(Node):
             frame = f"{cam}_optical_frame"
             self.info_pubs[cam].publish(camera_info_msg(spec.K, spec.width, spec.height, frame,
                                                         stamp))
-            self.image_pubs[cam].publish(image_msg(self.reader.image(cam, i), frame, stamp,
-                                                   self.encoding))
+            img = image_msg(self.reader.image(cam, i), frame, stamp, self.encoding)
+            if cam in self.corrupt:
+                img.encoding = "yuv422_yuy2"
+            self.image_pubs[cam].publish(img)
         gt = Odometry()
         gt.header.stamp = to_stamp(stamp)
         gt.header.frame_id = "gt_world"
@@ -179,13 +185,15 @@ def main(argv=None) -> int:
     parser.add_argument("--count", type=int, default=0, help="frames to play (0 = all)")
     parser.add_argument("--stride", type=int, default=1)
     parser.add_argument("--exit-when-done", action="store_true")
+    parser.add_argument("--corrupt-encoding", nargs="*", default=None, metavar="CAM",
+                        help="fault injection: label these cameras' images with a bad encoding")
     opts, ros_args = parser.parse_known_args(argv)
     rclpy.init(args=[sys.argv[0]] + ros_args)
     node = None
     try:
         node = DatasetPlayer(opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock,
                              opts.loop, opts.drift, opts.yaw_drift, opts.encoding, opts.cameras,
-                             opts.start, opts.count, opts.stride)
+                             opts.start, opts.count, opts.stride, opts.corrupt_encoding)
         while rclpy.ok() and not (opts.exit_when_done and node.finished):
             rclpy.spin_once(node, timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -94,6 +94,11 @@ class CompactBackbone(Backbone):
     def from_preset(cls, name: str = DEFAULT_PRESET, **overrides) -> "CompactBackbone":
         return cls(compact_config(name, **overrides))
 
+    @classmethod
+    def from_config_dict(cls, config) -> "CompactBackbone":
+        """Build from a config dict (None = the default preset), as stored in checkpoints."""
+        return cls(DEFAULT_PRESET if config is None else CompactConfig.from_dict(config))
+
     def reset_parameters(self) -> None:
         """Truncated-normal (std 0.02) weights, zero biases, unit LayerNorms.
 

@@ -359,6 +359,10 @@ class RigOdometryNode(Node):
 
         from g2g_msgs.msg import EstimatorStatus
 
+        if self.configured and hasattr(self, "inputs") and self.last_update_wall is not None:
+            for cam, age in self.inputs.silent(self.p["lost_after_s"]).items():
+                self.problems.report(f"camera {cam}", "no images received" if age is None
+                                     else f"no images for {age:.1f} s")
         state, text = self._state()
         problems = self.problems.recent()
         if problems:
