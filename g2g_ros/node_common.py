@@ -13,10 +13,20 @@ import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 LOG = logging.getLogger(__name__)
+
+
+# Timers for status, diagnostics and TF re-sending run on the steady clock: with use_sim_time a
+# ROS-time timer stops whenever /clock stops, and a node must keep reporting its health then.
+
+def steady_timer(node: Node, period_s: float, fn: Callable[[], None], what: str):
+    """A steady-clock timer whose callback can never take the node down (errors are logged)."""
+    return node.create_timer(period_s, guarded(node, what, fn),
+                             clock=Clock(clock_type=ClockType.STEADY_TIME))
 
 
 def declare(node: Node, name: str, default: Any, description: str,
@@ -174,10 +184,24 @@ def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
                       values: Dict[str, Any]):
     from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
+    if not isinstance(level, bytes):
+        level = bytes([int(level)])
     return DiagnosticStatus(
-        level=bytes([level]), name=name, message=message, hardware_id=hardware_id,
+        level=level, name=name, message=message, hardware_id=hardware_id,
         values=[KeyValue(key=str(k), value=str(v)) for k, v in values.items()],
     )
+
+
+def guarded(node: Node, what: str, fn: Callable[[], None]) -> Callable[[], None]:
+    """Wrap a timer callback so an unexpected error is logged instead of killing the node."""
+
+    def run() -> None:
+        try:
+            fn()
+        except Exception as exc:  # a status or TF timer must never take the node down
+            node.get_logger().error(f"{what} failed: {exc!r}", throttle_duration_sec=5.0)
+
+    return run
 
 
 def load_pipeline(checkpoint: str, device: str, task: str):

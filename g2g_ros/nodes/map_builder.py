@@ -25,7 +25,9 @@ from g2g_model.maps import G2GMap, MapFrame, encode_image, save_map
 from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
-from g2g_ros.node_common import ProblemLog, Worker, declare, diagnostic_status, load_pipeline
+from g2g_ros.node_common import (
+    ProblemLog, Worker, declare, diagnostic_status, load_pipeline, steady_timer,
+)
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 
@@ -69,7 +71,7 @@ class MapBuilderNode(Node):
 
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.worker = Worker("g2g_map_builder", maxlen=32, on_error=self._on_error)
-        self.create_timer(self.p["status_period_s"], self._publish_status)
+        steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
         try:
             self.configure()
         except (ValueError, FileNotFoundError, OSError) as exc:

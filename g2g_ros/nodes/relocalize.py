@@ -35,7 +35,7 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.node_common import (
     ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, stamp_ns,
-    to_stamp,
+    steady_timer, to_stamp,
 )
 from g2g_ros.pose_msgs import matrix_to_pose_msg, pose_msg_to_matrix
 from g2g_ros.reloc_core import (
@@ -80,7 +80,7 @@ class RelocalizeNode(Node):
         self.tf_broadcaster = TransformBroadcaster(self)
         self.worker = Worker("g2g_relocalize", maxlen=16, on_error=self._on_worker_error)
         self.services_group = ReentrantCallbackGroup()
-        self.create_timer(self.p["status_period_s"], self._publish_status)
+        steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
         try:
             self.configure()
             self.activate()
@@ -193,9 +193,10 @@ class RelocalizeNode(Node):
         self.create_service(Trigger, "~/reset", self._srv_reset, callback_group=g)
         self.create_service(Trigger, "~/pause", self._srv_pause, callback_group=g)
         self.create_service(Trigger, "~/resume", self._srv_resume, callback_group=g)
-        self.create_timer(1.0 / self.p["tf_rate_hz"], self._publish_tf)
+        steady_timer(self, 1.0 / self.p["tf_rate_hz"], self._publish_tf, "publish_tf")
         if self.p["localize_period_s"] > 0:
-            self.create_timer(self.p["localize_period_s"], self._periodic_localize)
+            steady_timer(self, self.p["localize_period_s"], self._periodic_localize,
+                         "periodic_localize")
         if self.p["map_path"]:
             ok, message = self._load_map(self.p["map_path"])
             (self.get_logger().info if ok else self.get_logger().error)(message)

@@ -23,7 +23,8 @@ from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.node_common import (
-    ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, to_stamp,
+    ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, steady_timer,
+    to_stamp,
 )
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import pose_msg_to_matrix
@@ -64,7 +65,7 @@ class RigOdometryNode(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.tf_broadcaster = TransformBroadcaster(self)
         self.worker = Worker("g2g_rig_odometry", maxlen=2, on_error=self._on_worker_error)
-        self.create_timer(self.p["status_period_s"], self._publish_status)
+        steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
         try:
             self.configure()
             self.activate()

@@ -1,0 +1,116 @@
+"""rig_odometry as a real process fed by the dataset player over real DDS.
+
+The model is the embedded default when it exists, else random weights (the node then says so in
+its diagnostics); accuracy against ground truth is checked in test_nodes_accuracy.py only for a
+trained default. Here: wiring, stamps, frames, status/diagnostics, bad input while running
+(a camera with a wrong encoding, a camera that stops, bad service calls) and recovery.
+"""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from nav_msgs.msg import Odometry  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from g2g_msgs.msg import EstimatorStatus  # noqa: E402
+from g2g_msgs.srv import SetPose  # noqa: E402
+from g2g_model.data.format import TrajectoryReader  # noqa: E402
+from g2g_model.data.sim.generate import SimConfig, generate_trajectory  # noqa: E402
+from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
+
+
+@pytest.fixture(scope="module")
+def sim_traj(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sim")
+    cfg = SimConfig(scene_preset="small", rig_preset="ring5", traversals=1, frames=30,
+                    with_depth=False)
+    generate_trajectory(out, seed=20001, traversal=0, cfg=cfg)
+    paths = sorted(p for p in out.rglob("meta.json"))
+    return paths[0].parent
+
+
+def _status_text(statuses):
+    return " | ".join(s.message for s in statuses[-3:])
+
+
+def test_rig_odometry_end_to_end_with_faults(sim_traj, tmp_path):
+    reader = TrajectoryReader(sim_traj)
+    stamps = set(int(t) for t in reader.timestamps_ns)
+    listener = Listener()
+    odoms = listener.collect(Odometry, "odometry")
+    statuses = listener.collect(EstimatorStatus, "rig_odometry/status")
+    diags = listener.collect(DiagnosticArray, "/diagnostics")
+    node = Proc(node_cmd("g2g_ros.nodes.rig_odometry",
+                         {"use_sim_time": True, "min_cameras": 4, "sensor_qos_reliability":
+                          "reliable", "lost_after_s": 4.0},
+                         str(ROOT / "config" / "sim.yaml")), tmp_path / "node.log")
+    player = None
+    try:
+        # The node is ready once it publishes its status (subscriptions exist by then).
+        assert listener.spin_until(lambda: len(statuses) > 0, timeout=90), node.output()
+        # Phase 1: all five cameras, simulated time.
+        player = Proc(player_cmd(sim_traj, "--clock", "--rate", "4", "--count", "10"),
+                      tmp_path / "player1.log")
+        ok = listener.spin_until(lambda: len(odoms) >= 4, timeout=120)
+        assert ok, f"no odometry.\nnode:\n{node.output()[-3000:]}\nplayer:\n{player.output()}"
+        for msg in odoms:
+            stamp = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+            assert stamp in stamps, "odometry must carry the stamp of its image group"
+            assert (msg.header.frame_id, msg.child_frame_id) == ("odom", "base_link")
+            p = msg.pose.pose.position
+            assert np.all(np.isfinite([p.x, p.y, p.z]))
+        first = odoms[0].pose.pose
+        assert (first.position.x, first.position.y, first.orientation.w) == (0.0, 0.0, 1.0)
+        assert listener.spin_until(lambda: any(s.groups_processed >= 3 for s in statuses), 10)
+        s = statuses[-1]
+        assert sorted(s.cameras_used) == ["cam0", "cam1", "cam2", "cam3", "cam4"]
+        assert "g2g" in s.stage_names
+        assert listener.spin_until(lambda: any(
+            d.status and d.status[0].name.startswith("rig_odometry") for d in diags), 10)
+        keys = {kv.key for kv in diags[-1].status[0].values}
+        assert {"cam0 rate_hz", "sync groups_emitted", "latency g2g_ms",
+                "untrained_model"} <= keys
+        player.stop()
+
+        # Phase 2: cam2 sends a wrong encoding -> degraded groups of 4 cameras, reported.
+        n_before = len(odoms)
+        player = Proc(player_cmd(sim_traj, "--clock", "--rate", "4", "--start", "10",
+                                 "--count", "10", "--corrupt-encoding", "cam2"),
+                      tmp_path / "player2.log")
+        ok = listener.spin_until(lambda: len(odoms) >= n_before + 2 and any(
+            "yuv422_yuy2" in s.message for s in statuses), timeout=120)
+        assert ok, f"{_status_text(statuses)}\nnode:\n{node.output()[-3000:]}"
+        bad = [s for s in statuses if "yuv422_yuy2" in s.message][-1]
+        assert bad.state == EstimatorStatus.STATE_DEGRADED
+        assert "camera cam2" in bad.message
+        player.stop()
+
+        # Phase 3: bad service calls are answered, state kept.
+        bad_pose = SetPose.Request()
+        bad_pose.pose.pose.orientation.w = float("nan")
+        reply = listener.call(SetPose, "/rig_odometry/reset_to_pose", bad_pose)
+        assert not reply.success and "finite" in reply.message
+        reply = listener.call(Trigger, "/rig_odometry/reset", Trigger.Request())
+        assert reply.success
+
+        # Phase 4: the input recovers (all cameras, later stamps) -> odometry flows again.
+        n_before = len(odoms)
+        player = Proc(player_cmd(sim_traj, "--clock", "--rate", "4", "--start", "20",
+                                 "--count", "10"), tmp_path / "player3.log")
+        assert listener.spin_until(lambda: len(odoms) >= n_before + 3, timeout=120)
+        assert node.alive(), node.output()[-3000:]
+        assert listener.spin_until(lambda: statuses[-1].state == EstimatorStatus.STATE_OK
+                                   or "cam" not in statuses[-1].message, timeout=20)
+    finally:
+        if player is not None:
+            player.stop()
+        log = node.stop()
+        listener.close()
+    assert "Traceback" not in log, log[-3000:]
