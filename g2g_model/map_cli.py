@@ -1,0 +1,124 @@
+"""`g2g-map build | info | verify`: make and check map artefacts (see :mod:`g2g_model.maps`).
+
+``build`` takes keyframes of a dataset trajectory (g2g_model.data format) with its ground-truth
+poses, encodes every keyframe once with the model's backbone and writes the map atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from g2g_model.geometry import relative_pose, rotation_angle_deg
+from g2g_model.groups import resize_with_intrinsics
+from g2g_model.maps import G2GMap, MapError, MapFrame, encode_image, load_map, read_map_header, \
+    save_map
+
+LOG = logging.getLogger(__name__)
+
+
+def select_keyframes(world_T_cam: np.ndarray, min_translation_m: float,
+                     min_rotation_deg: float) -> List[int]:
+    """Indices of frames that moved enough since the previous keyframe (first always kept)."""
+    keep = [0]
+    for i in range(1, len(world_T_cam)):
+        rel = relative_pose(world_T_cam[keep[-1]], world_T_cam[i])
+        if (np.linalg.norm(rel[:3, 3]) >= min_translation_m
+                or rotation_angle_deg(rel[:3, :3]) >= min_rotation_deg):
+            keep.append(i)
+    return keep
+
+
+def build_map_from_trajectory(path, pipeline, cameras: Optional[Sequence[str]] = None,
+                              min_translation_m: float = 0.0, min_rotation_deg: float = 0.0,
+                              progress: bool = True) -> G2GMap:
+    """Keyframes of ``cameras`` (default: all) of one trajectory, encoded with ``pipeline``."""
+    from tqdm import tqdm
+
+    from g2g_model.data.format import TrajectoryReader
+
+    reader = TrajectoryReader(path)
+    cameras = list(cameras or reader.cameras)
+    unknown = [c for c in cameras if c not in reader.cameras]
+    if unknown:
+        raise ValueError(f"{path}: no camera(s) {unknown}; the rig has {reader.cameras}")
+    frames = []
+    for cam in cameras:
+        poses = reader.world_T_cam(cam)
+        spec = reader.rig[cam]
+        for i in tqdm(select_keyframes(poses, min_translation_m, min_rotation_deg),
+                      desc=f"keyframes {cam}", disable=not progress, leave=False):
+            img, k = resize_with_intrinsics(reader.image(cam, i), spec.K, pipeline.image_size)
+            frames.append(MapFrame(camera=cam, stamp_ns=int(reader.timestamps_ns[i]),
+                                   world_T_cam=poses[i], intrinsics=k, image=encode_image(img),
+                                   size_hw=img.shape[:2]))
+    if not frames:
+        raise ValueError(f"{path}: no keyframes selected")
+    t0 = time.perf_counter()
+    feats = pipeline.encode_frames([f.decode() for f in frames],
+                                   np.stack([f.intrinsics for f in frames]))
+    LOG.info("encoded %d keyframes in %.1f s", len(frames), time.perf_counter() - t0)
+    return G2GMap(frames=frames, features=feats, backbone=pipeline.backbone_id(),
+                  rig=reader.rig.to_dict(), source=f"g2g-map build {path}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="g2g-map", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build a map from a dataset trajectory")
+    build.add_argument("trajectory")
+    build.add_argument("out", help="output .g2gmap file")
+    build.add_argument("--cameras", nargs="*", default=None)
+    build.add_argument("--min-translation", type=float, default=0.2)
+    build.add_argument("--min-rotation", type=float, default=10.0)
+    build.add_argument("--checkpoint", default="", help="G2G checkpoint (default: embedded)")
+    build.add_argument("--device", default="cpu")
+    info = sub.add_parser("info", help="print a map's header")
+    info.add_argument("map")
+    verify = sub.add_parser("verify", help="fully load and check a map (checksums, backbone)")
+    verify.add_argument("map")
+    verify.add_argument("--checkpoint", default="",
+                        help="also check the map matches this model's backbone")
+    opts = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        if opts.command == "build":
+            from g2g_model.inference import G2GPipeline
+
+            pipeline = (G2GPipeline.from_checkpoint(opts.checkpoint, device=opts.device)
+                        if opts.checkpoint else G2GPipeline.default("relocalization", opts.device))
+            gmap = build_map_from_trajectory(opts.trajectory, pipeline, opts.cameras,
+                                             opts.min_translation, opts.min_rotation)
+            path = save_map(gmap, opts.out)
+            print(f"wrote {path}: {len(gmap)} keyframes of {gmap.cameras()}")
+        elif opts.command == "info":
+            header = read_map_header(opts.map)
+            frames = header.pop("frames")
+            header.pop("sha256", None)
+            header["num_frames"] = len(frames)
+            header["cameras"] = sorted({f["camera"] for f in frames})
+            print(json.dumps(header, indent=2))
+        else:
+            expect = None
+            if opts.checkpoint:
+                from g2g_model.inference import G2GPipeline
+
+                expect = G2GPipeline.from_checkpoint(opts.checkpoint).backbone_id()
+            gmap = load_map(opts.map, expect_backbone=expect)
+            print(f"OK: {opts.map}: {len(gmap)} frames, checksums verified"
+                  + (", backbone matches" if expect else ""))
+    except (MapError, ValueError, FileNotFoundError) as exc:
+        print(f"g2g-map: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
