@@ -50,6 +50,11 @@ def _diag_value(diags, key):
     return None
 
 
+def _diag_dump(diags):
+    return "\n".join(f"{kv.key}: {kv.value}" for d in diags[-1:] for st in d.status
+                     for kv in st.values)
+
+
 def test_relocalize_end_to_end(scene, tmp_path):
     (map_traj, query_traj), map_path = scene
     query = TrajectoryReader(query_traj)
@@ -73,10 +78,10 @@ def test_relocalize_end_to_end(scene, tmp_path):
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request())
         assert not reply.success and "query window not full" in reply.message
 
-        player = Proc(player_cmd(query_traj, "--clock", "--rate", "5", "--count", "12"),
+        player = Proc(player_cmd(query_traj, "--clock", "--rate", "5", "--count", "20"),
                       tmp_path / "player.log")
         ok = listener.spin_until(lambda: _diag_value(diags, "query_frames") == "5", 90)
-        assert ok, f"{node.output()[-3000:]}\n{player.output()}"
+        assert ok, f"{_diag_dump(diags)}\n{node.output()[-3000:]}\n{player.output()}"
 
         request = Localize.Request(use_hint=True)
         hint = query.world_T_body[8]

@@ -42,7 +42,7 @@ from g2g_ros.reloc_core import (
     Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame, correction_from_prediction,
 )
 from g2g_ros.tf_broadcaster import TransformBroadcaster
-from g2g_ros.tf_buffer import TFBuffer, TFError
+from g2g_ros.tf_buffer import ExtrapolationError, TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 
 STAGES = ("convert", "select", "g2g", "total")
@@ -112,6 +112,8 @@ class RelocalizeNode(Node):
             "odom_source": d("odom_source", "tf", "odometry from 'tf' (odom->base_link) or "
                              "'topic' (nav_msgs/Odometry on odom_topic)", True),
             "odom_topic": d("odom_topic", "odometry", "odometry topic (odom_source=topic)", True),
+            "tf_wait_s": d("tf_wait_s", 0.5, "how long to wait for odometry at an image stamp",
+                           True),
             "window_size": d("window_size", 5, "frames per group (W)", True),
             "min_translation_m": d("min_translation_m", 0.1,
                                    "buffer a frame only after this much motion ...", True),
@@ -236,6 +238,26 @@ class RelocalizeNode(Node):
             self.problems.report("calibration", f"camera extrinsics from TF: {exc}")
             return None
 
+    def _odometry_at(self, stamp: int) -> np.ndarray:
+        """odom_T_base at ``stamp``, waiting up to ``tf_wait_s`` for odometry that is late.
+
+        Images and odometry arrive on different topics, so the odometry for an image stamp may
+        still be in flight (what tf2's message filter waits for). Runs on the worker thread.
+        """
+        deadline = time.monotonic() + self.p["tf_wait_s"]
+        while True:
+            try:
+                return self.tf_buffer.lookup_transform(self.p["odom_frame"],
+                                                       self.p["base_frame"], stamp)
+            except ExtrapolationError as exc:
+                if exc.stamp_ns < exc.latest_ns or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+            except TFError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
     def _add_frame(self, stamp: int, msg) -> None:
         t0 = time.perf_counter()
         intr = (self.rig.camera(self.camera).K, self.rig.camera(self.camera).size) \
@@ -255,8 +277,7 @@ class RelocalizeNode(Node):
             self.frames_dropped += 1
             return
         try:
-            odom_T_base = self.tf_buffer.lookup_transform(self.p["odom_frame"],
-                                                          self.p["base_frame"], stamp)
+            odom_T_base = self._odometry_at(stamp)
         except TFError as exc:
             self.problems.report("odometry", f"no odometry at the image stamp: {exc}")
             self.frames_dropped += 1
