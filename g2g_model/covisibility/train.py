@@ -181,7 +181,7 @@ def train_covisibility(
             if config.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
-            loss_val = float(loss)
+            loss_val = float(loss.detach())
             done = step + 1
             row = None
             if done % config.log_every == 0 or done == config.steps:
