@@ -57,9 +57,10 @@ def _train(args) -> int:
     config = dataclasses.replace(TRAIN_PRESETS[args.train_preset], **overrides)
     print(f"covisibility decoder {args.preset!r}: {model.num_parameters():,} parameters, "
           f"{len(train_set)} training pairs, {config.steps} steps")
-    result = train_covisibility(model, train_set, args.out, config, val_set=val_set,
-                               preset=args.preset, resume=not args.no_resume,
-                               progress=not args.quiet)
+    result = train_covisibility(
+        model, train_set, args.out, config, val_set=val_set, preset=args.preset,
+        resume=not args.no_resume, progress=not args.quiet,
+    )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -81,8 +81,8 @@ def lr_at(step: int, config: TrainConfig) -> float:
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
     span = max(1, config.steps - config.warmup_steps)
-    return config.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - config.warmup_steps)
-                                                           / span)))
+    progress = min(1.0, (step - config.warmup_steps) / span)
+    return config.lr * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 def batch_indices(num_samples: int, batch_size: int, step: int, seed: int) -> torch.Tensor:
@@ -110,6 +110,7 @@ def train_covisibility(
     preset: str = "",
     resume: bool = True,
     progress: bool = True,
+    stop_at: Optional[int] = None,
 ) -> Dict:
     """Train ``model`` in place.
 
@@ -126,6 +127,8 @@ def train_covisibility(
         preset: decoder preset name, recorded in the checkpoint.
         resume: continue from ``out_dir/last.safetensors`` when it exists.
         progress: show a tqdm progress bar.
+        stop_at: end after this step as if interrupted (``last.safetensors`` is written, the
+            final checkpoint is not), e.g. to split a run over time-limited jobs.
     Returns:
         ``{"step", "loss", "checkpoint", "val": metrics or None}``.
     """
@@ -166,7 +169,8 @@ def train_covisibility(
         if new_log:
             writer.writeheader()
         model.train()
-        for step in range(start, config.steps):
+        end = config.steps if stop_at is None else min(config.steps, stop_at)
+        for step in range(start, end):
             lr = lr_at(step, config)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -203,9 +207,12 @@ def train_covisibility(
             if row is not None:
                 writer.writerow(row)
                 fh.flush()
-            if done % config.checkpoint_every == 0 or done == config.steps:
+            if done % config.checkpoint_every == 0 or done in (config.steps, end):
                 save(last, done, with_optimizer=True, metrics=val_metrics)
             bar.update(1)
+    if end < config.steps:
+        LOG.info("stopped at step %d of %d; resume from %s", end, config.steps, last)
+        return {"step": end, "loss": loss_val, "checkpoint": str(last), "val": val_metrics}
     final = out / FINAL_CHECKPOINT
     save(final, config.steps, with_optimizer=False, metrics=val_metrics)
     LOG.info("covisibility training done: step %d loss %.4f -> %s", config.steps, loss_val,
