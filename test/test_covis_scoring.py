@@ -55,3 +55,25 @@ def test_bad_inputs(model):
         score_matrix(model, _tokens(model, 2, 0), _tokens(model, 2, 1), batch_size=0)
     with pytest.raises(ValueError, match="tokens_b"):
         score_matrix(model, _tokens(model, 2, 0), torch.zeros(16, 32))
+
+
+def test_front_end_radius_scores_only_nearby_rows_and_matches_full(model):
+    from g2g_model.covisibility.front_end import select_map_windows
+    from g2g_model.covisibility.retrieval import select_windows
+
+    ta, tb = _tokens(model, 40, 5), _tokens(model, 5, 6)
+    positions = np.stack([np.arange(40.0), np.zeros(40), np.zeros(40)], 1)
+    full = score_matrix(model, ta, tb)
+    kw = dict(map_positions=positions, hint_position=[20.0, 0, 0], radius=7.5)
+    expect = select_windows(full.score, 5, top_k=2, **kw)
+    got, scores = select_map_windows(model, ta, tb, 5, top_k=2, **kw)
+    assert len(got) == 2
+    assert [(w.map_start, w.query_start) for w in got] == \
+        [(w.map_start, w.query_start) for w in expect]
+    np.testing.assert_allclose([w.score for w in got], [w.score for w in expect], atol=1e-6)
+    near = np.abs(np.arange(40) - 20) <= 7.5
+    np.testing.assert_allclose(scores.score[near], full.score[near], atol=1e-6)
+    assert np.all(scores.score[~near] == 0)
+    unrestricted, _ = select_map_windows(model, ta, tb, 5, top_k=3)
+    assert [w.map_start for w in unrestricted] == \
+        [w.map_start for w in select_windows(full.score, 5, top_k=3)]
