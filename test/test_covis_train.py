@@ -11,7 +11,9 @@ from g2g_model.covisibility import cli
 from g2g_model.covisibility.checkpoint import (
     CheckpointError, load_checkpoint, read_checkpoint_meta, save_checkpoint,
 )
-from g2g_model.covisibility.evaluate import evaluate, frame_retrieval_hits
+from g2g_model.covisibility.evaluate import (
+    evaluate, frame_retrieval_hits, window_selection_accuracy,
+)
 from g2g_model.covisibility.loss import covisibility_loss, match_dense_labels
 from g2g_model.covisibility.model import build_covisibility_model
 from g2g_model.covisibility.samples import (
@@ -60,6 +62,23 @@ def test_frame_retrieval_hits_by_hand():
     # query 2 has one candidate and query 3 none covisible: both skipped.
     out = frame_retrieval_hits(q, true, pred, ks=(1, 2))
     assert out == {"top1": 0.5, "top2": 1.0, "queries": 2}
+
+
+def test_window_selection_accuracy():
+    true = np.zeros((20, 4))
+    true[5:9] = 0.8
+    true[12:16] = 0.75  # second-best place, within 0.1 of the best
+    good = true + 0.01  # picks the best window
+    near = true.copy()
+    near[12:16] = 0.9  # picks the second-best window: gap 0.05
+    wrong = np.zeros_like(true)
+    wrong[0:4] = 1.0  # picks a window of true overlap 0: gap 0.8
+    out = window_selection_accuracy([true] * 3, [good, near, wrong], window=4)
+    assert out["queries"] == 3
+    assert out["within_tolerance"] == pytest.approx(2 / 3)
+    assert out["mean_gap"] == pytest.approx((0 + 0.05 + 0.8) / 3)
+    with pytest.raises(ValueError, match="differ"):
+        window_selection_accuracy([true], [true[:5]], window=4)
 
 
 def test_training_learns_synthetic_covisibility(tmp_path, one_thread):

@@ -3,6 +3,9 @@
 * dense IoU and accuracy of the covisible mask (prediction and label binarised at 0.5, counted
   over all cells of both frames of all pairs);
 * scalar MAE of the directional ratios (both directions) and of the symmetric score;
+* window selection (:func:`window_selection_accuracy`): the true max-mean overlap of the window
+  chosen from predicted scores against that of the best window (issue 6: within 0.1 in >= 90 %
+  of held-out queries);
 * frame retrieval: for each query frame (the a of a group of samples), rank its candidate frames
   (the b's) by predicted score; top-k is a hit when a frame with the highest true score is among
   the k best ranked (queries with fewer than 2 candidates or no covisible candidate are skipped).
@@ -18,6 +21,7 @@ import torch
 
 from g2g_model.covisibility.loss import match_dense_labels
 from g2g_model.covisibility.model import CovisibilityDecoder
+from g2g_model.covisibility.retrieval import select_windows, window_scores
 from g2g_model.covisibility.samples import CovisibilitySamples
 
 
@@ -56,6 +60,36 @@ def frame_retrieval_hits(query_ids: np.ndarray, true_scores: np.ndarray,
     out = {f"top{k}": (hits[k] / n if n else float("nan")) for k in ks}
     out["queries"] = n
     return out
+
+
+def window_selection_accuracy(true_overlaps: Sequence[np.ndarray],
+                              predicted_scores: Sequence[np.ndarray], window: int,
+                              tolerance: float = 0.1) -> Dict[str, float]:
+    """How often the window picked from predicted scores is (nearly) the truly best one.
+
+    Args:
+        true_overlaps: per query, the ``[T_A, T_B]`` true symmetric overlap matrix.
+        predicted_scores: per query, the predicted ``[T_A, T_B]`` scores.
+        window: W.
+        tolerance: a pick is good when its true window score is within this of the best.
+    Returns:
+        ``{"within_tolerance": fraction, "mean_gap": mean true-score gap, "queries": n}``.
+    """
+    if len(true_overlaps) != len(predicted_scores) or not len(true_overlaps):
+        raise ValueError(
+            f"need equal, non-zero numbers of true ({len(true_overlaps)}) and predicted "
+            f"({len(predicted_scores)}) matrices"
+        )
+    gaps = []
+    for true, pred in zip(true_overlaps, predicted_scores):
+        if np.shape(true) != np.shape(pred):
+            raise ValueError(f"true {np.shape(true)} and predicted {np.shape(pred)} differ")
+        true_ws = window_scores(true, window)
+        pick = select_windows(pred, window, top_k=1, threshold=-np.inf)[0]
+        gaps.append(true_ws.max() - true_ws[pick.map_start, pick.query_start])
+    gaps = np.asarray(gaps)
+    return {"within_tolerance": float(np.mean(gaps <= tolerance + 1e-12)),
+            "mean_gap": float(gaps.mean()), "queries": len(gaps)}
 
 
 def evaluate(model: CovisibilityDecoder, samples: CovisibilitySamples, batch_size: int = 256,
