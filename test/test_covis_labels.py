@@ -87,3 +87,23 @@ def test_pool_mask_fraction_of_valid():
     np.testing.assert_allclose(frac, [[1 / 3, 0], [0, 0]])
     with pytest.raises(ValueError, match="grid_hw"):
         pool_mask(cov, valid, (8, 8))
+
+
+def test_samples_from_depth():
+    import torch
+
+    from g2g_model.covisibility.samples import SamplesError, samples_from_depth
+
+    poses = np.stack([np.eye(4), make_pose(np.eye(3), [0.64, 0, 0]),
+                      make_pose(axis_angle_to_matrix([0, np.pi, 0]), [0, 0, 0])])
+    tokens = torch.randn(3, 16, 8)
+    s = samples_from_depth(tokens, [PLANE] * 3, np.stack([K] * 3), poses,
+                           pairs=[(0, 1), (1, 0), (0, 2)], dense_hw=(4, 4), label_hw=(24, 32),
+                           encoder={"name": "compact", "config_hash": "h"})
+    np.testing.assert_allclose(s.ratios.numpy(), [[0.75, 0.75], [0.75, 0.75], [0, 0]])
+    np.testing.assert_array_equal(s.dense_a[0].numpy(), np.tile([0.0, 1, 1, 1], (4, 1)))
+    np.testing.assert_array_equal(s.dense_a[1].numpy(), np.tile([1.0, 1, 1, 0], (4, 1)))
+    batch = s.batch(torch.tensor([1]))
+    torch.testing.assert_close(batch["tokens_a"][0], tokens[1])
+    with pytest.raises(SamplesError, match="same frames"):
+        samples_from_depth(tokens, [PLANE] * 2, np.stack([K] * 3), poses, [(0, 1)], (4, 4))

@@ -24,9 +24,12 @@ import json
 import os
 import pathlib
 import tempfile
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
+
+from g2g_model.covisibility.labels import pair_labels, resize_depth
 
 SAMPLES_FORMAT = "g2g_covis_samples"
 SAMPLES_VERSION = 1
@@ -189,4 +192,57 @@ def concat_samples(parts: Sequence[CovisibilitySamples]) -> CovisibilitySamples:
         ratios=torch.cat([p.ratios for p in parts]),
         scene=None if any(s is None for s in scenes) else torch.cat(scenes),
         encoder=parts[0].encoder, source=parts[0].source,
+    )
+
+
+def samples_from_depth(
+    tokens: torch.Tensor,
+    depths: Sequence[np.ndarray],
+    intrinsics: np.ndarray,
+    world_T_cams: np.ndarray,
+    pairs: np.ndarray,
+    dense_hw: Tuple[int, int],
+    label_hw: Optional[Tuple[int, int]] = (56, 56),
+    tol: float = 0.25,
+    scene: Optional[np.ndarray] = None,
+    encoder: Optional[Dict] = None,
+    source: str = "",
+) -> CovisibilitySamples:
+    """Label pairs of frames from depth and bundle them with the frames' cached tokens.
+
+    Args:
+        tokens: ``[F, P, D]`` cached encoder tokens of the frames.
+        depths: F depth maps ``[H, W]`` (metres, 0 / non-finite = invalid).
+        intrinsics: ``[F, 3, 3]`` K of each depth map.
+        world_T_cams: ``[F, 4, 4]`` camera-to-world poses (OpenCV axes).
+        pairs: ``[N, 2]`` frame indices (a, b) to label.
+        dense_hw: grid of the dense labels (the decoder's ``config.dense_hw`` or a multiple).
+        label_hw: depth maps are first reduced to this size (nearest) for speed; None = full.
+        tol: depth agreement tolerance in metres.
+        scene, encoder, source: stored as given.
+    """
+    n_frames = tokens.shape[0]
+    if len(depths) != n_frames or len(intrinsics) != n_frames or len(world_T_cams) != n_frames:
+        raise SamplesError(
+            f"tokens ({n_frames}), depths ({len(depths)}), intrinsics ({len(intrinsics)}) and "
+            f"world_T_cams ({len(world_T_cams)}) must describe the same frames"
+        )
+    reduced = [resize_depth(d, k, label_hw) if label_hw else (np.asarray(d), np.asarray(k))
+               for d, k in zip(depths, intrinsics)]
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    dense_a, dense_b, ratios = [], [], []
+    for a, b in pairs:
+        lab = pair_labels(reduced[a][0], reduced[a][1], world_T_cams[a],
+                          reduced[b][0], reduced[b][1], world_T_cams[b], dense_hw, tol=tol)
+        dense_a.append(lab["dense_a"])
+        dense_b.append(lab["dense_b"])
+        ratios.append((lab["r_ab"], lab["r_ba"]))
+    shape = (0, *dense_hw)
+    return CovisibilitySamples(
+        frames=tokens, pairs=torch.from_numpy(pairs),
+        dense_a=torch.from_numpy(np.stack(dense_a)) if dense_a else torch.zeros(shape),
+        dense_b=torch.from_numpy(np.stack(dense_b)) if dense_b else torch.zeros(shape),
+        ratios=torch.tensor(np.asarray(ratios, np.float32).reshape(-1, 2)),
+        scene=None if scene is None else torch.as_tensor(np.asarray(scene), dtype=torch.long),
+        encoder=encoder or {}, source=source,
     )
