@@ -194,7 +194,7 @@ def test_cli_synth_train_eval_info(tmp_path, capsys, one_thread):
                      "--seed", "1"]) == 0
     assert cli.main(["train", "--train", str(tr), "--val", str(va), "--out", str(out),
                      "--preset", "tiny", "--train-preset", "smoke", "--steps", "5",
-                     "--quiet"]) == 0
+                     "--pool", "2", "--dense-subdiv", "2", "--quiet"]) == 0
     capsys.readouterr()
     metrics_file = tmp_path / "m.json"
     assert cli.main(["eval", "--checkpoint", str(out / "covisibility.safetensors"),
@@ -203,6 +203,7 @@ def test_cli_synth_train_eval_info(tmp_path, capsys, one_thread):
     assert printed == json.loads(metrics_file.read_text())
     assert set(printed) >= {"dense_iou", "dense_acc", "ratio_mae", "retrieval_top1"}
     assert cli.main(["info", "--checkpoint", str(out / "covisibility.safetensors")]) == 0
-    assert json.loads(capsys.readouterr().out)["preset"] == "tiny"
+    info = json.loads(capsys.readouterr().out)
+    assert info["preset"] == "tiny" and info["config"]["pool"] == 2 and info["step"] == 5
     assert cli.main(["eval", "--checkpoint", str(tmp_path / "x"), "--samples", str(va)]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -48,7 +48,12 @@ def _train(args) -> int:
     train_set = load_samples(args.train)
     val_set = load_samples(args.val, expect_encoder=train_set.encoder) if args.val else None
     _, p, d = train_set.frames.shape
-    model = build_covisibility_model(args.preset, in_dim=d, grid_hw=_grid(p, args.grid))
+    arch = {"in_dim": d, "grid_hw": _grid(p, args.grid)}
+    if args.pool:
+        arch["pool"] = args.pool
+    if args.dense_subdiv:
+        arch["dense_subdiv"] = args.dense_subdiv
+    model = build_covisibility_model(args.preset, **arch)
     overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size),
                                    ("lr", args.lr), ("seed", args.seed),
                                    ("eval_every", args.eval_every)) if v is not None}
@@ -107,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--train-preset", default="default", choices=sorted(TRAIN_PRESETS))
     tr.add_argument("--grid", type=int, nargs=2, metavar=("H", "W"),
                     help="token grid when P is not square")
+    tr.add_argument("--pool", type=int, help="override the preset's token pooling factor")
+    tr.add_argument("--dense-subdiv", type=int, help="override the dense head subdivision")
     tr.add_argument("--steps", type=int)
     tr.add_argument("--batch-size", type=int)
     tr.add_argument("--lr", type=float)
