@@ -77,3 +77,12 @@ def test_front_end_radius_scores_only_nearby_rows_and_matches_full(model):
     unrestricted, _ = select_map_windows(model, ta, tb, 5, top_k=3)
     assert [w.map_start for w in unrestricted] == \
         [w.map_start for w in select_windows(full.score, 5, top_k=3)]
+
+
+def test_benchmark_script_runs(capsys):
+    from benchmarks.bench_covisibility import main
+
+    assert main(["--presets", "tiny", "--dtypes", "fp32", "--batch-sizes", "8",
+                 "--budget-s", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "| tiny | 72,514 | 32 | fp32 | 8 |" in out and "window selection" in out
