@@ -86,3 +86,18 @@ def test_benchmark_script_runs(capsys):
                  "--budget-s", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "| tiny | 72,514 | 32 | fp32 | 8 |" in out and "window selection" in out
+
+
+def test_front_end_coarse_to_fine_selects_fully_scored_windows(model):
+    from g2g_model.covisibility.front_end import select_map_windows
+
+    ta, tb = _tokens(model, 60, 7), _tokens(model, 5, 8)
+    wins, scores = select_map_windows(model, ta, tb, 5, top_k=2, coarse_stride=4,
+                                      coarse_candidates=2)
+    scored_rows = np.flatnonzero(scores.score.any(axis=1))
+    assert 15 <= len(scored_rows) < 60
+    full = score_matrix(model, ta, tb)
+    for w in wins:
+        assert np.all(scores.score[w.map_indices] > 0)
+        np.testing.assert_allclose(scores.score[w.map_indices], full.score[w.map_indices],
+                                   atol=1e-6)

@@ -125,6 +125,7 @@ def select_windows(
     map_positions: Optional[np.ndarray] = None,
     hint_position: Optional[np.ndarray] = None,
     radius: Optional[float] = None,
+    eligible: Optional[np.ndarray] = None,
 ) -> List[Window]:
     """The top-K non-overlapping windows of a score matrix, best first.
 
@@ -141,6 +142,8 @@ def select_windows(
         map_positions, hint_position, radius: when all three are given, only map windows whose
             frames all lie within ``radius`` of the hint are eligible
             (:func:`windows_within_radius`).
+        eligible: optional ``[T_A - W_A + 1]`` bool, the map windows allowed at all (e.g. those
+            whose rows were scored); combined with the radius restriction.
 
     Returns:
         list of :class:`Window`, scores non-increasing.
@@ -164,6 +167,12 @@ def select_windows(
             )
         allowed = windows_within_radius(map_positions, hint_position, radius, w_a)
         ws[~allowed] = -np.inf
+    if eligible is not None:
+        eligible = np.asarray(eligible, dtype=bool)
+        if eligible.shape != (ws.shape[0],):
+            raise ValueError(f"eligible must be [{ws.shape[0]}] (one per map window start), got "
+                             f"shape {eligible.shape}")
+        ws[~eligible] = -np.inf
     span_a, span_b = _span(w_a, max_overlap), _span(w_b, max_overlap)
     kept: List[Window] = []
     while len(kept) < top_k:
