@@ -20,6 +20,7 @@ from typing import List, Optional
 import numpy as np
 import torch
 
+from g2g_model.covisibility.front_end import select_map_windows
 from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
 from g2g_model.covisibility.retrieval import select_windows
 from g2g_model.covisibility.scoring import score_matrix
@@ -84,6 +85,21 @@ def bench_selection(t_a: int = 3000, t_b: int = 30, window: int = 5, reps: int =
     return best
 
 
+def bench_front_end(preset: str, t_a: int, t_b: int, window: int, coarse_stride: int) -> dict:
+    """One query against a map with coarse-to-fine scoring (tokens precomputed, random)."""
+    torch.manual_seed(0)
+    model = build_covisibility_model(preset).eval()
+    c = model.config
+    map_tokens = torch.randn(t_a, c.num_patches, c.in_dim).half()
+    query = torch.randn(t_b, c.num_patches, c.in_dim).half()
+    t0 = time.perf_counter()
+    wins, scores = select_map_windows(model, map_tokens, query, window,
+                                      coarse_stride=coarse_stride)
+    elapsed = time.perf_counter() - t0
+    rows = int(scores.score.any(axis=1).sum())
+    return {"seconds": elapsed, "rows": rows, "pairs": rows * t_b}
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--presets", nargs="+", default=["paper", "compact", "cpu_fast"],
@@ -94,6 +110,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--budget-s", type=float, default=4.0,
                         help="approximate seconds per measurement")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument("--front-end", nargs=2, type=int, metavar=("T_A", "T_B"),
+                        help="also time one coarse-to-fine query of T_B frames in a T_A map")
+    parser.add_argument("--coarse-stride", type=int, default=8)
+    parser.add_argument("--window", type=int, default=5)
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -113,6 +133,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     sel = bench_selection()
     print(f"window selection (3000 x 30 scores, W=5, top-1, radius filter): "
           f"{sel * 1e3:.2f} ms (best of 20)")
+    if args.front_end:
+        t_a, t_b = args.front_end
+        for preset in args.presets:
+            r = bench_front_end(preset, t_a, t_b, args.window, args.coarse_stride)
+            print(f"front end {preset}: {t_b}-frame query in a {t_a}-frame map, W="
+                  f"{args.window}, coarse stride {args.coarse_stride}: {r['seconds']:.1f} s, "
+                  f"{r['rows']} map rows / {r['pairs']} pairs scored (full: {t_a * t_b})")
     return 0
 
 
