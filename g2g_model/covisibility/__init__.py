@@ -2,7 +2,7 @@
 select the map window to localize against (DESIGN section 4).
 
 Modules: :mod:`.model` (decoder), :mod:`.scoring` (T_A x T_B score matrix), :mod:`.retrieval`
-(window selection), :mod:`.labels` (dense labels from depth), :mod:`.samples` (training sample
-files), :mod:`.loss`, :mod:`.train`, :mod:`.evaluate`, :mod:`.checkpoint`, :mod:`.synthetic`,
-:mod:`.cli` (``g2g-covis``).
+(window selection), :mod:`.front_end` (score + select in one call), :mod:`.labels` (dense
+labels from depth), :mod:`.samples` (training sample files), :mod:`.loss`, :mod:`.train`,
+:mod:`.evaluate`, :mod:`.checkpoint`, :mod:`.synthetic`, :mod:`.cli` (``g2g-covis``).
 """
