@@ -141,11 +141,13 @@ def train_covisibility(
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.999),
                                   weight_decay=config.weight_decay)
     start = 0
+    resumed_metrics = None
     last = out / LAST_CHECKPOINT
     if resume and last.exists():
         _, meta = load_checkpoint(last, model=model, expect_encoder=encoder or None,
                                   optimizer=optimizer)
         start = int(meta["step"])
+        resumed_metrics = meta.get("metrics") or None
         LOG.info("resuming covisibility training from %s at step %d", last, start)
     log_path = out / "log.csv"
     new_log = not (log_path.exists() and start > 0)
@@ -161,7 +163,7 @@ def train_covisibility(
         contextlib.nullcontext
     t0 = time.monotonic()
     loss_val, parts = float("nan"), {}
-    val_metrics = None
+    val_metrics = resumed_metrics
     with open(log_path, "w" if new_log else "a", newline="") as fh, \
             tqdm(total=config.steps, initial=start, disable=not progress,
                  desc="covisibility", dynamic_ncols=True) as bar:
