@@ -1,0 +1,163 @@
+"""``g2g-covis``: train and evaluate the covisibility decoder from sample files.
+
+Examples::
+
+    g2g-covis synth --out /tmp/synth_train.safetensors --frames-per-place 24
+    g2g-covis synth --out /tmp/synth_val.safetensors --frames-per-place 6 --seed 1
+    g2g-covis train --train /tmp/synth_train.safetensors --val /tmp/synth_val.safetensors \\
+        --preset tiny --train-preset smoke --out /tmp/covis_run
+    g2g-covis eval --checkpoint /tmp/covis_run/covisibility.safetensors \\
+        --samples /tmp/synth_val.safetensors
+    g2g-covis info --checkpoint /tmp/covis_run/covisibility.safetensors
+
+Sample files are described in :mod:`g2g_model.covisibility.samples`. The decoder's ``in_dim``
+and token grid are taken from the sample file (a square grid unless ``--grid H W`` is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import sys
+from typing import List, Optional
+
+from g2g_model.covisibility.checkpoint import load_checkpoint, read_checkpoint_meta
+from g2g_model.covisibility.evaluate import evaluate
+from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
+from g2g_model.covisibility.samples import load_samples, save_samples
+from g2g_model.covisibility.synthetic import synthetic_samples
+from g2g_model.covisibility.train import TRAIN_PRESETS, train_covisibility
+
+
+def _grid(num_patches: int, grid: Optional[List[int]]) -> tuple:
+    if grid:
+        if grid[0] * grid[1] != num_patches:
+            raise ValueError(f"--grid {grid} has {grid[0] * grid[1]} cells, the tokens have "
+                             f"{num_patches} patches")
+        return tuple(grid)
+    side = int(round(math.sqrt(num_patches)))
+    if side * side != num_patches:
+        raise ValueError(f"{num_patches} patches is not a square grid; pass --grid H W")
+    return (side, side)
+
+
+def _train(args) -> int:
+    train_set = load_samples(args.train)
+    val_set = load_samples(args.val, expect_encoder=train_set.encoder) if args.val else None
+    _, p, d = train_set.frames.shape
+    arch = {"in_dim": d, "grid_hw": _grid(p, args.grid)}
+    if args.pool:
+        arch["pool"] = args.pool
+    if args.dense_subdiv:
+        arch["dense_subdiv"] = args.dense_subdiv
+    model = build_covisibility_model(args.preset, **arch)
+    overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size),
+                                   ("lr", args.lr), ("seed", args.seed),
+                                   ("eval_every", args.eval_every)) if v is not None}
+    if args.bf16:
+        overrides["bf16"] = True
+    config = dataclasses.replace(TRAIN_PRESETS[args.train_preset], **overrides)
+    print(f"covisibility decoder {args.preset!r}: {model.num_parameters():,} parameters, "
+          f"{len(train_set)} training pairs, {config.steps} steps")
+    result = train_covisibility(
+        model, train_set, args.out, config, val_set=val_set, preset=args.preset,
+        resume=not args.no_resume, progress=not args.quiet,
+    )
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _eval(args) -> int:
+    meta = read_checkpoint_meta(args.checkpoint)
+    samples = load_samples(args.samples, expect_encoder=meta.get("encoder") or None)
+    model, _ = load_checkpoint(args.checkpoint)
+    metrics = evaluate(model, samples, batch_size=args.batch_size, bf16=args.bf16)
+    text = json.dumps(metrics, indent=2)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+def _synth(args) -> int:
+    samples = synthetic_samples(num_places=args.places, frames_per_place=args.frames_per_place,
+                                grid_hw=tuple(args.grid), dim=args.dim, seed=args.seed,
+                                code_seed=args.code_seed)
+    path = save_samples(samples, args.out)
+    print(f"wrote {len(samples)} pairs over {samples.frames.shape[0]} frames to {path}")
+    return 0
+
+
+def _info(args) -> int:
+    meta = read_checkpoint_meta(args.checkpoint)
+    meta.pop("optimizer", None)
+    print(json.dumps(meta, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="g2g-covis", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tr = sub.add_parser("train", help="train a decoder on a sample file")
+    tr.add_argument("--train", required=True, help="training sample file (.safetensors)")
+    tr.add_argument("--val", help="held-out sample file")
+    tr.add_argument("--out", required=True, help="output directory (log, checkpoints)")
+    tr.add_argument("--preset", default="compact", choices=sorted(COVISIBILITY_PRESETS))
+    tr.add_argument("--train-preset", default="default", choices=sorted(TRAIN_PRESETS))
+    tr.add_argument("--grid", type=int, nargs=2, metavar=("H", "W"),
+                    help="token grid when P is not square")
+    tr.add_argument("--pool", type=int, help="override the preset's token pooling factor")
+    tr.add_argument("--dense-subdiv", type=int, help="override the dense head subdivision")
+    tr.add_argument("--steps", type=int)
+    tr.add_argument("--batch-size", type=int)
+    tr.add_argument("--lr", type=float)
+    tr.add_argument("--seed", type=int)
+    tr.add_argument("--eval-every", type=int)
+    tr.add_argument("--bf16", action="store_true", help="bf16 autocast")
+    tr.add_argument("--no-resume", action="store_true", help="ignore out/last.safetensors")
+    tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    tr.set_defaults(func=_train)
+
+    ev = sub.add_parser("eval", help="held-out metrics of a checkpoint")
+    ev.add_argument("--checkpoint", required=True)
+    ev.add_argument("--samples", required=True)
+    ev.add_argument("--batch-size", type=int, default=256)
+    ev.add_argument("--bf16", action="store_true")
+    ev.add_argument("--json", help="also write the metrics to this file")
+    ev.set_defaults(func=_eval)
+
+    sy = sub.add_parser("synth", help="write a synthetic sample file (sanity checks)")
+    sy.add_argument("--out", required=True)
+    sy.add_argument("--places", type=int, default=16)
+    sy.add_argument("--frames-per-place", type=int, default=24)
+    sy.add_argument("--grid", type=int, nargs=2, default=[4, 4], metavar=("H", "W"))
+    sy.add_argument("--dim", type=int, default=32)
+    sy.add_argument("--seed", type=int, default=0)
+    sy.add_argument("--code-seed", type=int, default=0)
+    sy.set_defaults(func=_synth)
+
+    info = sub.add_parser("info", help="print a checkpoint's metadata")
+    info.add_argument("--checkpoint", required=True)
+    info.set_defaults(func=_info)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except ValueError as exc:  # boundary errors (files, configs) are user errors, not crashes
+        print(f"g2g-covis: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
