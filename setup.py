@@ -23,6 +23,7 @@ CONSOLE_SCRIPTS = [
     "g2g-data = g2g_model.data.cli:main",
     "g2g-play-dataset = g2g_ros.dataset_player:main",
     "g2g-map = g2g_model.map_cli:main",
+    "g2g-covis = g2g_model.covisibility.cli:main",
 ]
 
 setup(
