@@ -33,6 +33,7 @@ ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
 DEFAULT_CHECKPOINTS = {
     "relocalization": ASSETS / "g2g_reloc_compact.safetensors",
     "rig_odometry": ASSETS / "g2g_rig_compact.safetensors",
+    "covisibility": ASSETS / "covis_compact.safetensors",
 }
 
 

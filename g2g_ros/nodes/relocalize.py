@@ -22,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 import rclpy
+import torch
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
@@ -134,6 +135,11 @@ class RelocalizeNode(Node):
             "tf_future_dating_s": d("tf_future_dating_s", 0.1,
                                     "map->odom is stamped now + this", True),
             "checkpoint": d("checkpoint", "", "G2G checkpoint; empty = embedded default", True),
+            "covis_checkpoint": d("covis_checkpoint", "",
+                                  "covisibility front-end checkpoint; empty = embedded default "
+                                  "if shipped, else descriptor similarity; 'none' disables", True),
+            "covis_coarse_stride": d("covis_coarse_stride", 1,
+                                     "score every k-th map frame first (large maps)", True),
             "device": d("device", "cpu", "torch device", True),
             "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
         }
@@ -173,6 +179,7 @@ class RelocalizeNode(Node):
         if self.pipeline.untrained:
             self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
                                       "corrections are meaningless (wiring only)")
+        self.covis = self._load_covisibility(p["covis_checkpoint"])
         self.configured = True
 
     def activate(self) -> None:
@@ -299,6 +306,22 @@ class RelocalizeNode(Node):
             return
         self.worker.submit("localize", lambda: self._localize(self.hint), replace_same_kind=True)
 
+    def _load_covisibility(self, path: str):
+        """The covisibility decoder, or None (then windows come from descriptor similarity)."""
+        from g2g_model.covisibility.checkpoint import load_checkpoint
+        from g2g_model.inference import default_checkpoint
+
+        if path == "none":
+            return None
+        path = path or default_checkpoint("covisibility")
+        if not path:
+            self.get_logger().info("no covisibility checkpoint: map windows are chosen by "
+                                   "encoder-descriptor similarity")
+            return None
+        model, _ = load_checkpoint(path, expect_encoder=self.pipeline.backbone_id())
+        self.get_logger().info(f"covisibility front-end: {path}")
+        return model.eval()
+
     def _select_window(self, windows, query: Group, hint: Optional[np.ndarray]):
         """(window index, overlap score or NaN, how)."""
         if hint is not None:
@@ -313,6 +336,21 @@ class RelocalizeNode(Node):
         if self.map_tokens is None:
             raise ValueError("the map has no cached features; rebuild it with g2g-map build")
         query_tokens = self.pipeline.encode_frames(query.images, query.intrinsics)
+        if self.covis is not None:
+            from g2g_model.covisibility.front_end import select_map_windows
+
+            rows = self.gmap.camera_indices(self.camera)  # consecutive frames of one camera
+            picks, _ = select_map_windows(
+                self.covis, self.map_tokens[torch.from_numpy(rows)], query_tokens,
+                (self.p["window_size"], len(query.images)), top_k=1,
+                threshold=self.p["min_overlap_score"],
+                coarse_stride=self.p["covis_coarse_stride"])
+            if not picks:
+                raise ValueError(f"no map window scores above min_overlap_score="
+                                 f"{self.p['min_overlap_score']}")
+            first = int(rows[picks[0].map_start])
+            idx = next(i for i, w in enumerate(windows) if int(w[0]) == first)
+            return idx, float(picks[0].score), "covisibility"
         scores = descriptor_similarity(self.map_tokens, query_tokens)
         idx, _ = best_window(scores, windows)
         return idx, float("nan"), "descriptor similarity"
