@@ -17,88 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
-import time
 from typing import Dict, List, Optional
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.common import DTYPES, FLOP_FORMULAS, machine_info, matmul_peak, timed
 from g2g_model.backbones.compact import CompactBackbone
 from g2g_model.backbones.compact_config import compact_config
-
-DTYPES = {"fp32": None, "bf16": torch.bfloat16}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def cpu_flags() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    flags = line.split(":", 1)[1].split()
-                    wanted = [f for f in flags if f.startswith(("avx512", "amx")) or f == "avx2"]
-                    return " ".join(sorted(wanted)) or "none of avx2/avx512/amx"
-    except OSError:
-        pass
-    return "unknown"
-
-
-def machine_info() -> List[str]:
-    bf16_native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: "unknown")()
-    return [
-        f"- platform: {platform.platform()}; processor: {platform.processor() or 'n/a'}",
-        f"- CPU model (/proc/cpuinfo): {cpu_model()}; logical CPUs: {os.cpu_count()}",
-        f"- SIMD flags: {cpu_flags()}; torch CPU capability: "
-        f"{torch.backends.cpu.get_cpu_capability()}; oneDNN native bf16: {bf16_native}",
-        f"- torch {torch.__version__}, threads: {torch.get_num_threads()}, "
-        f"python {platform.python_version()}",
-    ]
-
-
-def cpu_sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    """FLOPs of the fused CPU attention kernel (QK^T and AV), which FlopCounterMode omits."""
-    batch, heads, queries, head_dim = query_shape
-    keys = key_shape[-2]
-    return 2 * batch * heads * queries * keys * (head_dim + value_shape[-1])
-
-
-FLOP_FORMULAS = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: cpu_sdpa_flops}
-
-
-def timed(fn, warmup: int, reps: int, budget_s: float) -> List[float]:
-    """Wall times (s) of ``fn()``; stops early after ``budget_s`` once 3 runs are done."""
-    for _ in range(warmup):
-        fn()
-    times: List[float] = []
-    start = time.perf_counter()
-    while len(times) < reps:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) >= 3 and time.perf_counter() - start > budget_s:
-            break
-    return times
-
-
-def matmul_peak(dtype: torch.dtype, reps: int, budget_s: float, size: int = 2048) -> float:
-    """Best FLOP/s of a size x size matmul in ``dtype``."""
-    a = torch.randn(size, size).to(dtype)
-    b = torch.randn(size, size).to(dtype)
-    times = timed(lambda: torch.mm(a, b), warmup=1, reps=reps, budget_s=budget_s)
-    return 2.0 * size ** 3 / min(times)
 
 
 def make_inputs(groups: int, frames: int, size: int = 224):

@@ -1,0 +1,132 @@
+"""G2G trainable modules and the whole pipeline on this CPU (issue 3 benchmarks).
+
+1. Trainable modules only (resampler + bridge + pose head), 5+5 frames, presets ``paper``
+   (P=256, D=768: MapAnything features) and ``small`` (P=196, D=192: compact features), fp32
+   and bf16 autocast: median latency, FLOPs (torch's FlopCounterMode, plus the fused CPU
+   attention kernel it omits), achieved FLOP/s as a fraction of a 2048x2048 matmul peak measured
+   in the same run and dtype.
+2. One G2G pass (compact backbone + small G2G, 5+5 frames of 224x224 simulator images) versus
+   the classical baseline (SIFT + RANSAC on all 25 cross pairs) on the same input: ratio.
+
+    python -m benchmarks.bench_g2g --output benchmarks/RESULTS_g2g.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from typing import List, Optional
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from benchmarks.common import DTYPES, FLOP_FORMULAS, machine_info, matmul_peak, timed
+from g2g_model.model.config import preset
+from g2g_model.model.g2g import G2GModel
+
+CASES = {"paper": (256, 768), "small": (196, 192)}
+
+
+def bench_modules(name: str, dtype_name: str, reps: int, budget_s: float) -> dict:
+    patches, dim = CASES[name]
+    model = G2GModel(preset(name, input_dim=dim, max_frames=5)).eval()
+    fa, fb = torch.randn(1, 5, patches, dim), torch.randn(1, 5, patches, dim)
+    dtype = DTYPES[dtype_name]
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                                enabled=dtype is not None):
+        counter = FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS)
+        with counter:
+            model(fa, fb)
+        times = timed(lambda: model(fa, fb), warmup=1, reps=reps, budget_s=budget_s)
+    return {"flops": float(counter.get_total_flops()), "median_s": statistics.median(times),
+            "runs": len(times)}
+
+
+def sim_groups(seed: int = 20010):
+    """Two 5-frame groups of one simulated camera, a few metres apart, from a test scene."""
+    from g2g_model.data.format import TrajectoryReader
+    from g2g_model.data.sim.generate import SimConfig, generate_trajectory
+
+    out = tempfile.mkdtemp(prefix="g2g_bench_")
+    cfg = SimConfig(scene_preset="small", rig_preset="ring5", traversals=1, frames=30,
+                    with_depth=False)
+    reader = TrajectoryReader(generate_trajectory(out, seed=seed, traversal=0, cfg=cfg)["path"])
+    k = reader.rig["cam0"].K
+    poses = reader.world_T_cam("cam0")
+
+    def group(idx):
+        return {"images": [reader.image("cam0", i) for i in idx], "intrinsics": k,
+                "cam_to_world": poses[idx]}
+
+    return group(list(range(0, 10, 2))), group(list(range(12, 22, 2)))
+
+
+def bench_pipeline_vs_classical(reps: int, budget_s: float) -> List[str]:
+    from g2g_model.baseline.classical import ClassicalBaseline
+    from g2g_model.inference import G2GPipeline
+
+    ga, gb = sim_groups()
+    pipeline = G2GPipeline.default("relocalization")
+    baseline = ClassicalBaseline()
+    g2g = timed(lambda: pipeline.predict(ga, gb), warmup=1, reps=reps, budget_s=budget_s)
+    cls = timed(lambda: baseline.predict((ga["images"], ga["intrinsics"], ga["cam_to_world"]),
+                                         (gb["images"], gb["intrinsics"], gb["cam_to_world"])),
+                warmup=0, reps=max(3, reps // 2), budget_s=budget_s)
+    g, c = statistics.median(g2g), statistics.median(cls)
+    weights = ("RANDOM weights (no default checkpoint)" if pipeline.untrained
+               else "embedded default")
+    return [
+        "## One G2G pass vs the classical baseline (5+5 frames, 224x224, same input)",
+        f"- G2G (compact backbone + small head, {weights}, bf16={pipeline.bf16}): "
+        f"median {1e3 * g:.0f} ms over {len(g2g)} runs",
+        f"- classical (SIFT + RANSAC essential matrix on 25 pairs): median {1e3 * c:.0f} ms "
+        f"over {len(cls)} runs",
+        f"- ratio classical / G2G: {c / g:.1f}x",
+    ]
+
+
+def run(reps: int, budget_s: float, dtypes: List[str]) -> str:
+    lines = ["## Machine", *machine_info(),
+             f"- load average before: {os.getloadavg()[0]:.2f} (1 min)", ""]
+    peaks = {name: matmul_peak(DTYPES[name] or torch.float32, reps=10, budget_s=budget_s)
+             for name in dtypes}
+    lines.append("## Matmul peak (2048x2048, best run)")
+    lines += [f"- {name}: {peaks[name] / 1e9:.1f} GFLOP/s" for name in dtypes]
+    lines += ["", "## Trainable modules, 5+5 frames",
+              "| preset | P x D | dtype | GFLOP | median ms | GFLOP/s | % of matmul peak |",
+              "|---|---|---|---|---|---|---|"]
+    for name in CASES:
+        for dtype_name in dtypes:
+            r = bench_modules(name, dtype_name, reps, budget_s)
+            rate = r["flops"] / r["median_s"]
+            lines.append(f"| {name} | {CASES[name][0]} x {CASES[name][1]} | {dtype_name} | "
+                         f"{r['flops'] / 1e9:.2f} | {1e3 * r['median_s']:.1f} | "
+                         f"{rate / 1e9:.1f} | {100 * rate / peaks[dtype_name]:.0f} % |")
+    lines += ["", *bench_pipeline_vs_classical(reps, budget_s), "",
+              f"load average after: {os.getloadavg()[0]:.2f} (1 min)"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--budget-s", type=float, default=20.0)
+    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
+    parser.add_argument("--output", default=None, help="also write the report here")
+    opts = parser.parse_args(argv)
+    report = ("# G2G benchmark\n\nCommand: `python -m benchmarks.bench_g2g "
+              + " ".join(argv if argv is not None else sys.argv[1:]) + "`\n\n"
+              + run(opts.reps, opts.budget_s, opts.dtypes))
+    print(report)
+    if opts.output:
+        with open(opts.output, "w") as fh:
+            fh.write(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
