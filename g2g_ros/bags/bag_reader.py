@@ -36,10 +36,17 @@ def bag_dir(path: str | Path) -> Path:
     return path
 
 
-def open_bag(path: str | Path) -> AnyReader:
-    """An open :class:`AnyReader` (close it, or use it as a context manager)."""
+class BagReader(AnyReader):
+    """An :class:`AnyReader` opened by :func:`open_bag`; ``with`` only closes it."""
+
+    def __enter__(self) -> "BagReader":
+        return self
+
+
+def open_bag(path: str | Path) -> BagReader:
+    """An open reader (close it, or use it as a context manager)."""
     folder = bag_dir(path)
-    reader = AnyReader([folder], default_typestore=bag_typestore())
+    reader = BagReader([folder], default_typestore=bag_typestore())
     try:
         reader.open()
     except Exception as exc:  # rosbags raises several types for damaged files
