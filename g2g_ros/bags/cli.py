@@ -52,7 +52,7 @@ def _play(opts) -> int:
         executor = SingleThreadedExecutor()
         executor.add_node(player)
         stats = player.play(lambda t: executor.spin_once(timeout_sec=t),
-                            progress=not opts.quiet)
+                            progress=not opts.quiet, delay_s=opts.delay)
         print(f"played {stats.groups} groups, {stats.messages} messages"
               + (f"; waited for {stats.waited_groups}, {stats.wait_timeouts} timeouts"
                  if opts.eval else ""))
@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bag", help="bag directory (or the .mcap file inside it)")
     p.add_argument("--rate", type=float, default=1.0, help="playback speed factor")
     p.add_argument("--no-clock", action="store_true", help="do not publish /clock")
+    p.add_argument("--delay", type=float, default=0.0,
+                   help="seconds to wait before playing (publisher discovery)")
     p.add_argument("--topics", nargs="*", default=None, help="play only these topics")
     p.add_argument("--exclude-tf-child", nargs="*", default=None, metavar="FRAME",
                    help="drop these child frames from /tf (e.g. base_link when a node "

@@ -199,10 +199,19 @@ class BagPlayer(Node):
         LOG.warning("no sign on %s that the group at %d ns was processed within %.1f s; "
                     "going on", self.wait.topic, stamp, self.wait.timeout_s)
 
-    def play(self, spin: Callable[[float], None], progress: bool = False) -> PlayStats:
-        """Publish the whole bag; ``spin(timeout_s)`` runs the executor(s) while waiting."""
+    def play(self, spin: Callable[[float], None], progress: bool = False,
+             delay_s: float = 0.0) -> PlayStats:
+        """Publish the whole bag; ``spin(timeout_s)`` runs the executor(s) while waiting.
+
+        ``delay_s``: wall time to wait first (lets subscribers discover the publishers).
+        """
         from tqdm import tqdm
 
+        if delay_s < 0:
+            raise ValueError(f"delay_s must be >= 0, got {delay_s}")
+        end = time.monotonic() + delay_s
+        while time.monotonic() < end:
+            spin(0.05)
         groups = list(self._groups())
         if not groups:
             raise BagError(f"bag {self.bag}: no messages")
