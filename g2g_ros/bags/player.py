@@ -90,6 +90,9 @@ class _Progress:
 class BagPlayer(Node):
     """Publishes one bag (see the module docstring). Drive it with :meth:`play`."""
 
+    FIRST_ANSWER_S = 8.0
+    FIRST_RETRIES = 3
+
     def __init__(self, bag: str | Path, rate: float = 1.0, wait: Optional[WaitSpec] = None,
                  clock: bool = True, exclude_tf_children: Sequence[str] = (),
                  topics: Optional[Sequence[str]] = None, **node_kwargs):
@@ -178,22 +181,40 @@ class BagPlayer(Node):
         while time.monotonic() < deadline:
             spin(0.05)
             if self.count_publishers(self.wait.topic) > 0 and all(
-                    self.count_subscribers(t) > 0 for t in image_topics):
+                    self.pubs[t].get_subscription_count() > 0 for t in image_topics):
                 return
         raise TimeoutError(f"evaluation replay: no node came up within "
                            f"{self.wait.startup_timeout_s:.0f} s (a publisher on "
                            f"{self.wait.topic!r} and subscribers on {image_topics})")
 
     def _wait_group(self, stamp: int, processed_before: int,
-                    spin: Callable[[float], None]) -> None:
+                    spin: Callable[[float], None], timeout_s: float) -> bool:
         t0 = time.monotonic()
-        deadline = t0 + self.wait.timeout_s
+        deadline = t0 + timeout_s
         while time.monotonic() < deadline:
             spin(0.005)
             p = self.progress
             if p.latest_stamp >= stamp or p.processed > max(processed_before, 0):
                 self.stats.latencies_s.append(time.monotonic() - t0)
                 self.stats.waited_groups += 1
+                return True
+        return False
+
+    def _publish_and_wait(self, stamp: int, group, skip: Set[str],
+                          spin: Callable[[float], None]) -> None:
+        """Eval mode. Until the nodes have answered once, a group without an answer within
+        ``FIRST_ANSWER_S`` is sent again (DDS may drop what is sent before both sides have
+        matched; the nodes have not used any of it then), up to ``FIRST_RETRIES`` times."""
+        retries = self.FIRST_RETRIES if self.progress.count == 0 else 0
+        for attempt in range(retries + 1):
+            before = self.progress.processed
+            if attempt:
+                LOG.info("no answer from the nodes yet; sending the group at %d ns again",
+                         stamp)
+            self._publish_group(stamp, group, skip)
+            short = min(self.FIRST_ANSWER_S, self.wait.timeout_s)
+            timeout = self.wait.timeout_s if attempt == retries else short
+            if self._wait_group(stamp, before, spin, timeout):
                 return
         self.stats.wait_timeouts += 1
         LOG.warning("no sign on %s that the group at %d ns was processed within %.1f s; "
@@ -227,7 +248,7 @@ class BagPlayer(Node):
                         self.pubs[topic].publish(raw)
                         skip.add(topic)
             self._wait_for_nodes(spin)
-            end = time.monotonic() + 0.5
+            end = time.monotonic() + 1.0
             while time.monotonic() < end:
                 spin(0.05)
         wall0 = time.monotonic()
@@ -237,14 +258,13 @@ class BagPlayer(Node):
                 target = wall0 + (stamp - first) * 1e-9 / self.rate
                 while time.monotonic() < target:
                     spin(min(0.05, max(0.0, target - time.monotonic())))
-            before = self.progress.processed
-            self._publish_group(stamp, group, skip)
+            if self.wait is not None and any(m in IMAGE_TYPES for _, m, _ in group):
+                self._publish_and_wait(stamp, group, skip, spin)
+            else:
+                self._publish_group(stamp, group, skip)
+                spin(0.0)
             self.stats.groups += 1
             self.stats.last_stamp_ns = stamp
-            if self.wait is not None and any(m in IMAGE_TYPES for _, m, _ in group):
-                self._wait_group(stamp, before, spin)
-            else:
-                spin(0.0)
         bar.close()
         return self.stats
 
