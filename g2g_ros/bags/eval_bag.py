@@ -53,13 +53,15 @@ def _bag_cameras(bag: str | Path) -> Tuple[List[str], bool]:
     return cams, compressed
 
 
-def _params_file(path: Path, cams: Sequence[str], compressed: bool) -> Path:
+def _params_file(path: Path, cams: Sequence[str], compressed: bool,
+                 localize_period_s: float = 1.0) -> Path:
     def common():  # fresh objects per node: rcl's YAML parser rejects aliases
         return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
                 "use_compressed": bool(compressed)}
 
     data = {"rig_odometry": {"ros__parameters": common()},
-            "relocalize": {"ros__parameters": dict(common(), reloc_camera=cams[0])}}
+            "relocalize": {"ros__parameters": dict(common(), reloc_camera=cams[0],
+                                                   localize_period_s=float(localize_period_s))}}
     path.write_text(yaml.safe_dump(data))
     return path
 
