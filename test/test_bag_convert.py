@@ -188,3 +188,25 @@ def test_bad_input_gives_clear_errors(traj, bag, tmp_path, capsys):
     assert eval_bag.main([str(bag), "--graph", "relocalize", "--out",
                           str(tmp_path / "ev2")]) == 2
     assert "--map" in capsys.readouterr().err
+
+
+def test_bag_type_hashes_equal_the_ros_runtime(bag):
+    """The RIHS01 hashes stored in the bag equal those of the installed ROS message packages
+    (what `ros2 bag play` on a full install checks), g2g_msgs included."""
+    from g2g_ros.bags.player import message_class
+    from ros_helpers import Listener
+
+    store = bag_typestore()
+    with open_bag(bag) as r:
+        stored = {c.msgtype: c.digest for c in r.connections}
+    stored["g2g_msgs/msg/GroupAlignment"] = store.hash_rihs01("g2g_msgs/msg/GroupAlignment")
+    stored["g2g_msgs/msg/EstimatorStatus"] = store.hash_rihs01("g2g_msgs/msg/EstimatorStatus")
+    listener = Listener("g2g_bag_hash_check")
+    try:
+        for k, msgtype in enumerate(sorted(stored)):
+            listener.node.create_publisher(message_class(msgtype), f"/hash_check_{k}", 1)
+        for k, msgtype in enumerate(sorted(stored)):
+            info, = listener.node.get_publishers_info_by_topic(f"/hash_check_{k}")
+            assert str(info.topic_type_hash) == stored[msgtype], msgtype
+    finally:
+        listener.close()
