@@ -1,0 +1,12 @@
+"""rosbag2 (MCAP) bags of G2G datasets and of node outputs: conversion, replay, evaluation.
+
+* :mod:`.typestore` -- the message types (ROS 2 standard + g2g_msgs) and QoS of bag topics;
+* :mod:`.bag_reader` -- opening a bag with clear errors (missing, corrupt, lacking topics);
+* :mod:`.convert` -- dataset trajectory -> bag (``g2g-bag convert``);
+* :mod:`.player` -- bag -> live topics with ``/clock``, optionally paced by the nodes
+  (``g2g-bag play``);
+* :mod:`.recorder` -- live topics -> bag (the node outputs during an evaluation);
+* :mod:`.evaluation` -- metrics of recorded outputs against the bag's ground truth;
+* :mod:`.report` -- Markdown / JSON report and trajectory plots;
+* :mod:`.eval_bag` -- ``g2g-eval-bag``: graph + replay + recording + report.
+"""

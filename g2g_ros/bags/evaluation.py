@@ -1,0 +1,307 @@
+"""Metrics of recorded node outputs against a bag's ground truth (used by ``g2g-eval-bag``).
+
+Reads two bags -- the input (ground truth ``ground_truth/odometry``, rig extrinsics on
+``/tf_static``, the odometry input ``odom -> base_link`` on ``/tf``) and the recorded outputs
+(``odometry``, ``relocalize/pose``, ``relocalize/alignment``, ``/tf``, status, diagnostics) --
+and computes, with the functions of :mod:`g2g_model.metrics`:
+
+* rig odometry, pairwise: for consecutive odometry outputs (keyframes) k-1, k the relative pose
+  of the anchor camera ``T_{A0<-B0} = inv(T_bc) inv(O_{k-1}) O_k T_bc`` against the same from
+  the ground truth (:func:`odometry_pairs`, :func:`g2g_model.metrics.summarize_pairs`);
+* rig odometry, long horizon: KITTI-style RTE / RRE of the composed trajectory over *short*
+  segments (default 0.5..4 m, for simulator runs; labelled as such in every output);
+* relocalization: fixes (``relocalize/pose``) against the ground truth, the success rate
+  (fixes within ``success_trans_m`` / ``success_rot_deg`` over all localization attempts), the
+  error of the map->odom-corrected trajectory (recorded map->odom composed with the odometry
+  input, every frame after the first fix), and, given the map, the predicted poses of every
+  ``GroupAlignment`` (B_j and A_i) against the ground truth;
+* latency: replay wait per group, node stage latencies, model inference time.
+
+All statistics of empty sets are ``None`` (never NaN).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from g2g_model.geometry import invert_pose
+from g2g_model.metrics import (
+    kitti_odometry_errors, rotation_error_deg, summarize_pairs, translation_error_m,
+)
+from g2g_ros.bags.bag_reader import (
+    BagError, open_bag, pose_to_matrix, read_metadata, read_topic, require_topics, stamp_of,
+    transform_to_matrix,
+)
+from g2g_ros.bags.typestore import GT_ODOM_TOPIC, TF_STATIC_TOPIC, TF_TOPIC
+
+SHORT_SEGMENTS_M = (0.5, 1.0, 2.0, 4.0)
+SHORT_SEGMENTS_LABEL = ("KITTI-style over SHORT segments for simulator runs (not comparable "
+                        "with KITTI's 100..800 m)")
+
+
+@dataclass
+class GroundTruth:
+    """From the input bag: ``world_T_base`` per stamp, extrinsics, odometry input, metadata."""
+
+    stamps: np.ndarray                          # [T] int64, sorted
+    world_T_base: np.ndarray                    # [T, 4, 4] (frame gt_world)
+    base_T_cam: Dict[str, np.ndarray]
+    odom_input: Dict[int, np.ndarray]           # stamp -> odom_T_base (the bag's odometry)
+    metadata: Dict[str, object] = field(default_factory=dict)
+
+    def at(self, stamp: int) -> Optional[np.ndarray]:
+        i = int(np.searchsorted(self.stamps, stamp))
+        return self.world_T_base[i] if i < len(self.stamps) and self.stamps[i] == stamp else None
+
+
+@dataclass
+class Outputs:
+    """From the recorded bag (every list sorted by stamp)."""
+
+    odometry: List[Tuple[int, np.ndarray]]
+    reloc_poses: List[Tuple[int, np.ndarray]]
+    alignments: List[object]
+    map_T_odom: List[Tuple[int, np.ndarray]]    # (log time = replay clock when received, T)
+    diagnostics: Dict[str, Dict[str, str]]      # status name -> last key/values
+    stage_latency_ms: Dict[str, Dict[str, float]]   # status topic -> last stage latencies
+
+
+def load_ground_truth(bag: str | Path, base_frame: str = "base_link",
+                      odom_frame: str = "odom") -> GroundTruth:
+    where = str(bag)
+    with open_bag(bag) as reader:
+        require_topics(reader, [GT_ODOM_TOPIC, TF_STATIC_TOPIC], where,
+                       "for evaluation (ground truth and rig extrinsics)")
+        gt = {}
+        for _, msg in read_topic(reader, GT_ODOM_TOPIC, where):
+            gt[stamp_of(msg.header)] = pose_to_matrix(msg.pose.pose)
+        extr = {}
+        for _, msg in read_topic(reader, TF_STATIC_TOPIC, where):
+            for t in msg.transforms:
+                if t.header.frame_id == base_frame and t.child_frame_id.endswith(
+                        "_optical_frame"):
+                    extr[t.child_frame_id[: -len("_optical_frame")]] = transform_to_matrix(
+                        t.transform)
+        odom = {}
+        if TF_TOPIC in reader.topics:
+            for _, msg in read_topic(reader, TF_TOPIC, where):
+                for t in msg.transforms:
+                    if (t.header.frame_id, t.child_frame_id) == (odom_frame, base_frame):
+                        odom[stamp_of(t.header)] = transform_to_matrix(t.transform)
+        meta = read_metadata(reader, where)
+    if not gt:
+        raise BagError(f"bag {where}: {GT_ODOM_TOPIC} has no messages")
+    if not extr:
+        raise BagError(f"bag {where}: no {base_frame} -> <cam>_optical_frame on /tf_static")
+    stamps = np.array(sorted(gt), dtype=np.int64)
+    return GroundTruth(stamps, np.stack([gt[s] for s in stamps]), extr, odom, meta)
+
+
+def load_outputs(bag: str | Path, map_frame: str = "map", odom_frame: str = "odom") -> Outputs:
+    where = str(bag)
+    odometry, poses, aligns, map_odom = [], [], [], []
+    diags: Dict[str, Dict[str, str]] = {}
+    stages: Dict[str, Dict[str, float]] = {}
+    with open_bag(bag) as reader:
+        topics = set(reader.topics)
+        if "odometry" in topics:
+            for _, msg in read_topic(reader, "odometry", where):
+                odometry.append((stamp_of(msg.header), pose_to_matrix(msg.pose.pose)))
+        if "relocalize/pose" in topics:
+            for _, msg in read_topic(reader, "relocalize/pose", where):
+                poses.append((stamp_of(msg.header), pose_to_matrix(msg.pose.pose)))
+        if "relocalize/alignment" in topics:
+            aligns = [m for _, m in read_topic(reader, "relocalize/alignment", where)]
+        if TF_TOPIC in topics:
+            for t_log, msg in read_topic(reader, TF_TOPIC, where):
+                for t in msg.transforms:
+                    if (t.header.frame_id, t.child_frame_id) == (map_frame, odom_frame):
+                        map_odom.append((t_log, transform_to_matrix(t.transform)))
+        if "/diagnostics" in topics:
+            for _, msg in read_topic(reader, "/diagnostics", where):
+                for st in msg.status:
+                    diags[st.name] = {kv.key: kv.value for kv in st.values}
+        for topic in ("rig_odometry/status", "relocalize/status"):
+            if topic in topics:
+                msgs = read_topic(reader, topic, where)
+                if msgs:
+                    last = msgs[-1][1]
+                    stages[topic] = {n: float(v) for n, v in zip(last.stage_names,
+                                                                 last.stage_latency_ms)}
+    dedupe = lambda seq: sorted(dict(seq).items())  # noqa: E731 - last message per stamp
+    return Outputs(dedupe(odometry), dedupe(poses), aligns, sorted(map_odom, key=lambda x: x[0]),
+                   diags, stages)
+
+
+# ---------------------------------------------------------------------------------- odometry
+def odometry_pairs(gt: GroundTruth, odometry: Sequence[Tuple[int, np.ndarray]], camera: str
+                   ) -> Tuple[List[Tuple[int, int]], np.ndarray, np.ndarray]:
+    """Consecutive odometry outputs as camera pairs: ``(stamps, preds [N,4,4], gts [N,4,4])``.
+
+    Both poses are ``T_{A0<-B0}`` of ``camera`` (A0 at the earlier keyframe); outputs whose stamp
+    has no ground truth are skipped (with their pairs).
+    """
+    Tbc = gt.base_T_cam[camera]
+    stamps, preds, gts = [], [], []
+    for (s0, o0), (s1, o1) in zip(odometry[:-1], odometry[1:]):
+        g0, g1 = gt.at(s0), gt.at(s1)
+        if g0 is None or g1 is None:
+            continue
+        preds.append(invert_pose(Tbc) @ invert_pose(o0) @ o1 @ Tbc)
+        gts.append(invert_pose(Tbc) @ invert_pose(g0) @ g1 @ Tbc)
+        stamps.append((s0, s1))
+    shape = (0, 4, 4)
+    return (stamps, np.array(preds).reshape(shape if not preds else (-1, 4, 4)),
+            np.array(gts).reshape(shape if not gts else (-1, 4, 4)))
+
+
+def odometry_trajectories(gt: GroundTruth, odometry: Sequence[Tuple[int, np.ndarray]]):
+    """``(stamps, gt [T,4,4], odometry [T,4,4])`` both starting at the identity."""
+    kept = [(s, o) for s, o in odometry if gt.at(s) is not None]
+    if not kept:
+        return np.zeros(0, np.int64), np.zeros((0, 4, 4)), np.zeros((0, 4, 4))
+    g0, o0 = gt.at(kept[0][0]), kept[0][1]
+    g = np.stack([invert_pose(g0) @ gt.at(s) for s, _ in kept])
+    o = np.stack([invert_pose(o0) @ o for _, o in kept])
+    return np.array([s for s, _ in kept], dtype=np.int64), g, o
+
+
+def evaluate_odometry(gt: GroundTruth, out: Outputs, camera: str,
+                      segment_lengths_m: Sequence[float] = SHORT_SEGMENTS_M) -> Dict[str, object]:
+    stamps, preds, gts = odometry_pairs(gt, out.odometry, camera)
+    summary = summarize_pairs(preds, gts)["all"] if len(stamps) else None
+    _, g, o = odometry_trajectories(gt, out.odometry)
+    kitti = None
+    if len(g) >= 2:
+        kitti = kitti_odometry_errors(g, o, segment_lengths_m, step_frames=1)
+        kitti["label"] = SHORT_SEGMENTS_LABEL
+    return {"outputs": len(out.odometry), "pairs": len(stamps), "pair_camera": camera,
+            "pair_stamps": [[int(a), int(b)] for a, b in stamps], "pairwise": summary,
+            "kitti": kitti}
+
+
+# ---------------------------------------------------------------------------- relocalization
+def _stats(values: np.ndarray) -> Dict[str, object]:
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return {"n": 0, "mean": None, "median": None, "max": None}
+    return {"n": int(values.size), "mean": float(values.mean()),
+            "median": float(np.median(values)), "max": float(values.max())}
+
+
+def corrected_trajectory(gt: GroundTruth, out: Outputs,
+                         odom_input: Dict[int, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """``(stamps, map_T_base [T,4,4])``: latest recorded map->odom composed with the odometry
+    input at every frame after the first correction."""
+    if not out.map_T_odom:
+        return np.zeros(0, np.int64), np.zeros((0, 4, 4))
+    times = [t for t, _ in out.map_T_odom]
+    stamps, poses = [], []
+    for s in gt.stamps:
+        k = bisect.bisect_right(times, int(s)) - 1
+        if k < 0 or int(s) not in odom_input:
+            continue
+        stamps.append(int(s))
+        poses.append(out.map_T_odom[k][1] @ odom_input[int(s)])
+    return np.array(stamps, np.int64), (np.stack(poses) if poses else np.zeros((0, 4, 4)))
+
+
+def _map_frames_by_stamp(map_path: str | Path, camera: str) -> Dict[int, np.ndarray]:
+    from g2g_model.maps import load_map
+
+    gmap = load_map(map_path, load_features=False)
+    return {int(f.stamp_ns): f.world_T_cam for f in gmap.frames if f.camera == camera}
+
+
+def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
+                    map_frames: Dict[int, np.ndarray],
+                    camera: str) -> Dict[str, Tuple[list, list]]:
+    """Predicted vs ground-truth ``T_{A0<-X}`` of every GroupAlignment: keys ``b0``, ``b_all``,
+    ``a_all`` -> ``(preds, gts)``. Frames without ground truth are skipped."""
+    Tbc = gt.base_T_cam[camera]
+    out = {"b0": ([], []), "b_all": ([], []), "a_all": ([], [])}
+    for msg in alignments:
+        sa = [stamp_of_time(t) for t in msg.stamps_a]
+        sb = [stamp_of_time(t) for t in msg.stamps_b]
+        if not sa or sa[0] not in map_frames:
+            continue
+        a0_inv = invert_pose(map_frames[sa[0]])
+        for j, (s, p) in enumerate(zip(sb, msg.poses_b)):
+            g = gt.at(s)
+            if g is None:
+                continue
+            pair = (pose_to_matrix(p), a0_inv @ g @ Tbc)
+            if j == 0:
+                out["b0"][0].append(pair[0])
+                out["b0"][1].append(pair[1])
+            out["b_all"][0].append(pair[0])
+            out["b_all"][1].append(pair[1])
+        for s, p in zip(sa[1:], list(msg.poses_a)[1:]):
+            if s in map_frames:
+                out["a_all"][0].append(pose_to_matrix(p))
+                out["a_all"][1].append(a0_inv @ map_frames[s])
+    return out
+
+
+def stamp_of_time(t) -> int:
+    return int(t.sec) * 1_000_000_000 + int(t.nanosec)
+
+
+def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int, np.ndarray],
+                            map_path: Optional[str] = None, success_trans_m: float = 0.5,
+                            success_rot_deg: float = 5.0) -> Dict[str, object]:
+    fixes = [(s, p, gt.at(s)) for s, p in out.reloc_poses if gt.at(s) is not None]
+    if fixes:
+        pred = np.stack([p for _, p, _ in fixes])
+        ref = np.stack([g for _, _, g in fixes])
+        t_err, r_err = translation_error_m(pred, ref), rotation_error_deg(pred, ref)
+    else:
+        t_err = r_err = np.zeros(0)
+    correct = int(np.sum((t_err < success_trans_m) & (r_err < success_rot_deg)))
+    diag = next((v for k, v in out.diagnostics.items() if "relocalization" in k), {})
+    accepted = int(diag.get("accepted_corrections", len(out.reloc_poses)) or 0)
+    rejected = int(diag.get("rejected_corrections", 0) or 0)
+    attempts = accepted + rejected
+    stamps, corrected = corrected_trajectory(gt, out, odom_input)
+    if len(stamps):
+        ref = np.stack([gt.at(int(s)) for s in stamps])
+        c_t, c_r = translation_error_m(corrected, ref), rotation_error_deg(corrected, ref)
+    else:
+        c_t = c_r = np.zeros(0)
+    result: Dict[str, object] = {
+        "fixes": len(out.reloc_poses), "fixes_with_gt": len(fixes),
+        "attempts": attempts, "accepted": accepted, "rejected": rejected,
+        "correct_fixes": correct,
+        "success_threshold": {"trans_m": success_trans_m, "rot_deg": success_rot_deg},
+        "success_rate_pct": (100.0 * correct / attempts) if attempts else None,
+        "fix_error_trans_m": _stats(t_err), "fix_error_rot_deg": _stats(r_err),
+        "corrected_frames": int(len(stamps)),
+        "corrected_error_trans_m": _stats(c_t), "corrected_error_rot_deg": _stats(c_r),
+        "predicted": None,
+    }
+    if map_path and out.alignments:
+        cam = str(out.alignments[0].header.frame_id).split("_optical_frame")[0]
+        if cam in gt.base_T_cam:
+            pairs = alignment_pairs(gt, out.alignments, _map_frames_by_stamp(map_path, cam), cam)
+            result["predicted"] = {k: summarize_pairs(p, np.array(g).reshape(-1, 4, 4))["all"]
+                                   for k, (p, g) in pairs.items() if p}
+    return result
+
+
+def evaluate_latency(out: Outputs, replay_latencies_s: Sequence[float]) -> Dict[str, object]:
+    infer = [float(m.inference_time_ms) for m in out.alignments
+             if np.isfinite(m.inference_time_ms)]
+    return {"replay_wait_ms": _stats(1e3 * np.asarray(replay_latencies_s, dtype=np.float64)),
+            "node_stage_ms": out.stage_latency_ms,
+            "reloc_inference_ms": _stats(np.asarray(infer))}
+
+
+def untrained_flags(out: Outputs) -> Dict[str, bool]:
+    """Status name -> whether the node said it runs with random weights."""
+    return {name: str(values.get("untrained_model", "")).lower() == "true"
+            for name, values in out.diagnostics.items() if "untrained_model" in values}

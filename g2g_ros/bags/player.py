@@ -1,0 +1,276 @@
+"""Replay of a bag on live topics with ``/clock`` (``g2g-bag play``).
+
+Messages are published as stored (raw CDR, no re-encoding) in log-time order, grouped by stamp:
+all messages sharing a log time form one *group*, published right after ``/clock`` is set to
+that time, so ``use_sim_time`` nodes see the recorded stamps. Latched topics (``/tf_static``,
+metadata: offered transient local in the bag) are published with transient-local QoS.
+
+Pacing:
+
+* normal mode: groups follow the recorded time scaled by ``rate`` (2.0 = twice as fast);
+* evaluation mode (:class:`WaitSpec`): after every group that contains images the player waits
+  until the nodes have processed it -- a message on the wait topic stamped at or after the group
+  (e.g. ``odometry``), or, for ``g2g_msgs/EstimatorStatus``, an increase of
+  ``groups_processed`` -- or until ``timeout_s`` passes (counted, logged). Results then do not
+  depend on the machine's speed. Before the first group it waits for the nodes to come up
+  (a publisher on the wait topic and subscribers on the image topics).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from g2g_ros.bags.bag_reader import BagError, iter_messages, open_bag
+from g2g_ros.bags.typestore import TF_STATIC_TOPIC, TF_TOPIC, is_latched
+from g2g_ros.node_common import stamp_ns, to_stamp
+
+LOG = logging.getLogger(__name__)
+IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+
+
+def message_class(msgtype: str):
+    """``"pkg/msg/Name"`` -> the rclpy message class (ValueError naming the type if absent)."""
+    try:
+        pkg, kind, name = msgtype.split("/")
+        return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+    except (ValueError, ImportError, AttributeError) as exc:
+        raise ValueError(f"message type {msgtype!r} is not available to rclpy: {exc}") from exc
+
+
+@dataclass
+class WaitSpec:
+    """Evaluation-mode pacing: what signals that the nodes finished a group."""
+
+    topic: str = "odometry"
+    msgtype: str = "nav_msgs/msg/Odometry"
+    timeout_s: float = 30.0
+    startup_timeout_s: float = 120.0
+
+    def validate(self) -> None:
+        if self.timeout_s <= 0 or self.startup_timeout_s <= 0:
+            raise ValueError(f"wait timeouts must be > 0, got timeout_s={self.timeout_s}, "
+                             f"startup_timeout_s={self.startup_timeout_s}")
+
+
+@dataclass
+class PlayStats:
+    groups: int = 0
+    messages: int = 0
+    waited_groups: int = 0
+    wait_timeouts: int = 0
+    latencies_s: List[float] = field(default_factory=list)   # eval mode: group -> wait signal
+    first_stamp_ns: int = 0
+    last_stamp_ns: int = 0
+
+
+class _Progress:
+    """What the wait topic has said so far (stamps seen, groups_processed)."""
+
+    def __init__(self):
+        self.latest_stamp = -1
+        self.processed = -1
+        self.count = 0
+
+    def on_msg(self, msg) -> None:
+        self.count += 1
+        if hasattr(msg, "groups_processed"):
+            self.processed = max(self.processed, int(msg.groups_processed))
+        elif hasattr(msg, "header"):
+            self.latest_stamp = max(self.latest_stamp, stamp_ns(msg.header.stamp))
+
+
+class BagPlayer(Node):
+    """Publishes one bag (see the module docstring). Drive it with :meth:`play`."""
+
+    FIRST_ANSWER_S = 8.0
+    FIRST_RETRIES = 3
+
+    def __init__(self, bag: str | Path, rate: float = 1.0, wait: Optional[WaitSpec] = None,
+                 clock: bool = True, exclude_tf_children: Sequence[str] = (),
+                 topics: Optional[Sequence[str]] = None, **node_kwargs):
+        super().__init__("g2g_bag_player", **node_kwargs)
+        from rosgraph_msgs.msg import Clock
+
+        if not rate > 0:
+            raise ValueError(f"rate must be > 0, got {rate}")
+        if wait is not None:
+            wait.validate()
+        self.bag = str(bag)
+        self.rate, self.wait = rate, wait
+        self.exclude_tf_children: Set[str] = set(exclude_tf_children)
+        self.reader = open_bag(bag)
+        conns = [c for c in self.reader.connections if topics is None or c.topic in topics]
+        if not conns:
+            raise BagError(f"bag {bag}: nothing to play (topics {topics}, bag has "
+                           f"{sorted(self.reader.topics)})")
+        self.topics = sorted({c.topic for c in conns})
+        self.types: Dict[str, str] = {c.topic: c.msgtype for c in conns}
+        self.latched = {c.topic for c in conns if c.topic == TF_STATIC_TOPIC
+                        or is_latched(c.ext.offered_qos_profiles)}
+        self.pubs = {}
+        for topic in self.topics:
+            qos = QoSProfile(depth=1 if topic in self.latched else 10,
+                             reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL
+                             if topic in self.latched else DurabilityPolicy.VOLATILE)
+            self.pubs[topic] = self.create_publisher(message_class(self.types[topic]), topic,
+                                                     qos)
+        self.clock_pub = self.create_publisher(Clock, "/clock", 10) if clock else None
+        self.progress = _Progress()
+        if wait is not None:
+            self.create_subscription(message_class(wait.msgtype), wait.topic,
+                                     self.progress.on_msg, 50)
+        self.stats = PlayStats()
+        self.current_stamp_ns = 0
+
+    # ------------------------------------------------------------------ publishing
+    def _groups(self):
+        """``(stamp, [(topic, msgtype, raw)])`` in log-time order."""
+        group: List[Tuple[str, str, bytes]] = []
+        stamp = None
+        for topic, msgtype, t, raw in iter_messages(self.reader, self.topics, self.bag):
+            if stamp is not None and t != stamp:
+                yield stamp, group
+                group = []
+            stamp = t
+            group.append((topic, msgtype, raw))
+        if group:
+            yield stamp, group
+
+    def _filter_tf(self, raw: bytes) -> Optional[bytes]:
+        from rclpy.serialization import deserialize_message, serialize_message
+        from tf2_msgs.msg import TFMessage
+
+        msg = deserialize_message(raw, TFMessage)
+        kept = [t for t in msg.transforms if t.child_frame_id not in self.exclude_tf_children]
+        if len(kept) == len(msg.transforms):
+            return raw
+        return serialize_message(TFMessage(transforms=kept)) if kept else None
+
+    def publish_clock(self, stamp: int) -> None:
+        from rosgraph_msgs.msg import Clock
+
+        self.current_stamp_ns = int(stamp)
+        if self.clock_pub is not None:
+            self.clock_pub.publish(Clock(clock=to_stamp(int(stamp))))
+
+    def _publish_group(self, stamp: int, group, skip: Set[str] = frozenset()) -> None:
+        self.publish_clock(stamp)
+        for topic, _, raw in group:
+            if topic in skip:
+                continue
+            if topic == TF_TOPIC and self.exclude_tf_children:
+                raw = self._filter_tf(raw)
+                if raw is None:
+                    continue
+            self.pubs[topic].publish(raw)
+            self.stats.messages += 1
+
+    # ------------------------------------------------------------------ pacing
+    def _wait_for_nodes(self, spin: Callable[[float], None]) -> None:
+        image_topics = [t for t, m in self.types.items() if m in IMAGE_TYPES]
+        deadline = time.monotonic() + self.wait.startup_timeout_s
+        while time.monotonic() < deadline:
+            spin(0.05)
+            if self.count_publishers(self.wait.topic) > 0 and all(
+                    self.pubs[t].get_subscription_count() > 0 for t in image_topics):
+                return
+        raise TimeoutError(f"evaluation replay: no node came up within "
+                           f"{self.wait.startup_timeout_s:.0f} s (a publisher on "
+                           f"{self.wait.topic!r} and subscribers on {image_topics})")
+
+    def _wait_group(self, stamp: int, processed_before: int,
+                    spin: Callable[[float], None], timeout_s: float) -> bool:
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        while time.monotonic() < deadline:
+            spin(0.005)
+            p = self.progress
+            if p.latest_stamp >= stamp or p.processed > max(processed_before, 0):
+                self.stats.latencies_s.append(time.monotonic() - t0)
+                self.stats.waited_groups += 1
+                return True
+        return False
+
+    def _publish_and_wait(self, stamp: int, group, skip: Set[str],
+                          spin: Callable[[float], None]) -> None:
+        """Eval mode. Until the nodes have answered once, a group without an answer within
+        ``FIRST_ANSWER_S`` is sent again (DDS may drop what is sent before both sides have
+        matched; the nodes have not used any of it then), up to ``FIRST_RETRIES`` times."""
+        retries = self.FIRST_RETRIES if self.progress.count == 0 else 0
+        for attempt in range(retries + 1):
+            before = self.progress.processed
+            if attempt:
+                LOG.info("no answer from the nodes yet; sending the group at %d ns again",
+                         stamp)
+            self._publish_group(stamp, group, skip)
+            short = min(self.FIRST_ANSWER_S, self.wait.timeout_s)
+            timeout = self.wait.timeout_s if attempt == retries else short
+            if self._wait_group(stamp, before, spin, timeout):
+                return
+        self.stats.wait_timeouts += 1
+        LOG.warning("no sign on %s that the group at %d ns was processed within %.1f s; "
+                    "going on", self.wait.topic, stamp, self.wait.timeout_s)
+
+    def play(self, spin: Callable[[float], None], progress: bool = False,
+             delay_s: float = 0.0) -> PlayStats:
+        """Publish the whole bag; ``spin(timeout_s)`` runs the executor(s) while waiting.
+
+        ``delay_s``: wall time to wait first (lets subscribers discover the publishers).
+        """
+        from tqdm import tqdm
+
+        if delay_s < 0:
+            raise ValueError(f"delay_s must be >= 0, got {delay_s}")
+        end = time.monotonic() + delay_s
+        while time.monotonic() < end:
+            spin(0.05)
+        groups = list(self._groups())
+        if not groups:
+            raise BagError(f"bag {self.bag}: no messages")
+        first = groups[0][0]
+        self.stats.first_stamp_ns = first
+        skip: Set[str] = set()
+        if self.wait is not None:
+            # Latched topics (rig extrinsics) first, so the nodes know the rig before images.
+            self.publish_clock(first)
+            for stamp, group in groups:
+                for topic, _, raw in group:
+                    if topic in self.latched and topic not in skip:
+                        self.pubs[topic].publish(raw)
+                        skip.add(topic)
+            self._wait_for_nodes(spin)
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                spin(0.05)
+        wall0 = time.monotonic()
+        bar = tqdm(groups, desc="play", unit="group", disable=not progress)
+        for stamp, group in bar:
+            if self.wait is None:
+                target = wall0 + (stamp - first) * 1e-9 / self.rate
+                while time.monotonic() < target:
+                    spin(min(0.05, max(0.0, target - time.monotonic())))
+            if self.wait is not None and any(m in IMAGE_TYPES for _, m, _ in group):
+                self._publish_and_wait(stamp, group, skip, spin)
+            else:
+                self._publish_group(stamp, group, skip)
+                spin(0.0)
+            self.stats.groups += 1
+            self.stats.last_stamp_ns = stamp
+        bar.close()
+        return self.stats
+
+    def destroy_node(self):
+        try:
+            self.reader.close()
+        except Exception:  # already closed
+            pass
+        return super().destroy_node()

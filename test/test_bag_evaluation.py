@@ -1,0 +1,105 @@
+"""Relocalization and latency metrics of g2g_ros.bags.evaluation on constructed outputs with
+known errors (the end-to-end replay with a real node is in test_bag_replay.py)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rosbags")
+from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose  # noqa: E402
+from g2g_model.geometry import matrix_to_quat_xyzw  # noqa: E402
+from g2g_ros.bags.evaluation import (  # noqa: E402
+    GroundTruth, Outputs, alignment_pairs, evaluate_latency, evaluate_relocalization,
+    odometry_pairs,
+)
+from g2g_ros.bags.report import markdown  # noqa: E402
+from g2g_ros.bags.typestore import bag_typestore  # noqa: E402
+
+STORE = bag_typestore()
+T = STORE.types
+
+
+def _time(ns):
+    return T["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+
+
+def _pose(M):
+    q = matrix_to_quat_xyzw(M[:3, :3])
+    return T["geometry_msgs/msg/Pose"](
+        position=T["geometry_msgs/msg/Point"](x=M[0, 3], y=M[1, 3], z=M[2, 3]),
+        orientation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]))
+
+
+@pytest.fixture
+def gt():
+    stamps = np.arange(10, dtype=np.int64) * 10**8
+    poses = np.stack([make_pose(axis_angle_to_matrix([0, 0, 0.1 * i]), [0.5 * i, 0.1 * i, 0])
+                      for i in range(10)])
+    cam = make_pose(axis_angle_to_matrix([-np.pi / 2, 0, 0]), [0.1, 0, 0.2])
+    offset = make_pose(axis_angle_to_matrix([0, 0, 0.3]), [2.0, -1.0, 0.0])
+    odom = {int(s): offset @ P for s, P in zip(stamps, poses)}   # map_T_odom = inv(offset)
+    return GroundTruth(stamps, poses, {"cam0": cam}, odom), invert_pose(offset)
+
+
+def test_relocalization_metrics_on_known_errors(gt):
+    truth, map_T_odom = gt
+    shift = make_pose(np.eye(3), [1.0, 0, 0])
+    out = Outputs(
+        odometry=[], alignments=[],
+        reloc_poses=[(int(truth.stamps[4]), truth.world_T_base[4]),
+                     (int(truth.stamps[8]), shift @ truth.world_T_base[8])],
+        map_T_odom=[(int(truth.stamps[4]), map_T_odom), (int(truth.stamps[8]),
+                                                         shift @ map_T_odom)],
+        diagnostics={"relocalize: relocalization": {"accepted_corrections": "2",
+                                                    "rejected_corrections": "2"}},
+        stage_latency_ms={})
+    rel = evaluate_relocalization(truth, out, truth.odom_input)
+    assert (rel["attempts"], rel["accepted"], rel["correct_fixes"]) == (4, 2, 1)
+    assert rel["success_rate_pct"] == pytest.approx(25.0)
+    assert rel["fix_error_trans_m"]["mean"] == pytest.approx(0.5)
+    assert rel["fix_error_trans_m"]["max"] == pytest.approx(1.0)
+    assert rel["fix_error_rot_deg"]["max"] == pytest.approx(0.0, abs=1e-6)
+    # Corrected trajectory: frames 4..9; 4..7 exact, 8..9 off by the 1 m shift.
+    assert rel["corrected_frames"] == 6
+    assert rel["corrected_error_trans_m"]["mean"] == pytest.approx(2.0 / 6)
+    report = {"graph": "relocalize", "bag": "b", "outputs_bag": "o",
+              "replay": {"mode": "paced", "groups": 10, "wait_timeouts": 0},
+              "relocalization": rel, "latency": evaluate_latency(out, [])}
+    assert "nan" not in markdown(report).lower()
+
+
+def test_alignment_pairs_against_map_and_ground_truth(gt):
+    truth, _ = gt
+    Tbc = truth.base_T_cam["cam0"]
+    map_frames = {10**12 + k: make_pose(axis_angle_to_matrix([0.05 * k, 0, 0]), [k, 1.0, 0])
+                  for k in range(3)}
+    sa, sb = sorted(map_frames), [int(s) for s in truth.stamps[2:5]]
+    a0_inv = invert_pose(map_frames[sa[0]])
+    gt_b = [a0_inv @ truth.world_T_base[i] @ Tbc for i in range(2, 5)]
+    gt_a = [a0_inv @ map_frames[s] for s in sa]
+    bad = make_pose(axis_angle_to_matrix([0, np.radians(10), 0]), [0, 0, 0]) @ gt_b[0]
+    msg = T["g2g_msgs/msg/GroupAlignment"](
+        header=T["std_msgs/msg/Header"](stamp=_time(sb[0]), frame_id="cam0_optical_frame@map"),
+        group_a_id="a", group_b_id="b", stamps_a=[_time(s) for s in sa],
+        stamps_b=[_time(s) for s in sb], poses_a=[_pose(M) for M in gt_a],
+        poses_b=[_pose(bad)] + [_pose(M) for M in gt_b[1:]], overlap_score=float("nan"),
+        inference_time_ms=12.0)
+    pairs = alignment_pairs(truth, [msg], map_frames, "cam0")
+    assert [len(pairs[k][0]) for k in ("b0", "b_all", "a_all")] == [1, 3, 2]
+    np.testing.assert_allclose(pairs["b0"][1][0], gt_b[0], atol=1e-9)
+    from g2g_model.metrics import pose_errors
+
+    err = pose_errors(np.stack(pairs["b_all"][0]), np.stack(pairs["b_all"][1]))
+    np.testing.assert_allclose(err.rot_deg, [10.0, 0, 0], atol=1e-4)
+    lat = evaluate_latency(Outputs([], [], [msg], [], {}, {}), [0.1, 0.3])
+    assert lat["reloc_inference_ms"]["mean"] == pytest.approx(12.0)
+    assert lat["replay_wait_ms"]["mean"] == pytest.approx(200.0)
+
+
+def test_odometry_pairs_skip_stamps_without_ground_truth(gt):
+    truth, _ = gt
+    odo = [(int(s), truth.world_T_base[i]) for i, s in enumerate(truth.stamps[:4])]
+    odo.insert(2, (123, np.eye(4)))  # no ground truth at this stamp: its pairs are dropped
+    stamps, preds, gts = odometry_pairs(truth, odo, "cam0")
+    assert stamps == [(int(truth.stamps[0]), int(truth.stamps[1])),
+                      (int(truth.stamps[2]), int(truth.stamps[3]))]
+    np.testing.assert_allclose(preds, gts, atol=1e-9)
