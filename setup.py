@@ -24,6 +24,8 @@ CONSOLE_SCRIPTS = [
     "g2g-play-dataset = g2g_ros.dataset_player:main",
     "g2g-map = g2g_model.map_cli:main",
     "g2g-covis = g2g_model.covisibility.cli:main",
+    "g2g-bag = g2g_ros.bags.cli:main",
+    "g2g-eval-bag = g2g_ros.bags.eval_bag:main",
 ]
 
 setup(
