@@ -2,11 +2,14 @@
 
 1. simulate a small scene of the test split: a mapping traversal and a query traversal in a
    different season (lighting, paint, posters, small objects), 5-camera rig;
-2. build a map from the mapping traversal (keyframes of the reference camera + cached tokens);
-3. start the relocalize and rig_odometry nodes (g2g-bringup's graph, use_sim_time) and replay
-   the query traversal into them over DDS with /clock and a drifting odometry (2 %/m scale,
-   1 deg/m heading), recording their outputs;
-4. evaluate against ground truth, with the classical baseline (SIFT + RANSAC) run on exactly the
+2. convert both traversals to rosbag2 (MCAP) bags; the query bag carries a drifting odometry
+   (2 %/m scale, 1 deg/m heading) as its odom->base_link input;
+3. build a map from the mapping traversal (keyframes of the reference camera + cached tokens);
+4. start the relocalize and rig_odometry nodes (g2g-bringup's graph, use_sim_time) and replay
+   the query bag into them over DDS with /clock (`g2g-bag play --eval`: each image group waits
+   for the odometry of the previous one, so results do not depend on machine speed), recording
+   their outputs;
+5. evaluate against ground truth, with the classical baseline (SIFT + RANSAC) run on exactly the
    same groups, print a table, and write trajectory plots.
 
 Everything is CPU-only and offline; generated data goes to data/demo/ and outputs/demo/.
@@ -100,7 +103,24 @@ class Recorder:
         rclpy.shutdown(context=self.context)
 
 
-def run_nodes(query_traj, map_path, workdir: pathlib.Path, rate_hz: float, frames: int):
+def convert_bags(trajs, data_dir: pathlib.Path):
+    from g2g_ros.bags.convert import OdometrySource, convert_trajectory
+
+    bags = []
+    for k, traj in enumerate(trajs):
+        bag = data_dir / f"traversal_{k}.mcap"
+        if bag.exists():
+            print(f"  reusing {bag}")
+        else:
+            odometry = OdometrySource(drift_per_m=0.02 if k else 0.0,
+                                      yaw_drift_deg_per_m=1.0 if k else 0.0)
+            convert_trajectory(traj, bag, odometry=odometry, progress=False)
+            print(f"  {traj.name} -> {bag}")
+        bags.append(bag)
+    return bags
+
+
+def run_nodes(query_bag, map_path, workdir: pathlib.Path, rate_hz: float, frames: int):
     from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
     from g2g_ros.graphs import GRAPHS
 
@@ -110,7 +130,7 @@ def run_nodes(query_traj, map_path, workdir: pathlib.Path, rate_hz: float, frame
         "    consistency_count: 1\n    min_translation_m: 0.05\n"
         "    sensor_qos_reliability: reliable\n"
         "rig_odometry:\n  ros__parameters:\n    publish_tf: false\n"
-        "    keyframe_stride: 2\n    sensor_qos_reliability: reliable\n")
+        "    keyframe_stride: 1\n    sensor_qos_reliability: reliable\n")
     graph = GRAPHS["relocalize"]
     args = parse_launch_args(graph, ["rig:=sim", f"map:={map_path}", "with_odometry:=true",
                                      "use_sim_time:=true", f"params_file:={overrides}",
@@ -132,21 +152,19 @@ def run_nodes(query_traj, map_path, workdir: pathlib.Path, rate_hz: float, frame
         import subprocess
 
         player = subprocess.Popen(
-            [sys.executable, "-m", "g2g_ros.dataset_player", str(query_traj), "--clock",
-             "--rate", str(rate_hz), "--drift", "0.02", "--yaw-drift", "1.0",
-             "--exit-when-done"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
+            [sys.executable, "-m", "g2g_ros.bags.cli", "play", str(query_bag), "--eval",
+             "--rate", str(rate_hz), "--quiet"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
         from tqdm import tqdm
 
-        with tqdm(total=frames, desc="  replaying query traversal", unit="frame",
+        with tqdm(total=frames, desc="  replaying the query bag", unit="group",
                   mininterval=5.0) as bar:
-            start = time.monotonic()
             while player.poll() is None:
                 recorder.spin(0.5)
-                bar.n = min(frames, int((time.monotonic() - start) * rate_hz))
-                bar.set_postfix(odometry=len(recorder.data["odometry"]),
-                                fixes=len(recorder.data["alignment"]))
+                bar.n = min(frames, len(recorder.data["odometry"]))
+                bar.set_postfix(fixes=len(recorder.data["alignment"]))
                 bar.refresh()
-            bar.n = frames
+            bar.n = len(recorder.data["odometry"])
             bar.refresh()
         recorder.spin(6.0)  # let the last groups finish
     finally:
@@ -268,7 +286,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=50, help="frames per traversal")
-    parser.add_argument("--rate", type=float, default=1.0, help="replay rate (frames/s)")
+    parser.add_argument("--rate", type=float, default=1.0, help="replay speed factor")
     parser.add_argument("--data", default=str(ROOT / "data" / "demo"))
     parser.add_argument("--out", default=str(ROOT / "outputs" / "demo"))
     opts = parser.parse_args(argv)
@@ -277,20 +295,22 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     from g2g_model.inference import G2GPipeline
 
-    total = 4
+    total = 5
     step(1, total, f"simulating test scene {SEED}: mapping + query traversal (other season)")
     map_traj, query_traj = simulate(data_dir, opts.frames)
+    step(2, total, "converting both traversals to rosbag2 (MCAP)")
+    _, query_bag = convert_bags([map_traj, query_traj], data_dir)
     pipeline = G2GPipeline.default("relocalization")
     if pipeline.untrained:
         print("\n  NOTE: no trained default checkpoint is shipped yet: the model runs with RANDOM "
               "weights,\n  so the G2G numbers below show the wiring, not the method.")
-    step(2, total, "building the map from the mapping traversal")
+    step(3, total, "building the map from the mapping traversal")
     map_path = build_map(map_traj, data_dir / "map.g2gmap", pipeline)
-    step(3, total, "running relocalize + rig_odometry nodes on the replayed query traversal")
-    data = run_nodes(query_traj, map_path, out, opts.rate, opts.frames)
+    step(4, total, "running relocalize + rig_odometry nodes on the replayed query bag")
+    data = run_nodes(query_bag, map_path, out, opts.rate, opts.frames)
     print(f"  recorded {len(data['odometry'])} odometry messages, {len(data['alignment'])} "
           f"accepted relocalizations, {len(data['pose'])} relocalized poses")
-    step(4, total, "evaluating against ground truth (classical baseline on the same groups)")
+    step(5, total, "evaluating against ground truth (classical baseline on the same groups)")
     report = evaluate(map_traj, query_traj, data, out)
     (out / "report.md").write_text(report + "\n")
     (out / "summary.json").write_text(json.dumps({
