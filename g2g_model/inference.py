@@ -179,11 +179,24 @@ class G2GPipeline:
         return self.model.config.max_frames
 
     def backbone_id(self) -> Dict[str, str]:
-        """``{"name", "config_hash"}`` identifying the encoder (maps store it)."""
-        from g2g_model.maps import config_hash
+        """``{"name", "config_hash"}`` identifying the encoder (maps and covisibility
+        checkpoints store it). The hash covers the configuration AND the weights: tokens of the
+        same architecture with other weights are just as incompatible."""
+        if getattr(self, "_backbone_id", None) is None:
+            import hashlib
 
-        return {"name": self.backbone.name,
-                "config_hash": config_hash(self.backbone.config_dict())}
+            from g2g_model.maps import config_hash
+
+            digest = hashlib.sha256()
+            for name, tensor in sorted(self.backbone.state_dict().items()):
+                digest.update(name.encode())
+                digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+            self._backbone_id = {
+                "name": self.backbone.name,
+                "config_hash": config_hash({"config": self.backbone.config_dict(),
+                                            "weights_sha256": digest.hexdigest()}),
+            }
+        return self._backbone_id
 
     def prepare(self, group, name: str = "group") -> PreparedGroup:
         return prepare_group(group, self.image_size, name=name)
