@@ -35,11 +35,13 @@ def bench_modules(name: str, dtype_name: str, reps: int, budget_s: float) -> dic
     model = G2GModel(preset(name, input_dim=dim, max_frames=5)).eval()
     fa, fb = torch.randn(1, 5, patches, dim), torch.randn(1, 5, patches, dim)
     dtype = DTYPES[dtype_name]
-    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16,
-                                                enabled=dtype is not None):
-        counter = FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS)
-        with counter:
-            model(fa, fb)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None)
+    # FLOPs are counted with autograd on: FlopCounterMode's module tracker needs grad_fns, which
+    # inference mode does not create. Timing runs in inference mode.
+    counter = FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS)
+    with autocast, counter:
+        model(fa, fb)
+    with torch.inference_mode(), autocast:
         times = timed(lambda: model(fa, fb), warmup=1, reps=reps, budget_s=budget_s)
     return {"flops": float(counter.get_total_flops()), "median_s": statistics.median(times),
             "runs": len(times)}
