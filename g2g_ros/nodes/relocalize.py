@@ -129,6 +129,9 @@ class RelocalizeNode(Node):
                                        "larger correction changes need consistency", True),
             "consistency_count": d("consistency_count", 2,
                                    "consistent candidates needed for a first fix / a jump", True),
+            "max_fusion_spread_m": d("max_fusion_spread_m", 1.0,
+                                     "reject when the per-frame corrections disagree by more",
+                                     True),
             "min_overlap_score": d("min_overlap_score", 0.0,
                                    "reject windows whose covisibility score is lower", True),
             "tf_rate_hz": d("tf_rate_hz", 20.0, "re-send rate of map->odom", True),
@@ -162,7 +165,8 @@ class RelocalizeNode(Node):
             max_jump_translation_m=p["max_jump_translation_m"],
             max_jump_rotation_deg=p["max_jump_rotation_deg"],
             consistency_count=p["consistency_count"],
-            min_overlap_score=p["min_overlap_score"]))
+            min_overlap_score=p["min_overlap_score"],
+            max_fusion_spread_m=p["max_fusion_spread_m"]))
         self.buffer = QueryBuffer(p["window_size"], p["min_translation_m"], p["min_rotation_deg"])
         self.tf_buffer = TFBuffer(cache_duration_ns=30 * 10**9)
         self.tf_listener = TransformListener(self.tf_buffer, self)
