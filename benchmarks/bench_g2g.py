@@ -107,6 +107,10 @@ def run(reps: int, budget_s: float, dtypes: List[str]) -> str:
             lines.append(f"| {name} | {CASES[name][0]} x {CASES[name][1]} | {dtype_name} | "
                          f"{r['flops'] / 1e9:.2f} | {1e3 * r['median_s']:.1f} | "
                          f"{rate / 1e9:.1f} | {100 * rate / peaks[dtype_name]:.0f} % |")
+    if "bf16" in dtypes and peaks["bf16"] < 0.2 * peaks.get("fp32", peaks["bf16"]):
+        lines += ["", "Note: this CPU has no native bf16 (AVX2 only): the bf16 matmul peak is "
+                  "emulated and tiny, so bf16 percentages are not utilisation (they can exceed "
+                  "100 % because autocast keeps many ops in fp32). Use fp32 here."]
     lines += ["", *bench_pipeline_vs_classical(reps, budget_s), "",
               f"load average after: {os.getloadavg()[0]:.2f} (1 min)"]
     return "\n".join(lines) + "\n"
