@@ -82,6 +82,9 @@ def bf16_is_fast(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device.type == "cpu":
+        native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        if native is not None:
+            return bool(native())
         cap = torch.backends.cpu.get_cpu_capability().upper()
         return cap.startswith("AVX512") or "AMX" in cap
     return False
