@@ -305,10 +305,23 @@ class RelocalizeNode(Node):
         self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
 
     # ------------------------------------------------------------------ localization
+    def _tracking_hint(self) -> Optional[np.ndarray]:
+        """Where to search: around the current estimate once localized (tracking), around the
+        operator's /initialpose before that, nowhere in particular otherwise (global)."""
+        with self.lock:
+            current = self.gate.current
+            last = self.buffer.frames[-1] if self.buffer.frames else None
+        if current is not None and last is not None:
+            base_T_cam = self._camera_extrinsics()
+            if base_T_cam is not None:
+                return current @ last.odom_T_cam @ invert_pose(base_T_cam)
+        return self.hint
+
     def _periodic_localize(self) -> None:
         if self.paused or self.gmap is None or not self.buffer.full():
             return
-        self.worker.submit("localize", lambda: self._localize(self.hint), replace_same_kind=True)
+        self.worker.submit("localize", lambda: self._localize(self._tracking_hint()),
+                           replace_same_kind=True)
 
     def _load_covisibility(self, path: str):
         """The covisibility decoder, or None (then windows come from descriptor similarity)."""
