@@ -346,10 +346,11 @@ class RelocalizeNode(Node):
             base_T_cam = self._camera_extrinsics()
             position = (hint @ (base_T_cam if base_T_cam is not None else np.eye(4)))[:3, 3]
             idx = nearest_window(self.gmap, windows, position, self.p["hint_radius_m"])
-            if idx is None:
-                raise ValueError(f"no map window within hint_radius_m={self.p['hint_radius_m']} "
-                                 f"of the hint {position.round(2).tolist()}")
-            return idx, float("nan"), "pose hint"
+            if idx is not None:
+                return idx, float("nan"), "pose hint"
+            self.get_logger().warning(
+                f"no map window within hint_radius_m={self.p['hint_radius_m']} of the hint "
+                f"{position.round(2).tolist()}: searching the whole map")
         if self.map_tokens is None:
             raise ValueError("the map has no cached features; rebuild it with g2g-map build")
         query_tokens = self.pipeline.encode_frames(query.images, query.intrinsics)
