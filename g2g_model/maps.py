@@ -279,11 +279,30 @@ def map_windows(gmap: G2GMap, camera: str, window: int, stride: int = 1) -> List
 
 
 def nearest_window(gmap: G2GMap, windows: Sequence[np.ndarray], position: np.ndarray,
-                   radius: float = float("inf")) -> Optional[int]:
-    """Index of the window whose mean camera centre is nearest ``position`` (within radius)."""
+                   radius: float = float("inf"), direction: Optional[np.ndarray] = None,
+                   metres_per_radian: float = 2.0) -> Optional[int]:
+    """Index of the window closest to a camera pose hint (within ``radius`` metres).
+
+    The distance is that of the window's mean camera centre to ``position``; with a viewing
+    ``direction`` (the hint camera's optical axis, map frame) the angle to the window's mean
+    optical axis is added at ``metres_per_radian``, so that a window seen from the other side of
+    the same place (no overlap) is not preferred.
+    """
     if not windows:
         return None
     centres = gmap.positions()
-    dists = [np.linalg.norm(centres[w].mean(0) - np.asarray(position)) for w in windows]
-    best = int(np.argmin(dists))
-    return best if dists[best] <= radius else None
+    axes = np.stack([f.world_T_cam[:3, 2] for f in gmap.frames])
+    best, best_cost = None, np.inf
+    for i, w in enumerate(windows):
+        dist = float(np.linalg.norm(centres[w].mean(0) - np.asarray(position)))
+        if dist > radius:
+            continue
+        cost = dist
+        if direction is not None:
+            axis = axes[w].mean(0)
+            norms = max(np.linalg.norm(axis) * np.linalg.norm(direction), 1e-9)
+            cos = np.dot(axis, direction) / norms
+            cost += metres_per_radian * float(np.arccos(np.clip(cos, -1.0, 1.0)))
+        if cost < best_cost:
+            best, best_cost = i, cost
+    return best

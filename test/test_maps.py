@@ -109,3 +109,17 @@ def test_empty_map_is_refused(tmp_path):
     with pytest.raises(ValueError, match="empty map"):
         save_map(G2GMap(frames=[]), tmp_path / "e.g2gmap")
     assert not os.listdir(tmp_path)
+
+
+def test_nearest_window_prefers_the_same_viewing_direction():
+    # Two windows at the same place, one looking +x, one looking -x (optical axis = column 2).
+    from g2g_model.geometry import axis_angle_to_matrix
+
+    look_px = axis_angle_to_matrix([0, np.pi / 2, 0])   # z axis -> +x
+    look_mx = axis_angle_to_matrix([0, -np.pi / 2, 0])  # z axis -> -x
+    frames = [MapFrame("c", i, make_pose(look_px if i < 2 else look_mx, [0.1 * i, 0, 0]),
+                       np.eye(3), b"", (1, 1)) for i in range(4)]
+    gmap = G2GMap(frames=frames)
+    windows = [np.array([0, 1]), np.array([2, 3])]
+    assert nearest_window(gmap, windows, [0.05, 0, 0], direction=np.array([-1.0, 0, 0])) == 1
+    assert nearest_window(gmap, windows, [0.25, 0, 0], direction=np.array([1.0, 0, 0])) == 0

@@ -344,8 +344,10 @@ class RelocalizeNode(Node):
         if hint is not None:
             # hint = map_T_base: compare with the camera positions of the map windows.
             base_T_cam = self._camera_extrinsics()
-            position = (hint @ (base_T_cam if base_T_cam is not None else np.eye(4)))[:3, 3]
-            idx = nearest_window(self.gmap, windows, position, self.p["hint_radius_m"])
+            cam = hint @ (base_T_cam if base_T_cam is not None else np.eye(4))
+            position = cam[:3, 3]
+            idx = nearest_window(self.gmap, windows, position, self.p["hint_radius_m"],
+                                 direction=cam[:3, 2])
             if idx is not None:
                 return idx, float("nan"), "pose hint"
             self.get_logger().warning(
