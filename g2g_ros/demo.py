@@ -120,7 +120,32 @@ def convert_bags(trajs, data_dir: pathlib.Path):
     return bags
 
 
-def run_nodes(query_bag, map_path, workdir: pathlib.Path, rate_hz: float, frames: int):
+def send_initial_pose(recorder, query_traj, stamp_ns: int) -> None:
+    """What an operator does in RViz: an initial pose near the truth (0.3 m, 5 deg off)."""
+    from geometry_msgs.msg import PoseWithCovarianceStamped
+
+    from g2g_model.data.format import TrajectoryReader
+    from g2g_model.geometry import axis_angle_to_matrix, make_pose
+    from g2g_ros.node_common import to_stamp
+    from g2g_ros.pose_msgs import matrix_to_pose_msg
+
+    reader = TrajectoryReader(query_traj)
+    k = int(np.argmin(np.abs(reader.timestamps_ns - stamp_ns)))
+    guess = reader.world_T_body[k] @ make_pose(axis_angle_to_matrix([0, 0, np.radians(5.0)]),
+                                               [0.3, 0.0, 0.0])
+    msg = PoseWithCovarianceStamped()
+    msg.header.frame_id = "map"
+    msg.header.stamp = to_stamp(int(reader.timestamps_ns[k]))
+    matrix_to_pose_msg(guess, msg.pose.pose)
+    pub = recorder.node.create_publisher(PoseWithCovarianceStamped, "/initialpose", 10)
+    for _ in range(5):
+        pub.publish(msg)
+        recorder.spin(0.2)
+    print("  sent /initialpose near the true start (0.3 m, 5 deg off), as an operator would")
+
+
+def run_nodes(query_bag, query_traj, map_path, workdir: pathlib.Path, rate_hz: float,
+              frames: int):
     from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
     from g2g_ros.graphs import GRAPHS
 
@@ -157,10 +182,15 @@ def run_nodes(query_bag, map_path, workdir: pathlib.Path, rate_hz: float, frames
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
         from tqdm import tqdm
 
+        sent_pose = False
         with tqdm(total=frames, desc="  replaying the query bag", unit="group",
                   mininterval=5.0) as bar:
             while player.poll() is None:
                 recorder.spin(0.5)
+                if not sent_pose and recorder.data["odometry"]:
+                    first = recorder.data["odometry"][0].header.stamp
+                    send_initial_pose(recorder, query_traj, _stamp(first))
+                    sent_pose = True
                 bar.n = min(frames, len(recorder.data["odometry"]))
                 bar.set_postfix(fixes=len(recorder.data["alignment"]))
                 bar.refresh()
@@ -307,7 +337,7 @@ def main(argv=None) -> int:
     step(3, total, "building the map from the mapping traversal")
     map_path = build_map(map_traj, data_dir / "map.g2gmap", pipeline)
     step(4, total, "running relocalize + rig_odometry nodes on the replayed query bag")
-    data = run_nodes(query_bag, map_path, out, opts.rate, opts.frames)
+    data = run_nodes(query_bag, query_traj, map_path, out, opts.rate, opts.frames)
     print(f"  recorded {len(data['odometry'])} odometry messages, {len(data['alignment'])} "
           f"accepted relocalizations, {len(data['pose'])} relocalized poses")
     step(5, total, "evaluating against ground truth (classical baseline on the same groups)")

@@ -62,7 +62,7 @@ class RelocalizeNode(Node):
         self.gmap = None
         self.map_tokens = None
         self.map_path = ""
-        self.hint: Optional[np.ndarray] = None
+        self.hint: Optional[np.ndarray] = None  # provisional map->odom from /initialpose
         self.pipeline = None
         self.last_fix_wall: Optional[float] = None
         self.last_reason = ""
@@ -232,12 +232,18 @@ class RelocalizeNode(Node):
                                             stamp_ns(msg.header.stamp), pose)
 
     def _on_initialpose(self, msg) -> None:
+        # Like AMCL: an initial pose of base_link in the map becomes a provisional map->odom
+        # (through the odometry at the message's stamp), which guides the search until a fix.
         try:
-            self.hint = pose_msg_to_matrix(msg.pose.pose)
-        except ValueError as exc:
+            map_T_base = pose_msg_to_matrix(msg.pose.pose)
+            odom_T_base = self.tf_buffer.lookup_transform(
+                self.p["odom_frame"], self.p["base_frame"], stamp_ns(msg.header.stamp))
+        except (ValueError, TFError) as exc:
             self.problems.report("initialpose", f"rejected: {exc}")
             return
-        self.get_logger().info(f"pose hint received at {self.hint[:3, 3].round(2).tolist()}")
+        self.hint = map_T_base @ invert_pose(odom_T_base)
+        self.problems.clear("initialpose")
+        self.get_logger().info(f"initial pose received at {map_T_base[:3, 3].round(2).tolist()}")
 
     def _camera_extrinsics(self) -> Optional[np.ndarray]:
         if self.rig is not None:
@@ -309,13 +315,14 @@ class RelocalizeNode(Node):
         """Where to search: around the current estimate once localized (tracking), around the
         operator's /initialpose before that, nowhere in particular otherwise (global)."""
         with self.lock:
-            current = self.gate.current
+            map_T_odom = self.gate.current if self.gate.current is not None else self.hint
             last = self.buffer.frames[-1] if self.buffer.frames else None
-        if current is not None and last is not None:
-            base_T_cam = self._camera_extrinsics()
-            if base_T_cam is not None:
-                return current @ last.odom_T_cam @ invert_pose(base_T_cam)
-        return self.hint
+        if map_T_odom is None or last is None:
+            return None
+        base_T_cam = self._camera_extrinsics()
+        if base_T_cam is None:
+            return None
+        return map_T_odom @ last.odom_T_cam @ invert_pose(base_T_cam)
 
     def _periodic_localize(self) -> None:
         if self.paused or self.gmap is None or not self.buffer.full():
