@@ -1,0 +1,81 @@
+"""Save and load compact backbone weights (.safetensors with the configuration in metadata).
+
+Build, then load strictly: the model is built from the configuration stored in the file, and any
+missing, unexpected or mis-shaped tensor is listed in a ``ValueError``. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Dict, Optional, Union
+
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from g2g_model.backbones.compact import CompactBackbone
+from g2g_model.backbones.compact_config import CompactConfig
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = "g2g_compact_backbone"
+CHECKPOINT_VERSION = "1"
+
+
+def save_compact_checkpoint(model: CompactBackbone, path: Union[str, Path],
+                            extra_metadata: Optional[Dict[str, str]] = None) -> None:
+    """Write ``model.state_dict()`` and its config (JSON) to ``path``."""
+    metadata = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION,
+                "backbone": "compact", "config": json.dumps(model.config.to_dict())}
+    for key, value in (extra_metadata or {}).items():
+        if key in metadata:
+            raise ValueError(f"extra_metadata may not override {key!r}")
+        metadata[key] = str(value)
+    tensors = {key: value.detach().cpu().contiguous() for key, value in model.state_dict().items()}
+    save_file(tensors, str(path), metadata=metadata)
+
+
+def read_checkpoint_config(path: Union[str, Path]) -> CompactConfig:
+    """The :class:`CompactConfig` stored in a checkpoint's metadata."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"compact checkpoint {path} does not exist")
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+    if metadata.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a compact backbone checkpoint (format "
+                         f"{metadata.get('format')!r}, expected {CHECKPOINT_FORMAT!r})")
+    if metadata.get("format_version") != CHECKPOINT_VERSION:
+        raise ValueError(f"{path}: unsupported format_version {metadata.get('format_version')!r}")
+    return CompactConfig.from_dict(json.loads(metadata["config"]))
+
+
+def load_compact_checkpoint(path: Union[str, Path],
+                            expected_config: Optional[CompactConfig] = None) -> CompactBackbone:
+    """Build a :class:`CompactBackbone` from the file's config and load its weights strictly.
+
+    Args:
+        path: a file written by :func:`save_compact_checkpoint`.
+        expected_config: if given, the stored config must equal it (``ValueError`` naming the
+            differing fields otherwise).
+    """
+    config = read_checkpoint_config(path)
+    if expected_config is not None and expected_config != config:
+        stored, wanted = config.to_dict(), expected_config.to_dict()
+        diff = [f"{key} (file {stored[key]}, expected {wanted[key]})"
+                for key in sorted(stored) if stored[key] != wanted[key]]
+        raise ValueError(f"{path}: config differs: {', '.join(diff)}")
+    model = CompactBackbone(config)
+    state = load_file(str(path))
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    mis_shaped = sorted(f"{key} (file {tuple(state[key].shape)}, model {tuple(own[key].shape)})"
+                        for key in set(own) & set(state) if state[key].shape != own[key].shape)
+    if missing or unexpected or mis_shaped:
+        raise ValueError(f"{path}: checkpoint does not match the model: missing {missing}, "
+                         f"unexpected {unexpected}, mis-shaped {mis_shaped}")
+    model.load_state_dict(state, strict=True)
+    logger.info("loaded compact backbone (%s) from %s", config.fingerprint(), path)
+    return model
