@@ -1,7 +1,8 @@
 """Precomputed frozen-backbone features of every training group (what makes CPU training
 feasible: the backbone runs once per group instead of once per step).
 
-Layout: ``<cache_dir>/<identity hash>/shard_<k>.safetensors``, one tensor ``features``
+Layout: ``<cache_dir>/<identity hash>/shard_<hash of its group keys>.safetensors``, one
+tensor ``features``
 ``[G, V, N, P, D]`` per shard (G groups, V noise variants) and metadata with the group keys, the
 backbone identity (:func:`g2g_model.feature_cache.backbone_identity`: name, configuration, weights
 fingerprint) and the noise settings. The directory name hashes all of it, so features of another
@@ -123,9 +124,10 @@ def build_feature_cache(specs: Sequence[GroupSpec], store: TrajectoryStore,
     shards = []
     chunks = [list(specs[k:k + shard_size]) for k in range(0, len(specs), shard_size)]
     bar = tqdm(total=len(specs), desc="cache features", unit="group", disable=not progress)
-    for index, chunk in enumerate(chunks):
+    for chunk in chunks:
         keys = [group_key(s) for s in chunk]
-        path = folder / f"shard_{index:05d}.safetensors"
+        digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+        path = folder / f"shard_{digest}.safetensors"  # named by content: runs never collide
         if path.is_file():
             stored_keys, tensor = _read_shard(path, identity)
             if stored_keys == keys:

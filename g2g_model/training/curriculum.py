@@ -113,7 +113,8 @@ class OverlapCurriculum:
         elif self.phase == "plateau":
             rot, trans = self.gate_means()
             full = len(self.history) >= self.config.window
-            passed = full and rot < self.config.rot_threshold and trans < self.config.trans_threshold
+            passed = (full and rot < self.config.rot_threshold
+                      and trans < self.config.trans_threshold)
             forced = (self.config.max_steps_per_level > 0
                       and self.step - self.level_start >= self.config.max_steps_per_level)
             if passed or forced:

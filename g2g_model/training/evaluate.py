@@ -30,7 +30,6 @@ from tqdm import tqdm
 
 from g2g_model.augment import NOISE_PRESETS, perturb_poses
 from g2g_model.metrics import (
-    DEFAULT_TABLE_COLUMNS,
     flatten_group_summary,
     format_csv_table,
     format_markdown_table,
@@ -41,7 +40,7 @@ from g2g_model.model.checkpoint import load_checkpoint
 from g2g_model.model.g2g import G2GModel
 from g2g_model.training.models import build_backbone_from_dict
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
-from g2g_model.training.trajectory_groups import TrajectoryStore, pair_targets
+from g2g_model.training.trajectory_groups import TrajectoryStore
 
 logger = logging.getLogger(__name__)
 
