@@ -254,13 +254,15 @@ def test_pretrain_loss_decreases_on_fixed_batch():
     model = CompactBackbone("compact_xs")
     heads = CompactPretrainHeads.for_backbone(model, pose_hidden=32)
     images, k, poses = random_group(2, 3, seed=10)
-    depth = 1.0 + 4.0 * torch.rand(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(1))
+    # A learnable structure: a tilted plane per frame (depth grows down the image).
+    rows = torch.linspace(0, 1, SIZE)[:, None].expand(SIZE, SIZE)
+    depth = (1.5 + 2.0 * rows + torch.arange(3.0)[:, None, None]).expand(2, 3, SIZE, SIZE).clone()
     depth[:, :, :4] = 0.0  # invalid rows are ignored
     batch = {"images": images, "intrinsics": k, "cam_to_anchor": poses, "depth": depth}
     params = list(model.parameters()) + list(heads.parameters())
     optim = torch.optim.Adam(params, lr=3e-3)
     history = []
-    for _ in range(25):
+    for _ in range(20):
         # Same generator seed every step: same dropped frames and noise, a fixed objective.
         losses = pretrain_step(model, heads, batch, generator=torch.Generator().manual_seed(2))
         optim.zero_grad()
@@ -269,8 +271,8 @@ def test_pretrain_loss_decreases_on_fixed_batch():
         history.append({key: float(value.detach()) for key, value in losses.items()})
     assert history[0]["dropped"] >= 2  # at least one per group
     assert history[-1]["total"] < 0.5 * history[0]["total"]
-    assert history[-1]["depth"] < history[0]["depth"]
-    assert history[-1]["pose"] < history[0]["pose"]
+    assert history[-1]["depth"] < 0.3 * history[0]["depth"]
+    assert history[-1]["pose"] < 0.7 * history[0]["pose"]
     with pytest.raises(ValueError, match="depth"):
         pretrain_step(model, heads, {key: batch[key] for key in batch if key != "depth"})
 
