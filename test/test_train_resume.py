@@ -1,7 +1,11 @@
 """A killed and resumed run ends with the weights of an uninterrupted run (cached features)."""
 
+import numpy as np
 import pytest
 import torch
+
+from g2g_model.data.format import TrajectoryReader
+from g2g_model.inference import G2GPipeline
 
 from g2g_model.model.checkpoint import load_checkpoint
 from g2g_model.training.logs import CsvLog
@@ -56,6 +60,13 @@ def test_killed_and_resumed_run_matches_uninterrupted(smoke, tmp_path):
     assert loaded.header["training"]["steps"] == 10
     for key, value in full.items():
         torch.testing.assert_close(loaded.model.state_dict()[key], value, rtol=1e-5, atol=1e-6)
+    # ... and the inference pipeline runs it on user groups
+    reader = TrajectoryReader(smoke / "scene_00000" / "traj_00")
+    poses = reader.world_T_cam("cam0")
+    group = {"images": [reader.image("cam0", i) for i in range(3)],
+             "intrinsics": reader.rig["cam0"].K, "cam_to_world": poses[:3]}
+    pred = G2GPipeline.from_checkpoint(tmp_path / "killed" / MODEL_FILE).predict(group, group)
+    assert np.all(np.isfinite(pred.poses_b)) and not pred.untrained
 
 
 def test_resume_refuses_another_configuration(smoke, tmp_path):

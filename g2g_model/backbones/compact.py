@@ -94,6 +94,12 @@ class CompactBackbone(Backbone):
     def from_preset(cls, name: str = DEFAULT_PRESET, **overrides) -> "CompactBackbone":
         return cls(compact_config(name, **overrides))
 
+    @classmethod
+    def from_config_dict(cls, config: Optional[dict]) -> "CompactBackbone":
+        """Build from :meth:`CompactConfig.to_dict` output (None: the default preset); used by
+        checkpoints that store the backbone configuration in their header."""
+        return cls(CompactConfig.from_dict(config) if config else compact_config())
+
     def reset_parameters(self) -> None:
         """Truncated-normal (std 0.02) weights, zero biases, unit LayerNorms.
 
