@@ -1,7 +1,7 @@
 """A tiny simulator collection (64 x 64 images) for smoke runs and tests of the training code.
 
 ``make_smoke_collection(root)`` renders one small scene with two traversals of the ``ring4`` rig,
-labels overlap (all camera pairs), mines W = 3 window pairs and lists rig pairs; it takes a few
+labels overlap (same camera), mines W = 3 window pairs and lists rig pairs; it takes a few
 seconds and is skipped when ``root`` already holds it.
 """
 
@@ -27,7 +27,7 @@ def make_smoke_collection(root: str | Path, frames: int = 16, image_size: int = 
         sim_cli.main(["--out", str(root), "--split", split, "--num-scenes", str(num_scenes),
                       "--traversals", "2", "--frames", str(frames), "--scene-preset", "small",
                       "--rig-preset", "ring4", "--image-size", str(image_size)])
-        data_cli.main(["overlap", str(root), "--cam-pairs", "all"])
+        data_cli.main(["overlap", str(root), "--cam-pairs", "same"])
         data_cli.main(["mine", str(root), "--window", str(SMOKE_WINDOW), "--top-k", "10",
                        "--min-score", "0.0"])
         data_cli.main(["rig-pairs", str(root), "--max-distance", "1.0"])
