@@ -27,7 +27,8 @@ def _write_yaml(path, config):
 
 def test_named_presets_load_and_validate_fields():
     cfg = load_config("reloc_compact", ["data.root=.", "data.index=setup.py",
-                                        "model.backbone_weights=", "optim.max_steps=7"])
+                                        "model.backbone_weights=setup.py",
+                                        "optim.max_steps=7"])
     assert cfg.task == "reloc" and cfg.optim.max_steps == 7 and cfg.cache.enabled
     with pytest.raises(ValueError, match="unknown training preset 'no_such'"):
         load_config("no_such")
@@ -43,6 +44,7 @@ def test_named_presets_load_and_validate_fields():
     ({"data": {"index": "missing.json"}}, "missing.json"),
     ({"task": "segmentation"}, "task must be one of"),
     ({"model": {"init_from": "/no/model.safetensors"}}, "init_from"),
+    ({"model": {"backbone_weights": ""}}, "backbone_weights is required"),
 ])
 def test_bad_config_is_refused_before_work(smoke, tmp_path, change, message, capsys):
     cfg = smoke_config(smoke, tmp_path / "out")

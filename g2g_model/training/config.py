@@ -261,6 +261,9 @@ def validate(config: TrainConfig) -> TrainConfig:
         index = root / config.data.index
         if not config.data.index or not index.is_file():
             raise ValueError(f"data.index: pair index {str(index)!r} does not exist")
+    if config.task != "pretrain" and not config.model.backbone_weights:
+        raise ValueError("model.backbone_weights is required: G2G trains on a frozen, already "
+                         "trained backbone (a stage-1 compact checkpoint or external weights)")
     for name in ("backbone_weights", "init_from"):
         value = getattr(config.model, name)
         if value and not Path(value).is_file():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from pathlib import Path
 
 SMOKE_WINDOW = 3
@@ -42,12 +43,16 @@ def smoke_config(root: str | Path, out_dir: str | Path, task: str = "reloc", **s
     from g2g_model.training.config import config_from_dict
 
     index = {"reloc": f"pairs_w{SMOKE_WINDOW}.json", "rig": "rig_pairs.csv", "pretrain": ""}
+    weights = Path(out_dir).parent / "smoke_backbone.safetensors"
+    if task != "pretrain" and not weights.is_file():
+        _save_random_backbone(weights)
     values = {
         "task": task, "out_dir": str(out_dir), "seed": 0, "log_every": 1,
         "checkpoint_every": 4,
         "data": {"root": str(root), "index": index[task], "group_size": 3, "frame_stride": 1},
         "model": {"backbone": "compact", "backbone_preset": "compact_xs", "g2g_preset": "tiny",
                   "g2g_overrides": {"max_frames": 4},
+                  "backbone_weights": "" if task == "pretrain" else str(weights),
                   "freeze": [] if task == "pretrain" else ["backbone"]},
         "optim": {"lr": 1e-3, "batch_size": 2, "warmup_steps": 2, "decay_steps": 4},
         "curriculum": {"enabled": task == "reloc", "start": 0.3, "stop": 0.2, "step": 0.1,
@@ -60,3 +65,19 @@ def smoke_config(root: str | Path, out_dir: str | Path, task: str = "reloc", **s
         else:
             values[name] = update
     return config_from_dict(values)
+
+
+def _save_random_backbone(path: Path) -> None:
+    """A seeded, untrained compact_xs backbone file (stands in for a stage-1 checkpoint)."""
+    import torch
+
+    from g2g_model.backbones.compact import CompactBackbone
+    from g2g_model.backbones.compact_checkpoint import save_compact_checkpoint
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        backbone = CompactBackbone("compact_xs")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # ranks may race: write atomically
+    save_compact_checkpoint(backbone, tmp)
+    os.replace(tmp, path)
