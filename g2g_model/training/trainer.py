@@ -117,6 +117,8 @@ class Trainer:
         self.stop_after = stop_after
         self.trace = trace
         self.seen: List[List[int]] = []
+        self.seconds_before = 0.0  # training time of earlier invocations (from state.pt)
+        self._t_start: Optional[float] = None
         self.info = ddp.init_distributed(config.device)
         self.device = ddp.device_for(config.device, self.info)
         self.progress = progress and self.info.is_main
@@ -285,7 +287,7 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "curriculum": self.curriculum.state_dict(),
                 "samplers": {k: s.state_dict() for k, s in self.samplers.items()},
-                "config": self.config.to_dict(),
+                "config": self.config.to_dict(), "train_seconds": self._train_seconds(),
                 "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
                         "python": random.getstate()}}
 
@@ -318,6 +320,7 @@ class Trainer:
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
+        self.seconds_before = float(state.get("train_seconds", 0.0))
         if self.log is not None:
             self.log.truncate_after(self.curriculum.step)
         logger.info("resumed %s at step %d", path, self.curriculum.step)
@@ -336,12 +339,17 @@ class Trainer:
                 "loss", "loss_b", "rot_b0", "trans_b0")
             plot_training(self.log.path, self.out / PLOT_FILE, keys)
 
+    def _train_seconds(self) -> float:
+        now = time.perf_counter()
+        return self.seconds_before + (now - self._t_start if self._t_start else 0.0)
+
     def training_info(self) -> Dict:
         cfg = self.config
         return {"task": cfg.task, "steps": self.curriculum.step,
                 "phase": self.curriculum.phase, "data_root": cfg.data.root,
                 "index": cfg.data.index, "pairs": len(self.dataset) if self.g2g else None,
                 "seed": cfg.seed, "cached_features": cfg.cache.enabled,
+                "train_seconds": round(self._train_seconds(), 1),
                 "curriculum_transitions": self.curriculum.transitions[-20:]}
 
     def export(self) -> Path:
@@ -374,6 +382,7 @@ class Trainer:
         sums: Dict[str, float] = {}
         count = 0
         t0 = time.perf_counter()
+        self._t_start = t0
         t_log = t0
         done_this_run = 0
         interrupted = False
@@ -427,6 +436,7 @@ class Trainer:
         summary = {"task": cfg.task, "start_step": start_step, "end_step": self.curriculum.step,
                    "phase": self.curriculum.phase, "interrupted": interrupted,
                    "seconds": round(time.perf_counter() - t0, 2),
+                   "train_seconds_total": round(self._train_seconds(), 1),
                    "out_dir": str(self.out)}
         if self.info.is_main:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
