@@ -26,6 +26,8 @@ CONSOLE_SCRIPTS = [
     "g2g-covis = g2g_model.covisibility.cli:main",
     "g2g-bag = g2g_ros.bags.cli:main",
     "g2g-eval-bag = g2g_ros.bags.eval_bag:main",
+    "g2g-train = g2g_model.training.cli:main",
+    "g2g-eval = g2g_model.training.eval_cli:main",
 ]
 
 setup(

@@ -95,9 +95,10 @@ class CompactBackbone(Backbone):
         return cls(compact_config(name, **overrides))
 
     @classmethod
-    def from_config_dict(cls, config) -> "CompactBackbone":
-        """Build from a config dict (None = the default preset), as stored in checkpoints."""
-        return cls(DEFAULT_PRESET if config is None else CompactConfig.from_dict(config))
+    def from_config_dict(cls, config: Optional[dict]) -> "CompactBackbone":
+        """Build from :meth:`CompactConfig.to_dict` output (None: the default preset); used by
+        checkpoints that store the backbone configuration in their header."""
+        return cls(CompactConfig.from_dict(config) if config else compact_config())
 
     def reset_parameters(self) -> None:
         """Truncated-normal (std 0.02) weights, zero biases, unit LayerNorms.

@@ -1,0 +1,282 @@
+"""Evaluation of G2G checkpoints and of the classical baseline on a pair index (``g2g-eval``).
+
+Every method sees the same pairs (a relocalization window index or a rig-pairs index of
+held-out scenes) and is scored with the metric suite of :mod:`g2g_model.metrics` (primary pose
+T_{A0<-B0}, all B_j, all A_i; means and medians; per overlap bin).
+
+Modes:
+    clean: input poses are the true intra-group poses;
+    noisy: input poses get the training extrinsic noise (1.5 deg / 0.1 m per axis, seeded per
+        pair, frame 0 untouched); targets stay clean. The classical baseline gets the same noisy
+        poses.
+The no-cross-group-attention switch evaluates a checkpoint with the bridge's block-diagonal mask
+(``G2GConfig.cross_group_attention = False``), on the same weights.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from g2g_model.augment import NOISE_PRESETS, perturb_poses
+from g2g_model.metrics import (
+    flatten_group_summary,
+    format_csv_table,
+    format_markdown_table,
+    group_errors,
+    summarize_groups,
+)
+from g2g_model.model.checkpoint import load_checkpoint
+from g2g_model.model.g2g import G2GModel
+from g2g_model.training.models import build_backbone_from_dict
+from g2g_model.training.pair_dataset import PairDataset, read_pairs
+from g2g_model.training.trajectory_groups import TrajectoryStore
+
+logger = logging.getLogger(__name__)
+
+MODES = ("clean", "noisy")
+
+
+@dataclass
+class MethodSpec:
+    """One evaluated method: a checkpoint (optionally with the ablation switch) or classical."""
+
+    label: str
+    checkpoint: str = ""
+    no_cross_group: bool = False
+    classical_preset: str = ""
+
+
+class G2GMethod:
+    """A checkpoint with its backbone; ``predict(group_a, group_b)`` on loaded groups."""
+
+    def __init__(self, path: str, no_cross_group: bool = False, device: str = "cpu") -> None:
+        loaded = load_checkpoint(path)
+        info = loaded.header.get("backbone") or {}
+        if not info.get("name"):
+            raise ValueError(f"checkpoint {path!r} does not name its backbone")
+        self.backbone = build_backbone_from_dict(info["name"], info.get("config") or None)
+        if not loaded.backbone_state_dict:
+            raise ValueError(f"checkpoint {path!r} has no backbone weights (external backbones "
+                             "are evaluated through the inference pipeline)")
+        self.backbone.load_state_dict(loaded.backbone_state_dict, strict=True)
+        model = loaded.model
+        if no_cross_group:
+            ablated = G2GModel(model.config.replace(cross_group_attention=False))
+            ablated.load_state_dict(model.state_dict(), strict=True)
+            model = ablated
+        self.model = model.eval().to(device)
+        self.backbone.eval().to(device)
+        self.device = torch.device(device)
+        self.max_frames = model.config.max_frames
+        self.image_size = tuple(self.backbone.image_size)
+
+    @torch.no_grad()
+    def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
+        """``(pred_a [N_A,4,4], pred_b [N_B,4,4])`` float64 numpy (pred_a[0] = identity)."""
+        dev = self.device
+        fa = self.backbone(group_a.images[None].to(dev), group_a.intrinsics[None].to(dev),
+                           poses_a[None].to(dev))
+        fb = self.backbone(group_b.images[None].to(dev), group_b.intrinsics[None].to(dev),
+                           poses_b[None].to(dev))
+        out = self.model(fa.float(), fb.float())
+        pred_a = np.concatenate([np.eye(4)[None], out["poses_a"][0].double().cpu().numpy()])
+        return pred_a, out["poses_b"][0].double().cpu().numpy()
+
+
+class ClassicalMethod:
+    """The SIFT + essential-matrix baseline on the native-resolution images."""
+
+    def __init__(self, preset: str = "default") -> None:
+        from g2g_model.baseline.classical import ClassicalBaseline
+
+        self.baseline = ClassicalBaseline(preset)
+
+    def predict(self, images_a, k_a, world_a, images_b, k_b, world_b):
+        from g2g_model.baseline.classical import ImageGroup
+
+        res = self.baseline.predict(ImageGroup(images_a, k_a, world_a),
+                                    ImageGroup(images_b, k_b, world_b))
+        return res.poses_a, res.poses_b
+
+
+def _uint8_images(group) -> List[np.ndarray]:
+    return [(img.permute(1, 2, 0).numpy() * 255.0 + 0.5).clip(0, 255).astype(np.uint8)
+            for img in group.images]
+
+
+def _noisy(poses: torch.Tensor, key: str, mode: str) -> torch.Tensor:
+    if mode == "clean":
+        return poses
+    gen = torch.Generator().manual_seed(zlib.crc32(key.encode()))
+    return perturb_poses(poses.double(), NOISE_PRESETS["g2g"], gen).float()
+
+
+def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec], out_dir: str,
+                     mode: str = "clean", max_pairs: int = 0, seed: int = 0,
+                     device: str = "cpu", progress: bool = True) -> Dict[str, Dict]:
+    """Evaluate every method on the same pairs; write tables, CSVs and plots under ``out_dir``.
+
+    Raises:
+        ValueError: unknown mode, empty index, missing checkpoint, a checkpoint whose
+            ``max_frames`` is smaller than the groups, all before any pair is evaluated.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not methods:
+        raise ValueError("no method to evaluate (give --checkpoint and / or --classical)")
+    items = read_pairs(task, root, index, 0.0, max_pairs, seed)
+    runners = {}
+    for spec in methods:
+        if spec.classical_preset:
+            runners[spec.label] = ClassicalMethod(spec.classical_preset)
+        else:
+            if not Path(spec.checkpoint).is_file():
+                raise ValueError(f"checkpoint {spec.checkpoint!r} does not exist")
+            runners[spec.label] = G2GMethod(spec.checkpoint, spec.no_cross_group, device)
+    g2g_sizes = {r.image_size for r in runners.values() if isinstance(r, G2GMethod)}
+    native = TrajectoryStore(root, (1, 1))
+    first = native.reader(items[0].spec_a[1]).rig
+    cam0 = first[first.names[0]]
+    stores = {size: TrajectoryStore(root, size) for size in g2g_sizes}
+    stores[(cam0.height, cam0.width)] = TrajectoryStore(root, (cam0.height, cam0.width))
+    dataset = PairDataset(items, native)
+    for label, runner in runners.items():
+        if isinstance(runner, G2GMethod):
+            for it in items[:1] + items[-1:]:
+                for spec in (it.spec_a, it.spec_b):
+                    n = len(native.frames(spec))
+                    if n > runner.max_frames:
+                        raise ValueError(f"{label}: groups have {n} frames but the checkpoint "
+                                         f"takes at most max_frames={runner.max_frames}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    samples: Dict[str, list] = {label: [] for label in runners}
+    rows: Dict[str, list] = {label: [] for label in runners}
+    seconds: Dict[str, float] = {label: 0.0 for label in runners}
+    native_size = (cam0.height, cam0.width)
+    for i in tqdm(range(len(items)), desc="eval", unit="pair", disable=not progress):
+        it = items[i]
+        gt_a, gt_b = dataset.targets(i)
+        loaded = {}
+        key = f"{it.spec_a}|{it.spec_b}"
+        for label, runner in runners.items():
+            size = runner.image_size if isinstance(runner, G2GMethod) else native_size
+            if size not in loaded:
+                loaded[size] = (stores[size].load(it.spec_a), stores[size].load(it.spec_b))
+            ga, gb = loaded[size]
+            poses_a = _noisy(ga.cam_to_anchor, "a" + key, mode)
+            poses_b = _noisy(gb.cam_to_anchor, "b" + key, mode)
+            t0 = time.perf_counter()
+            if isinstance(runner, G2GMethod):
+                pred_a, pred_b = runner.predict(ga, gb, poses_a, poses_b)
+            else:
+                world_a = ga.world_T_cam[0][None] @ poses_a.double().numpy()
+                world_b = gb.world_T_cam[0][None] @ poses_b.double().numpy()
+                pred_a, pred_b = runner.predict(_uint8_images(ga), ga.intrinsics.double().numpy(),
+                                                world_a, _uint8_images(gb),
+                                                gb.intrinsics.double().numpy(), world_b)
+            dt = time.perf_counter() - t0
+            seconds[label] += dt
+            samples[label].append((pred_a, pred_b, gt_a, gt_b))
+            errs = group_errors(pred_a, pred_b, gt_a, gt_b)
+            b0 = errs["b0"]
+            rows[label].append({
+                "pair": i, "group_a": "|".join(map(str, it.spec_a)),
+                "group_b": "|".join(map(str, it.spec_b)), "overlap": it.score,
+                "gt_distance_m": float(np.linalg.norm(gt_b[0][:3, 3])),
+                "rot_err_deg": float(b0.rot_deg[0]), "trans_err_m": float(b0.trans_m[0]),
+                "rta_deg": float(b0.rta_deg[0]) if b0.rta_defined[0] else "",
+                "failed": bool(b0.failed[0]),
+                "rot_err_b_all_deg": float(errs["b_all"].rot_deg.mean()),
+                "trans_err_b_all_m": float(errs["b_all"].trans_m.mean()),
+                "time_ms": round(1e3 * dt, 2)})
+    scores = [it.score for it in items]
+    results = {}
+    for label in runners:
+        summary = summarize_groups(samples[label], overlaps=scores if task == "reloc" else None)
+        summary["seconds_per_pair"] = seconds[label] / len(items)
+        results[label] = summary
+        folder = out / label
+        folder.mkdir(exist_ok=True)
+        table = flatten_group_summary(summary)
+        (folder / "metrics.md").write_text(format_markdown_table(table, title=f"{label} ({mode})"))
+        (folder / "metrics.csv").write_text(format_csv_table(table, title=label))
+        with open(folder / "pairs.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[label][0]))
+            writer.writeheader()
+            writer.writerows(rows[label])
+        (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    comparison = {label: res["b0"]["all"] for label, res in results.items()}
+    title = f"{task} B0, {mode}, {len(items)} pairs"
+    (out / "comparison.md").write_text(format_markdown_table(comparison, title=title))
+    (out / "comparison.csv").write_text(format_csv_table(comparison, title=title))
+    plot_results(rows, out)
+    return results
+
+
+def plot_results(rows: Dict[str, list], out: Path) -> None:
+    """``maa_curve.png`` (accuracy vs tau for B0) and ``error_vs_overlap.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    taus = np.arange(1, 31)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, rs in rows.items():
+        rot = np.array([r["rot_err_deg"] for r in rs])
+        rta = np.array([r["rta_deg"] if r["rta_deg"] != "" else r["rot_err_deg"] for r in rs])
+        combined = np.maximum(rot, rta)
+        ax.plot(taus, [100 * np.mean(combined < t) for t in taus], label=label)
+    ax.set_xlabel("tau (deg)")
+    ax.set_ylabel("% pairs with max(rot err, RTA) < tau")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "maa_curve.png", dpi=90)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for label, rs in rows.items():
+        ov = [r["overlap"] for r in rs]
+        axes[0].scatter(ov, [r["rot_err_deg"] for r in rs], s=8, label=label, alpha=0.6)
+        axes[1].scatter(ov, [r["trans_err_m"] for r in rs], s=8, label=label, alpha=0.6)
+    axes[0].set_ylabel("B0 rotation error (deg)")
+    axes[1].set_ylabel("B0 translation error (m)")
+    for ax in axes:
+        ax.set_xlabel("overlap score")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "error_vs_overlap.png", dpi=90)
+    plt.close(fig)
+
+
+def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool
+                    ) -> List[MethodSpec]:
+    """Labels: checkpoint file stems (``+nocross`` with the switch), ``classical``."""
+    specs = []
+    for path in checkpoints:
+        stem = Path(path).stem
+        specs.append(MethodSpec(stem, checkpoint=path))
+        if ablation:
+            specs.append(MethodSpec(stem + "+nocross_switch", checkpoint=path,
+                                    no_cross_group=True))
+    if classical:
+        specs.append(MethodSpec("classical", classical_preset=classical))
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"method labels must be unique, got {labels}: give checkpoints "
+                         "with different file names")
+    return specs

@@ -1,0 +1,128 @@
+"""Training / evaluation pairs of groups: relocalization windows and rig-odometry groups.
+
+* Relocalization (``reloc``): the mined window index of ``g2g-data mine`` (``WindowPair``: a
+  W-frame window of one camera in each of two traversals, with its max-mean overlap score).
+* Rig odometry (``rig``): the index of ``g2g-data rig-pairs`` (``RigPair``: two frames of the
+  same or of two traversals); each group holds every camera of the rig at its frame. Rig pairs
+  have no overlap score; they get score 1 (the curriculum is normally off for this task).
+
+A sample holds both groups' images, their clean anchor-relative input poses and the targets
+``gt_a = T_{A0<-Ai}``, ``gt_b = T_{A0<-Bj}``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+import torch
+
+from g2g_model.data.mining import RigPair, WindowPair, read_index
+from g2g_model.training.trajectory_groups import GroupSpec, TrajectoryStore, pair_targets
+
+
+@dataclass(frozen=True)
+class PairItem:
+    """One pair: group specs of A and B and the overlap score (1.0 when unknown)."""
+
+    spec_a: GroupSpec
+    spec_b: GroupSpec
+    score: float
+
+
+def _subset(items: List[PairItem], max_pairs: int, seed: int) -> List[PairItem]:
+    if max_pairs and len(items) > max_pairs:
+        rng = random.Random(seed)
+        keep = sorted(rng.sample(range(len(items)), max_pairs))
+        items = [items[k] for k in keep]
+    return items
+
+
+def read_pairs(task: str, root: str | Path, index: str, min_score: float = 0.0,
+               max_pairs: int = 0, seed: int = 0) -> List[PairItem]:
+    """Pairs of the index ``root/index`` for ``task`` (``reloc`` or ``rig``).
+
+    Raises:
+        ValueError: unknown task, missing index, or no pair left (an empty index).
+    """
+    path = Path(root) / index
+    if not path.is_file():
+        raise ValueError(f"pair index {path} does not exist")
+    if task == "reloc":
+        rows = read_index(path, WindowPair)
+        items = [PairItem(("win", r.traj_a, r.cam_a, int(r.start_a), int(r.window), 1),
+                          ("win", r.traj_b, r.cam_b, int(r.start_b), int(r.window), 1),
+                          float(r.score))
+                 for r in rows if float(r.score) >= min_score]
+    elif task == "rig":
+        rows = read_index(path, RigPair)
+        items = [PairItem(("rig", r.traj_a, int(r.frame_a)), ("rig", r.traj_b, int(r.frame_b)),
+                          1.0) for r in rows]
+    else:
+        raise ValueError(f"task must be 'reloc' or 'rig', got {task!r}")
+    items = _subset(items, max_pairs, seed)
+    if not items:
+        raise ValueError(f"pair index {path} is empty (no pair with score >= {min_score})")
+    return items
+
+
+class PairDataset:
+    """Pairs over a :class:`TrajectoryStore`.
+
+    Args:
+        items: the pairs.
+        store: trajectories of the collection, at the backbone's image size.
+    """
+
+    def __init__(self, items: List[PairItem], store: TrajectoryStore) -> None:
+        if not items:
+            raise ValueError("a pair dataset needs at least one pair")
+        self.items = list(items)
+        self.store = store
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @property
+    def scores(self) -> np.ndarray:
+        return np.array([it.score for it in self.items], dtype=np.float64)
+
+    def group_specs(self) -> List[GroupSpec]:
+        """Every distinct group of the dataset, in first-use order."""
+        seen: Dict[GroupSpec, None] = {}
+        for it in self.items:
+            seen.setdefault(it.spec_a)
+            seen.setdefault(it.spec_b)
+        return list(seen)
+
+    def targets(self, index: int) -> Tuple[np.ndarray, np.ndarray]:
+        """``(gt_a [N_A,4,4], gt_b [N_B,4,4])`` float64 (poses only, no image read)."""
+        it = self.items[index]
+        return pair_targets(self.store.world_poses(it.spec_a), self.store.world_poses(it.spec_b))
+
+    def load(self, index: int) -> Dict[str, torch.Tensor]:
+        """One sample: ``images_a [N_A,3,H,W]``, ``intrinsics_a``, ``poses_a`` (clean input
+        poses, = ``gt_a``), the same for b, ``gt_a``, ``gt_b`` and ``score``."""
+        it = self.items[index]
+        ga, gb = self.store.load(it.spec_a), self.store.load(it.spec_b)
+        gt_a, gt_b = pair_targets(ga.world_T_cam, gb.world_T_cam)
+        return {"images_a": ga.images, "intrinsics_a": ga.intrinsics, "poses_a": ga.cam_to_anchor,
+                "images_b": gb.images, "intrinsics_b": gb.intrinsics, "poses_b": gb.cam_to_anchor,
+                "gt_a": torch.from_numpy(gt_a).float(), "gt_b": torch.from_numpy(gt_b).float(),
+                "score": torch.tensor(it.score)}
+
+
+def collate(samples: List[Dict[str, torch.Tensor]]) -> Dict[str, torch.Tensor]:
+    """Stack samples of equal shapes into a batch (``[B, ...]``)."""
+    keys = samples[0].keys()
+    out = {}
+    for key in keys:
+        shapes = {tuple(s[key].shape) for s in samples}
+        if len(shapes) != 1:
+            raise ValueError(f"batch field {key!r} has mixed shapes {sorted(shapes)}: groups of "
+                             "one batch must have the same number of frames")
+        out[key] = torch.stack([s[key] for s in samples])
+    return out

@@ -1,0 +1,96 @@
+"""Resumable, rank-sharded batch sampler over the pairs eligible under the curriculum.
+
+Each epoch is a seeded permutation of the eligible indices (score >= threshold) split across
+ranks exactly as :class:`torch.utils.data.DistributedSampler` does (it is used for the split), so
+that in a DDP run every rank sees different pairs. The state (threshold, epoch, position) is
+saved with the training state; a resumed run draws the very same batches. A threshold change
+starts a new epoch over the new eligible set.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+import numpy as np
+from torch.utils.data import DistributedSampler
+
+
+class _IndexList:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class CurriculumSampler:
+    """Batches of dataset indices.
+
+    Args:
+        scores: ``[M]`` overlap score per pair (all ones when there is no score).
+        batch_size: per-rank batch size.
+        rank / world_size: DDP position (0 / 1 without DDP).
+        seed: permutation seed (same on every rank).
+    """
+
+    def __init__(self, scores: np.ndarray, batch_size: int, rank: int = 0, world_size: int = 1,
+                 seed: int = 0) -> None:
+        self.scores = np.asarray(scores, dtype=np.float64)
+        if self.scores.size == 0:
+            raise ValueError("the sampler needs at least one pair")
+        self.batch_size = int(batch_size)
+        self.rank, self.world_size, self.seed = int(rank), int(world_size), int(seed)
+        self.threshold = None
+        self.epoch = 0
+        self.position = 0
+        self._order: List[int] = []
+
+    def _eligible(self, threshold: float) -> np.ndarray:
+        idx = np.flatnonzero(self.scores >= threshold - 1e-9)
+        if idx.size == 0:
+            raise ValueError(f"no pair has an overlap score >= {threshold}")
+        return idx
+
+    def _build(self) -> None:
+        eligible = self._eligible(self.threshold)
+        split = DistributedSampler(_IndexList(len(eligible)), num_replicas=self.world_size,
+                                   rank=self.rank, shuffle=True, seed=self.seed, drop_last=False)
+        split.set_epoch(self.epoch)
+        self._order = [int(eligible[i]) for i in split]
+
+    def set_threshold(self, threshold: float) -> None:
+        """Sample from pairs with score >= ``threshold`` from now on (new epoch on a change)."""
+        threshold = round(float(threshold), 6)
+        if threshold == self.threshold:
+            return
+        if self.threshold is not None:
+            self.epoch += 1
+        self.threshold = threshold
+        self.position = 0
+        self._build()
+
+    def next_batch(self) -> List[int]:
+        """The next ``batch_size`` indices (epochs roll over; batches never mix epochs)."""
+        if self.threshold is None:
+            self.set_threshold(0.0)
+        if self.position + self.batch_size > len(self._order):
+            if self.position == 0:  # fewer eligible pairs than a batch: repeat them
+                reps = -(-self.batch_size // len(self._order))
+                return (self._order * reps)[:self.batch_size]
+            self.epoch += 1
+            self.position = 0
+            self._build()
+            return self.next_batch()
+        batch = self._order[self.position:self.position + self.batch_size]
+        self.position += self.batch_size
+        return batch
+
+    def state_dict(self) -> Dict:
+        return {"threshold": self.threshold, "epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: Dict) -> None:
+        self.threshold = state["threshold"]
+        self.epoch = int(state["epoch"])
+        self.position = int(state["position"])
+        if self.threshold is not None:
+            self._build()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Evaluate the embedded default models on the held-out test scenes (seeds 20000-20003) against
+# the classical baseline and the no-cross-group-attention switch, on the same pairs.
+# Results: outputs/eval_*/comparison.md (tables quoted in docs/TRAINING.md).
+set -euo pipefail
+PY=${PY:-python}
+EVAL="$PY -m g2g_model.training.eval_cli"
+RELOC=${RELOC:-g2g_model/assets/g2g_reloc_compact.safetensors}
+RIG=${RIG:-g2g_model/assets/g2g_rig_compact.safetensors}
+N=${N:-100}
+N_EXTRA=${N_EXTRA:-60}
+STAGES=${STAGES:-"reloc_clean rig_clean reloc_noisy"}
+for stage in $STAGES; do
+  case $stage in
+    reloc_clean) $EVAL --task reloc --root data/sim_test --index pairs_w5.json \
+      --checkpoint "$RELOC" --classical --ablation --max-pairs "$N" \
+      --out outputs/eval_reloc_clean -q ;;
+    reloc_noisy) $EVAL --task reloc --root data/sim_test --index pairs_w5.json \
+      --checkpoint "$RELOC" --classical --ablation --max-pairs "$N_EXTRA" --mode noisy \
+      --out outputs/eval_reloc_noisy -q ;;
+    rig_clean) $EVAL --task rig --root data/sim_test --index rig_pairs.csv \
+      --checkpoint "$RIG" --classical --ablation --max-pairs "$N_EXTRA" \
+      --out outputs/eval_rig_clean -q ;;
+  esac
+done

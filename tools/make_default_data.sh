@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Simulator data of the embedded default model (docs/TRAINING.md). Resumable: re-running skips
+# every finished trajectory / matrix. Run from the repository root.
+# Overlap labels are computed for the first LABEL_SCENES training scenes only, same camera,
+# depth subsampled to 28 x 28 (the full all-camera labelling takes hours on 2 CPU cores); the
+# backbone pretraining uses all scenes, the relocalization pairs come from the labelled ones.
+set -euo pipefail
+PY=${PY:-python}
+DATA=${DATA:-data}
+LABEL_SCENES=${LABEL_SCENES:-10}
+SIM="$PY -m g2g_model.data.sim.cli"
+G2GDATA="$PY -m g2g_model.data.cli"
+COMMON="--scene-preset small --rig-preset ring4 --frames 100"
+$SIM --out "$DATA/sim_train" --split train --num-scenes 24 --traversals 3 $COMMON
+$SIM --out "$DATA/sim_test" --split test --num-scenes 4 --traversals 2 $COMMON
+$SIM --out "$DATA/sim_val" --split val --num-scenes 2 --traversals 2 $COMMON
+for split in train test; do
+  root="$DATA/sim_$split"
+  $G2GDATA rig-pairs "$root" --max-distance 1.0 --min-frame-gap 1 --max-pairs 400
+  n=0
+  for scene in "$root"/scene_*; do
+    if [ "$split" = train ] && [ "$n" -ge "$LABEL_SCENES" ]; then break; fi
+    $G2GDATA overlap "$scene" --cam-pairs same --size 28
+    n=$((n + 1))
+  done
+  $G2GDATA mine "$root" --window 5 --top-k 10 --min-score 0.1
+done
