@@ -270,12 +270,16 @@ def load_map(path, expect_backbone: Optional[Dict] = None, load_features: bool =
     )
 
 
-def map_windows(gmap: G2GMap, camera: str, window: int, stride: int = 1) -> List[np.ndarray]:
-    """Frame-index windows of ``window`` consecutive frames of one camera."""
-    idx = gmap.camera_indices(camera)
-    if len(idx) < window:
-        return []
-    return [idx[s:s + window] for s in range(0, len(idx) - window + 1, stride)]
+def map_windows(gmap: G2GMap, camera: Optional[str], window: int,
+                stride: int = 1) -> List[np.ndarray]:
+    """Frame-index windows of ``window`` consecutive frames of one camera (``camera=None``: of
+    every camera of the map; a window never mixes cameras)."""
+    cameras = gmap.cameras() if camera is None else [camera]
+    out: List[np.ndarray] = []
+    for cam in cameras:
+        idx = gmap.camera_indices(cam)
+        out += [idx[s:s + window] for s in range(0, len(idx) - window + 1, stride)]
+    return out
 
 
 def nearest_window(gmap: G2GMap, windows: Sequence[np.ndarray], position: np.ndarray,

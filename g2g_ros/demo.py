@@ -60,9 +60,12 @@ def build_map(traj, out: pathlib.Path, pipeline):
     from g2g_model.map_cli import build_map_from_trajectory
     from g2g_model.maps import save_map
 
-    gmap = build_map_from_trajectory(traj, pipeline, [RIG_CAMERA], progress=False)
+    # Keyframes of every camera of the mapping run: the query traversal revisits places in the
+    # other direction, where another camera of the mapping run saw what the query camera sees.
+    gmap = build_map_from_trajectory(traj, pipeline, None, min_translation_m=0.1,
+                                     min_rotation_deg=5.0, progress=False)
     path = save_map(gmap, out)
-    print(f"  {len(gmap)} keyframes of {RIG_CAMERA} -> {path}")
+    print(f"  {len(gmap)} keyframes of {gmap.cameras()} -> {path}")
     return path
 
 
@@ -221,17 +224,19 @@ def evaluate(map_traj, query_traj, data, out: pathlib.Path) -> str:
     m_index = {int(t): i for i, t in enumerate(mreader.timestamps_ns)}
     q_index = {int(t): i for i, t in enumerate(qreader.timestamps_ns)}
     baseline = ClassicalBaseline()
-    m_cam, q_cam = mreader.world_T_cam(RIG_CAMERA), qreader.world_T_cam(RIG_CAMERA)
-    K = mreader.rig[RIG_CAMERA].K
+    q_cam = qreader.world_T_cam(RIG_CAMERA)
+    K = qreader.rig[RIG_CAMERA].K
 
     # --- relocalization: the node's windows, G2G vs classical on the same frames
     g2g_pred, cls_pred, gts = [], [], []
     for align in data["alignment"]:
         ia = [m_index[_stamp(s)] for s in align.stamps_a]
         ib = [q_index[_stamp(s)] for s in align.stamps_b]
+        map_camera = align.group_a_id.split(":")[2]  # "map:<id>:<camera>:<stamp>"
+        m_cam, Km = mreader.world_T_cam(map_camera), mreader.rig[map_camera].K
         gts.append(invert_pose(m_cam[ia[0]]) @ q_cam[ib[0]])
         g2g_pred.append(pose_msg_to_matrix(align.poses_b[0]))
-        res = baseline.predict(([mreader.image(RIG_CAMERA, i) for i in ia], K, m_cam[ia]),
+        res = baseline.predict(([mreader.image(map_camera, i) for i in ia], Km, m_cam[ia]),
                                ([qreader.image(RIG_CAMERA, i) for i in ib], K, q_cam[ib]))
         cls_pred.append(res.pose_b0)
     summaries = {}

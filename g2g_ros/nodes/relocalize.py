@@ -366,18 +366,23 @@ class RelocalizeNode(Node):
         if self.covis is not None:
             from g2g_model.covisibility.front_end import select_map_windows
 
-            rows = self.gmap.camera_indices(self.camera)  # consecutive frames of one camera
-            picks, _ = select_map_windows(
-                self.covis, self.map_tokens[torch.from_numpy(rows)], query_tokens,
-                (self.p["window_size"], len(query.images)), top_k=1,
-                threshold=self.p["min_overlap_score"],
-                coarse_stride=self.p["covis_coarse_stride"])
-            if not picks:
+            best = None
+            for cam in self.gmap.cameras():  # windows are consecutive frames of one camera
+                rows = self.gmap.camera_indices(cam)
+                if len(rows) < self.p["window_size"]:
+                    continue
+                picks, _ = select_map_windows(
+                    self.covis, self.map_tokens[torch.from_numpy(rows)], query_tokens,
+                    (self.p["window_size"], len(query.images)), top_k=1,
+                    threshold=self.p["min_overlap_score"],
+                    coarse_stride=self.p["covis_coarse_stride"])
+                if picks and (best is None or picks[0].score > best[1]):
+                    best = (int(rows[picks[0].map_start]), float(picks[0].score))
+            if best is None:
                 raise ValueError(f"no map window scores above min_overlap_score="
                                  f"{self.p['min_overlap_score']}")
-            first = int(rows[picks[0].map_start])
-            idx = next(i for i, w in enumerate(windows) if int(w[0]) == first)
-            return idx, float(picks[0].score), "covisibility"
+            idx = next(i for i, w in enumerate(windows) if int(w[0]) == best[0])
+            return idx, best[1], "covisibility"
         scores = descriptor_similarity(self.map_tokens, query_tokens)
         idx, _ = best_window(scores, windows)
         return idx, float("nan"), "descriptor similarity"
@@ -399,6 +404,7 @@ class RelocalizeNode(Node):
         t1 = time.perf_counter()
         self.stages.set("select", 1e3 * (t1 - t0))
         frames = [gmap.frames[i] for i in window]
+        self._window_camera = frames[0].camera
         group_a = Group(images=[f.decode() for f in frames],
                         intrinsics=np.stack([f.intrinsics for f in frames]),
                         cam_to_world=np.stack([f.world_T_cam for f in frames]),
@@ -442,8 +448,8 @@ class RelocalizeNode(Node):
         self.pose_pub.publish(pose)
         msg = GroupAlignment()
         msg.header.stamp = stamp
-        msg.header.frame_id = f"{self.camera}{self.p['camera_frame_suffix']}@map"
-        msg.group_a_id = f"map:{self.gmap.map_id}:{group_a.stamps[0]}"
+        msg.header.frame_id = f"{self._window_camera}{self.p['camera_frame_suffix']}@map"
+        msg.group_a_id = f"map:{self.gmap.map_id}:{self._window_camera}:{group_a.stamps[0]}"
         msg.group_b_id = f"query:{query.stamps[0]}"
         msg.stamps_a = [to_stamp(int(s)) for s in group_a.stamps]
         msg.stamps_b = [to_stamp(int(s)) for s in query.stamps]
@@ -480,10 +486,12 @@ class RelocalizeNode(Node):
         except MapError as exc:
             self.problems.report("map", str(exc))
             return False, f"map not loaded, keeping the previous one: {exc}"
-        windows = map_windows(gmap, self.camera, self.p["window_size"])
+        # The query camera is matched against windows of EVERY map camera: a place revisited
+        # in the other direction is seen by another camera of the mapping run.
+        windows = map_windows(gmap, None, self.p["window_size"])
         if not windows:
-            msg = (f"map {path} has fewer than {self.p['window_size']} frames of camera "
-                   f"{self.camera} (cameras: {gmap.cameras()}); keeping the previous map")
+            msg = (f"map {path} has no camera with {self.p['window_size']} frames "
+                   f"(cameras: {gmap.cameras()}); keeping the previous map")
             self.problems.report("map", msg)
             return False, msg
         with self.lock:
