@@ -34,14 +34,14 @@ def test_eval_writes_tables_csv_and_plots(smoke, tmp_path, task, index, mode):
     ckpt = _checkpoint(tmp_path / "g2g_tiny.safetensors")
     out = tmp_path / "eval"
     rc = eval_main(["--task", task, "--root", str(smoke), "--index", index, "--checkpoint", ckpt,
-                    "--classical", "fast", "--ablation", "--mode", mode, "--max-pairs", "3",
-                    "--out", str(out), "-q"])
+                    "--classical", "fast", "--ablation", "--identity", "--mode", mode,
+                    "--max-pairs", "3", "--out", str(out), "-q"])
     assert rc == 0
     table = (out / "comparison.md").read_text()
     assert "nan" not in table.lower()
     rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
     assert [r.split("|")[1].strip() for r in rows] == [
-        "g2g_tiny", "g2g_tiny+nocross_switch", "classical"]
+        "identity", "g2g_tiny", "g2g_tiny+nocross_switch", "classical"]
     for label in ("g2g_tiny", "g2g_tiny+nocross_switch", "classical"):
         metrics = (out / label / "metrics.md").read_text()
         assert "nan" not in metrics.lower() and "rot_err_median" in metrics
@@ -57,6 +57,10 @@ def test_eval_writes_tables_csv_and_plots(smoke, tmp_path, task, index, mode):
     with open(out / "g2g_tiny+nocross_switch" / "pairs.csv") as fh:
         ablated = [float(p["rot_err_deg"]) for p in csv.DictReader(fh)]
     assert full != ablated
+    with open(out / "identity" / "pairs.csv") as fh:  # "no motion": error = true distance
+        for p in csv.DictReader(fh):
+            expected = float(p["gt_distance_m"])
+            assert float(p["trans_err_m"]) == pytest.approx(expected, abs=1e-6)
     for png in ("maa_curve.png", "error_vs_overlap.png"):
         assert (out / png).stat().st_size > 1000
 

@@ -13,13 +13,13 @@ STAGES=${STAGES:-"reloc_clean rig_clean reloc_noisy"}
 for stage in $STAGES; do
   case $stage in
     reloc_clean) $EVAL --task reloc --root data/sim_test --index pairs_w5.json \
-      --checkpoint "$RELOC" --classical --ablation --max-pairs "$N" \
+      --checkpoint "$RELOC" --classical --ablation --identity --max-pairs "$N" \
       --out outputs/eval_reloc_clean -q ;;
     reloc_noisy) $EVAL --task reloc --root data/sim_test --index pairs_w5.json \
-      --checkpoint "$RELOC" --classical --ablation --max-pairs "$N_EXTRA" --mode noisy \
+      --checkpoint "$RELOC" --classical --ablation --identity --max-pairs "$N_EXTRA" --mode noisy \
       --out outputs/eval_reloc_noisy -q ;;
     rig_clean) $EVAL --task rig --root data/sim_test --index rig_pairs.csv \
-      --checkpoint "$RIG" --classical --ablation --max-pairs "$N_EXTRA" \
+      --checkpoint "$RIG" --classical --ablation --identity --max-pairs "$N_EXTRA" \
       --out outputs/eval_rig_clean -q ;;
   esac
 done

@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also evaluate the classical baseline (preset, default 'default')")
     p.add_argument("--ablation", action="store_true",
                    help="also evaluate every checkpoint without cross-group attention")
+    p.add_argument("--identity", action="store_true",
+                   help="also score the 'no motion' reference (B0 at A0)")
     p.add_argument("--mode", choices=MODES, default="clean", help="clean or noisy extrinsics")
     p.add_argument("--max-pairs", type=int, default=0, help="seeded subset (0: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -46,7 +48,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        methods = default_methods(args.checkpoint, args.classical, args.ablation)
+        methods = default_methods(args.checkpoint, args.classical, args.ablation, args.identity)
         results = evaluate_methods(args.task, args.root, args.index, methods, args.out,
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
                                    device=args.device, progress=not args.quiet)

@@ -55,6 +55,7 @@ class MethodSpec:
     checkpoint: str = ""
     no_cross_group: bool = False
     classical_preset: str = ""
+    identity: bool = False
 
 
 class G2GMethod:
@@ -92,6 +93,17 @@ class G2GMethod:
         out = self.model(fa.float(), fb.float())
         pred_a = np.concatenate([np.eye(4)[None], out["poses_a"][0].double().cpu().numpy()])
         return pred_a, out["poses_b"][0].double().cpu().numpy()
+
+
+class IdentityMethod:
+    """The "no motion" reference: T_{A0<-Bj} = T_{B0<-Bj} (B0 at A0), A poses as given.
+
+    Any method must beat it to show that it uses the images at all."""
+
+    image_size = (1, 1)
+
+    def predict(self, poses_a: torch.Tensor, poses_b: torch.Tensor):
+        return poses_a.double().numpy(), poses_b.double().numpy()
 
 
 class ClassicalMethod:
@@ -138,13 +150,15 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     items = read_pairs(task, root, index, 0.0, max_pairs, seed)
     runners = {}
     for spec in methods:
-        if spec.classical_preset:
+        if spec.identity:
+            runners[spec.label] = IdentityMethod()
+        elif spec.classical_preset:
             runners[spec.label] = ClassicalMethod(spec.classical_preset)
         else:
             if not Path(spec.checkpoint).is_file():
                 raise ValueError(f"checkpoint {spec.checkpoint!r} does not exist")
             runners[spec.label] = G2GMethod(spec.checkpoint, spec.no_cross_group, device)
-    g2g_sizes = {r.image_size for r in runners.values() if isinstance(r, G2GMethod)}
+    g2g_sizes = {r.image_size for r in runners.values() if not isinstance(r, ClassicalMethod)}
     native = TrajectoryStore(root, (1, 1))
     first = native.reader(items[0].spec_a[1]).rig
     cam0 = first[first.names[0]]
@@ -171,14 +185,16 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
         loaded = {}
         key = f"{it.spec_a}|{it.spec_b}"
         for label, runner in runners.items():
-            size = runner.image_size if isinstance(runner, G2GMethod) else native_size
+            size = native_size if isinstance(runner, ClassicalMethod) else runner.image_size
             if size not in loaded:
                 loaded[size] = (stores[size].load(it.spec_a), stores[size].load(it.spec_b))
             ga, gb = loaded[size]
             poses_a = _noisy(ga.cam_to_anchor, "a" + key, mode)
             poses_b = _noisy(gb.cam_to_anchor, "b" + key, mode)
             t0 = time.perf_counter()
-            if isinstance(runner, G2GMethod):
+            if isinstance(runner, IdentityMethod):
+                pred_a, pred_b = runner.predict(poses_a, poses_b)
+            elif isinstance(runner, G2GMethod):
                 pred_a, pred_b = runner.predict(ga, gb, poses_a, poses_b)
             else:
                 world_a = ga.world_T_cam[0][None] @ poses_a.double().numpy()
@@ -263,10 +279,11 @@ def plot_results(rows: Dict[str, list], out: Path) -> None:
     plt.close(fig)
 
 
-def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool
-                    ) -> List[MethodSpec]:
-    """Labels: checkpoint file stems (``+nocross`` with the switch), ``classical``."""
-    specs = []
+def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool,
+                    identity: bool = False) -> List[MethodSpec]:
+    """Labels: checkpoint file stems (``+nocross_switch`` with the switch), ``classical``,
+    ``identity``."""
+    specs = [MethodSpec("identity", identity=True)] if identity else []
     for path in checkpoints:
         stem = Path(path).stem
         specs.append(MethodSpec(stem, checkpoint=path))
