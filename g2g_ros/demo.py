@@ -244,6 +244,9 @@ def evaluate(map_traj, query_traj, data, out: pathlib.Path) -> str:
         summaries["relocalization G2G (T_A0<-B0)"] = summarize_errors(pose_errors(g2g_pred, gts))
         summaries["relocalization classical, same windows"] = summarize_errors(
             pose_errors(cls_pred, gts))
+        # "No motion" predicts the identity: any useful method must beat it.
+        summaries["relocalization 'no motion' reference"] = summarize_errors(
+            pose_errors(np.stack([np.eye(4)] * len(gts)), gts))
 
     # --- corrected robot pose vs drifting odometry alone (position error in metres)
     gt_body = {int(t): qreader.world_T_body[i] for i, t in enumerate(qreader.timestamps_ns)}
@@ -271,6 +274,8 @@ def evaluate(map_traj, query_traj, data, out: pathlib.Path) -> str:
             pose_errors(rig_g2g, rig_gt))
         summaries["rig odometry classical, same steps"] = summarize_errors(
             pose_errors(rig_cls, rig_gt))
+        summaries["rig odometry 'no motion' reference"] = summarize_errors(
+            pose_errors(np.stack([np.eye(4)] * len(rig_gt)), rig_gt))
     cols = ("n", "n_failed", "rot_err_mean", "rot_err_median", "trans_err_mean",
             "trans_err_median", "rra@5", "rta@15")
     table = format_markdown_table(summaries, columns=cols, title="method") if summaries else \
