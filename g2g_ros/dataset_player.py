@@ -84,7 +84,7 @@ class DatasetPlayer(Node):
                  drift_per_m: float = 0.0, yaw_drift_deg_per_m: float = 0.0,
                  encoding: str = "rgb8", cameras: Optional[List[str]] = None,
                  start: int = 0, count: int = 0, stride: int = 1,
-                 corrupt_encoding: Optional[List[str]] = None):
+                 corrupt_encoding: Optional[List[str]] = None, wait_subscribers_s: float = 10.0):
         super().__init__("g2g_dataset_player")
         from g2g_model.data.format import TrajectoryReader
         from nav_msgs.msg import Odometry
@@ -125,6 +125,9 @@ class DatasetPlayer(Node):
         self.position = 0
         self.published = 0
         self.finished = False
+        # Frames sent before discovery has matched a subscriber are lost (volatile QoS): wait
+        # (bounded) until every image topic has one, so that replays do not depend on load.
+        self._wait_until = time.monotonic() + wait_subscribers_s
         self.create_timer(1.0 / rate_hz, self._tick)
 
     def publish_frame(self, k: int) -> None:
@@ -156,6 +159,11 @@ class DatasetPlayer(Node):
     def _tick(self) -> None:
         if self.finished:
             return
+        if self.position == 0 and self._wait_until is not None:
+            ready = all(p.get_subscription_count() > 0 for p in self.image_pubs.values())
+            if not ready and time.monotonic() < self._wait_until:
+                return
+            self._wait_until = None
         if self.position >= len(self.indices):
             if not self.loop:
                 self.finished = True
@@ -185,6 +193,8 @@ def main(argv=None) -> int:
     parser.add_argument("--count", type=int, default=0, help="frames to play (0 = all)")
     parser.add_argument("--stride", type=int, default=1)
     parser.add_argument("--exit-when-done", action="store_true")
+    parser.add_argument("--wait-subscribers", type=float, default=10.0, metavar="S",
+                        help="wait up to S seconds for a subscriber on every image topic")
     parser.add_argument("--corrupt-encoding", nargs="*", default=None, metavar="CAM",
                         help="fault injection: label these cameras' images with a bad encoding")
     opts, ros_args = parser.parse_known_args(argv)
@@ -193,7 +203,8 @@ def main(argv=None) -> int:
     try:
         node = DatasetPlayer(opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock,
                              opts.loop, opts.drift, opts.yaw_drift, opts.encoding, opts.cameras,
-                             opts.start, opts.count, opts.stride, opts.corrupt_encoding)
+                             opts.start, opts.count, opts.stride, opts.corrupt_encoding,
+                             opts.wait_subscribers)
         while rclpy.ok() and not (opts.exit_when_done and node.finished):
             rclpy.spin_once(node, timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):

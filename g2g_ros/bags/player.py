@@ -175,6 +175,8 @@ class BagPlayer(Node):
             self.stats.messages += 1
 
     # ------------------------------------------------------------------ pacing
+    SUBSCRIBER_WAIT_S = 10.0
+
     def _wait_for_nodes(self, spin: Callable[[float], None]) -> None:
         image_topics = [t for t, m in self.types.items() if m in IMAGE_TYPES]
         deadline = time.monotonic() + self.wait.startup_timeout_s
@@ -233,6 +235,14 @@ class BagPlayer(Node):
         end = time.monotonic() + delay_s
         while time.monotonic() < end:
             spin(0.05)
+        if self.wait is None:
+            # Plain replay: messages sent before discovery matched a subscriber are lost, so wait
+            # (bounded) until some image topic has one -- replays then do not depend on load.
+            image_topics = [t for t, m in self.types.items() if m in IMAGE_TYPES]
+            end = time.monotonic() + self.SUBSCRIBER_WAIT_S
+            while time.monotonic() < end and not any(
+                    self.pubs[t].get_subscription_count() > 0 for t in image_topics):
+                spin(0.05)
         groups = list(self._groups())
         if not groups:
             raise BagError(f"bag {self.bag}: no messages")
