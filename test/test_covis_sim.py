@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from g2g_model.covisibility.checkpoint import load_checkpoint
+from g2g_model.covisibility.checkpoint import load_checkpoint, save_checkpoint
 from g2g_model.covisibility.sim_data import (balanced_pairs, load_scene_frames, retrieval_pairs,
                                              scene_overlap, scene_samples, window_queries)
 from g2g_model.covisibility.model import build_covisibility_model
@@ -87,6 +87,29 @@ def test_retrieval_and_window_queries(scene):
     assert len(trues) == 4 * (12 - 4 + 1)
     assert trues[0].shape == preds[0].shape == (12, 4)
     assert all(np.all((t >= 0) & (t <= 1)) for t in trues)
+    # The descriptor-similarity fallback is scored on the same queries.
+    base_trues, base_preds = window_queries(None, frames, window=4, min_best=0.0)
+    assert len(base_preds) == len(preds)
+    assert all(np.array_equal(a, b) for a, b in zip(base_trues, trues))
+
+
+def test_input_norm_statistics_round_trip(scene, tmp_path):
+    _, _, frames = scene
+    side = int(round(frames.tokens.shape[1] ** 0.5))
+    model = build_covisibility_model("tiny", in_dim=frames.tokens.shape[-1],
+                                     grid_hw=(side, side), input_norm=True)
+    with pytest.raises(ValueError, match="tokens must be"):
+        model.set_input_statistics(frames.tokens[:1])
+    model.set_input_statistics(frames.tokens)
+    emb = model.embed(frames.tokens)
+    z = (frames.tokens.float() - model.input_mean) / model.input_std
+    torch.testing.assert_close(z.mean(0), torch.zeros_like(z[0]), atol=1e-4, rtol=0)
+    path = save_checkpoint(tmp_path / "c.safetensors", model, encoder=frames.encoder)
+    loaded, _ = load_checkpoint(path, expect_encoder=frames.encoder)
+    assert loaded.config.input_norm
+    torch.testing.assert_close(loaded.embed(frames.tokens), emb)
+    with pytest.raises(ValueError, match="input_norm"):
+        build_covisibility_model("tiny").set_input_statistics(frames.tokens)
 
 
 @pytest.mark.skipif(default_checkpoint("covisibility") is None,

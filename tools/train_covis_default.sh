@@ -35,7 +35,8 @@ mkdir -p "$OUT"
     --cache "$OUT/token_cache" --seed 1
 # 2. Train the cpu_fast decoder over the backbone's 7x7 token grid (fp32, CPU).
 "${COVIS[@]}" train --train "$OUT/train.safetensors" --val "$OUT/val.safetensors" \
-    --out "$OUT/run" --preset cpu_fast --pool 1 --dense-subdiv 2 --train-preset cpu_short \
+    --out "$OUT/run" --preset cpu_fast --pool 1 --dense-subdiv 2 --input-norm \
+    --train-preset cpu_short --scalar-loss mse --lr 5e-4 \
     --steps "$STEPS" --batch-size "$BATCH" --quiet
 # 3. Held-out test scenes (seeds 20000+): pair metrics, frame retrieval, window selection.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \

@@ -25,6 +25,7 @@ import dataclasses
 import json
 import logging
 import math
+import pathlib
 import sys
 from typing import List, Optional
 
@@ -57,13 +58,20 @@ def _train(args) -> int:
         arch["pool"] = args.pool
     if args.dense_subdiv:
         arch["dense_subdiv"] = args.dense_subdiv
+    if args.input_norm:
+        arch["input_norm"] = True
     model = build_covisibility_model(args.preset, **arch)
+    if args.input_norm and not (pathlib.Path(args.out) / "last.safetensors").exists():
+        model.set_input_statistics(train_set.frames)
     overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size),
                                    ("lr", args.lr), ("seed", args.seed),
                                    ("eval_every", args.eval_every)) if v is not None}
     if args.bf16:
         overrides["bf16"] = True
     config = dataclasses.replace(TRAIN_PRESETS[args.train_preset], **overrides)
+    if args.scalar_loss:
+        config = dataclasses.replace(
+            config, loss=dataclasses.replace(config.loss, scalar_loss=args.scalar_loss))
     print(f"covisibility decoder {args.preset!r}: {model.num_parameters():,} parameters, "
           f"{len(train_set)} training pairs, {config.steps} steps")
     result = train_covisibility(
@@ -165,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="token grid when P is not square")
     tr.add_argument("--pool", type=int, help="override the preset's token pooling factor")
     tr.add_argument("--dense-subdiv", type=int, help="override the dense head subdivision")
+    tr.add_argument("--input-norm", action="store_true",
+                    help="standardise tokens with statistics of the training frames")
+    tr.add_argument("--scalar-loss", choices=("l1", "mse"),
+                    help="override the scalar (ratio) loss of the train preset")
     tr.add_argument("--steps", type=int)
     tr.add_argument("--batch-size", type=int)
     tr.add_argument("--lr", type=float)

@@ -33,7 +33,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from g2g_model.covisibility.evaluate import evaluate, window_selection_accuracy
+from g2g_model.covisibility.evaluate import (evaluate, frame_retrieval_hits,
+                                             window_selection_accuracy)
 from g2g_model.covisibility.labels import resize_depth
 from g2g_model.covisibility.model import CovisibilityDecoder
 from g2g_model.covisibility.retrieval import window_scores
@@ -42,6 +43,7 @@ from g2g_model.covisibility.samples import (CovisibilitySamples, concat_samples,
 from g2g_model.covisibility.scoring import score_matrix
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.overlap import overlap_matrix
+from g2g_model.window_selection import descriptor_similarity
 
 LOG = logging.getLogger(__name__)
 
@@ -253,14 +255,15 @@ def retrieval_pairs(frames: SceneFrames, query_every: int = 5) -> np.ndarray:
     return np.stack(np.meshgrid(queries, cands, indexing="ij"), -1).reshape(-1, 2)
 
 
-def window_queries(model: CovisibilityDecoder, frames: SceneFrames, window: int,
+def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, window: int,
                    min_best: float = DEFAULT_THRESHOLD
                    ) -> Tuple[List[np.ndarray], List[np.ndarray]]:
     """True and predicted ``[T_map, W]`` matrices of every window-selection query of a scene.
 
     Per camera, the map is traversal 0 and each query is a run of ``window`` consecutive
     (subsampled) frames of traversal 1 (every start). Queries whose best true window overlap is
-    below ``min_best`` (nothing of the map is seen) are left out.
+    below ``min_best`` (nothing of the map is seen) are left out. ``model=None`` scores with the
+    fallback of the relocalize node, :func:`g2g_model.window_selection.descriptor_similarity`.
     """
     trues, preds = [], []
     for cam in np.unique(frames.camera):
@@ -270,7 +273,10 @@ def window_queries(model: CovisibilityDecoder, frames: SceneFrames, window: int,
         true = overlap_matrix(frames.depth[m], frames.intrinsics[m], frames.world_T_cam[m],
                               frames.depth[q], frames.intrinsics[q], frames.world_T_cam[q],
                               size=None)
-        pred = score_matrix(model, frames.tokens[m], frames.tokens[q]).score
+        if model is None:
+            pred = descriptor_similarity(frames.tokens[m], frames.tokens[q])
+        else:
+            pred = score_matrix(model, frames.tokens[m], frames.tokens[q]).score
         for start in range(0, len(q) - window + 1):
             t, p = true[:, start:start + window], pred[:, start:start + window]
             if window_scores(t, window).max() >= min_best:
@@ -286,25 +292,34 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
 
     Returns ``{"balanced": evaluate() on balanced pairs, "retrieval": evaluate() on the
     retrieval pairs (natural distribution; its retrieval_top1/5 are the frame-retrieval
-    numbers), "window": window_selection_accuracy(), "scenes": names}``.
+    numbers), "window": window_selection_accuracy(), "baseline_descriptor": retrieval and window
+    numbers of the descriptor-similarity fallback, "scenes": names}``.
     """
-    balanced, natural, trues, preds = [], [], [], []
+    balanced, natural, trues, preds, base_preds, base_hits = [], [], [], [], [], []
     for sid, scene in enumerate(scenes):
         frames = load_scene_frames(pipeline, scene, stride, cache_dir=cache_dir)
         overlap = scene_overlap(frames)
         rng = np.random.default_rng([seed, sid])
         balanced.append(scene_samples(frames, balanced_pairs(overlap, pairs_per_scene, rng),
                                       dense_hw, sid))
-        natural.append(scene_samples(frames, retrieval_pairs(frames, query_every), dense_hw,
-                                     sid))
+        pairs = retrieval_pairs(frames, query_every)
+        natural.append(scene_samples(frames, pairs, dense_hw, sid))
         t, p = window_queries(model, frames, window)
         trues += t
         preds += p
+        base_preds += window_queries(None, frames, window)[1]
+        desc = descriptor_similarity(frames.tokens, frames.tokens)
+        true = natural[-1].ratios.min(1).values.numpy()
+        base_hits.append((pairs[:, 0] + 100_000 * sid, true, desc[pairs[:, 0], pairs[:, 1]]))
     nat = concat_samples(natural)
     # Query ids must be unique over scenes: concat_samples shifted the frame indices already.
     return {
         "balanced": evaluate(model, concat_samples(balanced)),
         "retrieval": evaluate(model, nat),
         "window": dict(window_selection_accuracy(trues, preds, window), window=window),
+        "baseline_descriptor": {
+            "retrieval": frame_retrieval_hits(*(np.concatenate(x) for x in zip(*base_hits))),
+            "window": window_selection_accuracy(trues, base_preds, window),
+        },
         "scenes": [pathlib.Path(s).name for s in scenes],
     }
