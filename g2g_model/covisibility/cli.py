@@ -9,6 +9,10 @@ Examples::
     g2g-covis eval --checkpoint /tmp/covis_run/covisibility.safetensors \\
         --samples /tmp/synth_val.safetensors
     g2g-covis info --checkpoint /tmp/covis_run/covisibility.safetensors
+    g2g-covis sim-samples --root data/sim_train --pipeline reloc.safetensors \\
+        --out train.safetensors --preset cpu_fast --pairs-per-scene 6000
+    g2g-covis sim-eval --root data/sim_test --pipeline reloc.safetensors \\
+        --checkpoint covisibility.safetensors --json test.json
 
 Sample files are described in :mod:`g2g_model.covisibility.samples`. The decoder's ``in_dim``
 and token grid are taken from the sample file (a square grid unless ``--grid H W`` is given).
@@ -21,6 +25,7 @@ import dataclasses
 import json
 import logging
 import math
+import pathlib
 import sys
 from typing import List, Optional
 
@@ -53,13 +58,20 @@ def _train(args) -> int:
         arch["pool"] = args.pool
     if args.dense_subdiv:
         arch["dense_subdiv"] = args.dense_subdiv
+    if args.input_norm:
+        arch["input_norm"] = True
     model = build_covisibility_model(args.preset, **arch)
+    if args.input_norm and not (pathlib.Path(args.out) / "last.safetensors").exists():
+        model.set_input_statistics(train_set.frames)
     overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size),
                                    ("lr", args.lr), ("seed", args.seed),
                                    ("eval_every", args.eval_every)) if v is not None}
     if args.bf16:
         overrides["bf16"] = True
     config = dataclasses.replace(TRAIN_PRESETS[args.train_preset], **overrides)
+    if args.scalar_loss:
+        config = dataclasses.replace(
+            config, loss=dataclasses.replace(config.loss, scalar_loss=args.scalar_loss))
     print(f"covisibility decoder {args.preset!r}: {model.num_parameters():,} parameters, "
           f"{len(train_set)} training pairs, {config.steps} steps")
     result = train_covisibility(
@@ -92,6 +104,53 @@ def _synth(args) -> int:
     return 0
 
 
+def _sim_pipeline(path):
+    from g2g_model.inference import G2GPipeline
+
+    return G2GPipeline.from_checkpoint(path) if path else G2GPipeline.default()
+
+
+def _sim_samples(args) -> int:
+    from g2g_model.covisibility.model import covisibility_config
+    from g2g_model.covisibility.sim_data import build_sim_samples, scene_dirs
+
+    pipeline = _sim_pipeline(args.pipeline)
+    scenes = scene_dirs(args.root, args.scenes)
+    dense_hw = covisibility_config(args.preset, **_sim_arch(pipeline, args)).dense_hw
+    samples = build_sim_samples(pipeline, scenes, args.pairs_per_scene, dense_hw,
+                                stride=args.stride, seed=args.seed, cache_dir=args.cache)
+    path = save_samples(samples, args.out)
+    print(f"wrote {len(samples)} pairs over {samples.frames.shape[0]} frames of "
+          f"{len(scenes)} scenes (encoder {samples.encoder}) to {path}")
+    return 0
+
+
+def _sim_arch(pipeline, args) -> dict:
+    """Decoder overrides that fit the pipeline's tokens: in_dim, grid, pool, dense subdiv."""
+    grid = tuple(s // pipeline.backbone.config_dict()["patch_size"] for s in pipeline.image_size)
+    return {"in_dim": pipeline.backbone.feature_dim, "grid_hw": grid, "pool": args.pool,
+            "dense_subdiv": args.dense_subdiv}
+
+
+def _sim_eval(args) -> int:
+    from g2g_model.covisibility.sim_data import evaluate_scenes, scene_dirs
+
+    pipeline = _sim_pipeline(args.pipeline)
+    model, meta = load_checkpoint(args.checkpoint, expect_encoder=pipeline.backbone_id())
+    metrics = evaluate_scenes(model, pipeline, scene_dirs(args.root, args.scenes),
+                              model.config.dense_hw, stride=args.stride,
+                              pairs_per_scene=args.pairs_per_scene, window=args.window,
+                              cache_dir=args.cache)
+    metrics["checkpoint"] = str(args.checkpoint)
+    metrics["encoder"] = pipeline.backbone_id()
+    text = json.dumps(metrics, indent=2)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
 def _info(args) -> int:
     meta = read_checkpoint_meta(args.checkpoint)
     meta.pop("optimizer", None)
@@ -114,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="token grid when P is not square")
     tr.add_argument("--pool", type=int, help="override the preset's token pooling factor")
     tr.add_argument("--dense-subdiv", type=int, help="override the dense head subdivision")
+    tr.add_argument("--input-norm", action="store_true",
+                    help="standardise tokens with statistics of the training frames")
+    tr.add_argument("--scalar-loss", choices=("l1", "mse"),
+                    help="override the scalar (ratio) loss of the train preset")
     tr.add_argument("--steps", type=int)
     tr.add_argument("--batch-size", type=int)
     tr.add_argument("--lr", type=float)
@@ -141,6 +204,30 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--seed", type=int, default=0)
     sy.add_argument("--code-seed", type=int, default=0)
     sy.set_defaults(func=_synth)
+
+    for name, helptext in (("sim-samples", "labelled pairs of sim scenes (tokens of a pipeline)"),
+                           ("sim-eval", "held-out metrics of a checkpoint on sim scenes")):
+        sp = sub.add_parser(name, help=helptext)
+        sp.add_argument("--root", required=True, help="directory of sim scene_* folders")
+        sp.add_argument("--pipeline", help="G2G checkpoint whose backbone encodes the frames "
+                        "(default: the embedded relocalization default)")
+        sp.add_argument("--scenes", type=int, help="use only the first N scenes")
+        sp.add_argument("--stride", type=int, default=2, help="frame subsampling")
+        sp.add_argument("--pairs-per-scene", type=int, default=2000)
+        sp.add_argument("--cache", help="token cache directory")
+        if name == "sim-samples":
+            sp.add_argument("--out", required=True, help="sample file to write")
+            sp.add_argument("--preset", default="cpu_fast", choices=sorted(COVISIBILITY_PRESETS))
+            sp.add_argument("--pool", type=int, default=1,
+                            help="decoder token pooling (must divide the token grid)")
+            sp.add_argument("--dense-subdiv", type=int, default=2)
+            sp.add_argument("--seed", type=int, default=0)
+            sp.set_defaults(func=_sim_samples)
+        else:
+            sp.add_argument("--checkpoint", required=True)
+            sp.add_argument("--window", type=int, default=4, help="window-selection W")
+            sp.add_argument("--json", help="also write the metrics to this file")
+            sp.set_defaults(func=_sim_eval)
 
     info = sub.add_parser("info", help="print a checkpoint's metadata")
     info.add_argument("--checkpoint", required=True)

@@ -47,6 +47,10 @@ class CovisibilityConfig:
             both grid sides.
         dense_subdiv: the dense head predicts ``subdiv x subdiv`` cells per (pooled) token.
         scalar_hidden: hidden width of the scalar head MLP.
+        input_norm: standardise the tokens per (patch, channel) with fixed statistics of the
+            training tokens (buffers ``input_mean``/``input_std``, set by
+            :meth:`CovisibilityDecoder.set_input_statistics`) before anything else; for
+            encoders whose frame-to-frame variation is small next to a constant offset.
     """
 
     in_dim: int = 768
@@ -58,6 +62,7 @@ class CovisibilityConfig:
     pool: int = 1
     dense_subdiv: int = 1
     scalar_hidden: int = 64
+    input_norm: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "grid_hw", tuple(int(s) for s in self.grid_hw))
@@ -169,6 +174,24 @@ class CovisibilityDecoder(nn.Module):
         )
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         nn.init.trunc_normal_(self.segment_embed, std=0.02)
+        if c.input_norm:
+            self.register_buffer("input_mean", torch.zeros(c.num_patches, c.in_dim))
+            self.register_buffer("input_std", torch.ones(c.num_patches, c.in_dim))
+
+    @torch.no_grad()
+    def set_input_statistics(self, tokens: torch.Tensor, min_std: float = 1e-3) -> None:
+        """Set the input standardisation from training tokens ``[F, P, D]`` (mean and std over
+        the F frames, std clamped to ``min_std``); requires ``config.input_norm``."""
+        c = self.config
+        if not c.input_norm:
+            raise ValueError("set_input_statistics needs a config with input_norm=True")
+        if tokens.dim() != 3 or tokens.shape[1:] != (c.num_patches, c.in_dim) or \
+                tokens.shape[0] < 2:
+            raise ValueError(f"tokens must be [F >= 2, {c.num_patches}, {c.in_dim}], got "
+                             f"{list(tokens.shape)}")
+        x = tokens.double()
+        self.input_mean.copy_(x.mean(0))
+        self.input_std.copy_(x.std(0).clamp(min=min_std))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -188,6 +211,8 @@ class CovisibilityDecoder(nn.Module):
                 f"D = in_dim), got {list(tokens.shape)}"
             )
         x = tokens.to(self.input_proj.weight.dtype)
+        if c.input_norm:
+            x = (x - self.input_mean) / self.input_std
         if c.pool > 1:
             t = x.shape[0]
             grid = x.transpose(1, 2).reshape(t, c.in_dim, *c.grid_hw)

@@ -71,6 +71,9 @@ class TrainConfig:
 TRAIN_PRESETS: Dict[str, TrainConfig] = {
     "default": TrainConfig(),
     # Quick runs: tests, smoke checks, the synthetic task.
+    # A CPU budget of ~15-20 min on 2 shared cores (the shipped sim decoder, cpu_fast).
+    "cpu_short": TrainConfig(steps=3000, batch_size=64, lr=1e-3, warmup_steps=100,
+                             log_every=25, checkpoint_every=250),
     "smoke": TrainConfig(steps=300, batch_size=64, lr=1e-3, warmup_steps=20, log_every=25,
                          checkpoint_every=100),
 }
