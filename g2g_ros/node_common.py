@@ -214,3 +214,23 @@ def load_pipeline(checkpoint: str, device: str, task: str):
     if checkpoint:
         return G2GPipeline.from_checkpoint(checkpoint, device=device)
     return G2GPipeline.default(task, device=device)
+
+
+def spin_node(node_class, args=None, threads: int = 2) -> None:
+    """The standard node entry point: init, spin a multi-threaded executor, clean shutdown."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = node_class()
+        executor = MultiThreadedExecutor(num_threads=threads)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()

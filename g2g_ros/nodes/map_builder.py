@@ -14,9 +14,7 @@ import threading
 import time
 
 import numpy as np
-import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
 from g2g_model.geometry import relative_pose, rotation_angle_deg
@@ -26,6 +24,7 @@ from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.node_common import (
+    spin_node,
     ProblemLog, Worker, declare, diagnostic_status, load_pipeline, steady_timer,
 )
 from g2g_ros.tf_buffer import TFBuffer, TFError
@@ -220,19 +219,7 @@ class MapBuilderNode(Node):
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = MapBuilderNode()
-        executor = MultiThreadedExecutor(num_threads=2)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    spin_node(MapBuilderNode, args, threads=2)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,8 @@ import time
 from typing import Optional
 
 import numpy as np
-import rclpy
 import torch
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
 from g2g_model.geometry import invert_pose
@@ -35,6 +33,7 @@ from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.node_common import (
+    spin_node,
     ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, stamp_ns,
     steady_timer, to_stamp,
 )
@@ -650,19 +649,7 @@ class RelocalizeNode(Node):
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = RelocalizeNode()
-        executor = MultiThreadedExecutor(num_threads=3)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    spin_node(RelocalizeNode, args, threads=3)
 
 
 if __name__ == "__main__":

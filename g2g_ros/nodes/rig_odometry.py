@@ -14,8 +14,6 @@ import time
 from typing import Dict, List, Optional
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
 from g2g_model.geometry import matrix_to_quat_xyzw
@@ -23,6 +21,7 @@ from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.node_common import (
+    spin_node,
     ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, steady_timer,
     to_stamp,
 )
@@ -419,19 +418,7 @@ def p_image(p: Dict) -> str:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = RigOdometryNode()
-        executor = MultiThreadedExecutor(num_threads=2)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    spin_node(RigOdometryNode, args, threads=2)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+"""Builds a ROS 2 LaunchDescription for a graph of :mod:`g2g_ros.graphs`.
+
+Imported only by ``launch/*.launch.py`` on a full ROS 2 install (the launch packages are not
+installable here; ``g2g-bringup`` starts the same graphs).
+"""
+
+from __future__ import annotations
+
+import os
+
+from g2g_ros.graphs import GRAPHS, PACKAGE, is_true, node_parameter_overrides
+
+
+def generate(graph_name: str):
+    from ament_index_python.packages import get_package_share_directory
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
+    graph = GRAPHS[graph_name]
+
+    def nodes(context):
+        args = {a.name: LaunchConfiguration(a.name).perform(context) for a in graph.arguments}
+        share = get_package_share_directory(PACKAGE)
+        params = [os.path.join(share, "config", args["rig"] + ".yaml")]
+        if args["params_file"]:
+            params.append(args["params_file"])
+        actions = []
+        for spec in graph.nodes:
+            if spec.condition and not is_true(args[spec.condition]):
+                continue
+            overrides = dict(node_parameter_overrides(spec, args))
+            overrides["use_sim_time"] = is_true(args["use_sim_time"])
+            actions.append(Node(
+                package=PACKAGE, executable=spec.executable, name=spec.name,
+                namespace=args["namespace"], parameters=params + [overrides],
+                arguments=["--ros-args", "--log-level", args["log_level"]], output="screen",
+            ))
+        return actions
+
+    declared = [DeclareLaunchArgument(a.name, default_value=a.default, description=a.description)
+                for a in graph.arguments]
+    return LaunchDescription(declared + [OpaqueFunction(function=nodes)])
