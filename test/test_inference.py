@@ -1,0 +1,58 @@
+"""G2GPipeline.predict on user data with the shipped default model (real weights, CPU)."""
+
+import numpy as np
+import pytest
+
+from g2g_model.geometry import axis_angle_to_matrix, is_rotation, make_pose
+from g2g_model.inference import G2GPipeline
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    return G2GPipeline.default("relocalization")
+
+
+def _group(n, seed, offset=np.eye(4)):
+    rng = np.random.default_rng(seed)
+    images = [rng.integers(0, 255, (120, 160, 3), dtype=np.uint8) for _ in range(n)]
+    poses = np.stack([make_pose(axis_angle_to_matrix([0, 0.1 * i, 0]), [0.3 * i, 0, 0])
+                      for i in range(n)])
+    return {"images": images, "intrinsics": np.array([[140.0, 0, 80], [0, 140, 60], [0, 0, 1]]),
+            "cam_to_world": offset @ poses}
+
+
+def test_predict_shapes_and_frames(pipe):
+    pred = pipe.predict(_group(4, 0), _group(3, 1))
+    assert pred.poses_a.shape == (4, 4, 4) and pred.poses_b.shape == (3, 4, 4)
+    np.testing.assert_array_equal(pred.poses_a[0], np.eye(4))
+    assert is_rotation(pred.poses_b[:, :3, :3], atol=1e-4).all()
+    assert np.isfinite(pred.poses_b).all() and not pred.untrained
+    np.testing.assert_allclose(pred.a0_T_b0, pred.poses_b[0])
+    np.testing.assert_allclose(pred.world_T_b, np.eye(4)[None] @ pred.poses_b, atol=1e-12)
+    assert set(pred.timing_ms) == {"prepare", "encode", "g2g", "total"}
+
+
+def test_world_frame_does_not_matter(pipe):
+    # Each group is re-anchored to its frame 0, so moving the world frame changes nothing.
+    world = make_pose(axis_angle_to_matrix([0.3, -1.2, 0.5]), [10.0, -4.0, 2.0])
+    a = pipe.predict(_group(3, 2), _group(3, 3))
+    b = pipe.predict(_group(3, 2, world), _group(3, 3, world))
+    np.testing.assert_allclose(a.poses_b, b.poses_b, atol=1e-4)
+    np.testing.assert_allclose(b.world_T_b, world @ _group(3, 2)["cam_to_world"][0] @ b.poses_b,
+                               atol=1e-6)
+
+
+def test_cached_features_give_the_same_answer(pipe):
+    ga, gb = _group(3, 4), _group(2, 5)
+    first = pipe.predict(ga, gb)
+    again = pipe.predict(ga, gb, features_a=first.features_a, features_b=first.features_b)
+    np.testing.assert_allclose(first.poses_b, again.poses_b, atol=1e-6)
+
+
+def test_bad_input_is_named(pipe):
+    with pytest.raises(ValueError, match=r"group_b\.cam_to_world\[1\]: non-finite"):
+        bad = _group(3, 6)
+        bad["cam_to_world"][1, 0, 3] = np.nan
+        pipe.predict(_group(3, 7), bad)
+    with pytest.raises(ValueError, match="at most"):
+        pipe.predict(_group(pipe.max_frames + 1, 8), _group(2, 9))
