@@ -22,6 +22,8 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from g2g_model.tagged_safetensors import read_tagged
+
 from g2g_model.covisibility.model import CovisibilityConfig, CovisibilityDecoder
 
 LOG = logging.getLogger(__name__)
@@ -83,25 +85,8 @@ def save_checkpoint(
 
 
 def _read(path) -> Tuple[Dict, Dict[str, torch.Tensor]]:
-    from safetensors import safe_open
-
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"covisibility checkpoint {path} does not exist")
-    try:
-        with safe_open(str(path), framework="pt") as fh:
-            raw = fh.metadata() or {}
-            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
-    except Exception as exc:  # safetensors raises its own error types
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({exc})") from None
-    if CKPT_FORMAT not in raw:
-        raise CheckpointError(f"{path} is not a covisibility checkpoint (no {CKPT_FORMAT})")
-    meta = json.loads(raw[CKPT_FORMAT])
-    if meta.get("version") != CKPT_VERSION:
-        raise CheckpointError(
-            f"checkpoint {path} has version {meta.get('version')!r}, expected {CKPT_VERSION}"
-        )
-    return meta, tensors
+    return read_tagged(path, CKPT_FORMAT, CKPT_VERSION, "covisibility checkpoint",
+                       CheckpointError)
 
 
 def read_checkpoint_meta(path) -> Dict:

@@ -29,6 +29,8 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from g2g_model.tagged_safetensors import read_tagged
+
 from g2g_model.covisibility.labels import pair_labels, resize_depth
 
 SAMPLES_FORMAT = "g2g_covis_samples"
@@ -133,25 +135,8 @@ def load_samples(path, expect_encoder: Optional[Dict] = None) -> CovisibilitySam
         path: the ``.safetensors`` sample file.
         expect_encoder: ``{"name", "config_hash"}``; tokens from another encoder are rejected.
     """
-    from safetensors import safe_open
-
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise SamplesError(f"sample file {path} does not exist")
-    try:
-        with safe_open(str(path), framework="pt") as fh:
-            meta = fh.metadata() or {}
-            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
-    except Exception as exc:  # safetensors raises its own error types
-        raise SamplesError(f"sample file {path} is corrupt or truncated ({exc})") from None
-    if SAMPLES_FORMAT not in meta:
-        raise SamplesError(f"{path} is not a covisibility sample file (no {SAMPLES_FORMAT})")
-    info = json.loads(meta[SAMPLES_FORMAT])
-    if info.get("version") != SAMPLES_VERSION:
-        raise SamplesError(
-            f"{path} has sample format version {info.get('version')!r}, expected "
-            f"{SAMPLES_VERSION}"
-        )
+    info, tensors = read_tagged(path, SAMPLES_FORMAT, SAMPLES_VERSION,
+                                "covisibility sample file", SamplesError)
     missing = sorted({"frames", "pairs", "dense_a", "dense_b", "ratios"} - set(tensors))
     if missing:
         raise SamplesError(f"sample file {path} lacks tensors {missing}")
