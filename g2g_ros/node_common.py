@@ -234,3 +234,16 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def configure_and_activate(node) -> None:
+    """Run ``node.configure()`` then ``node.activate()``; a bad parameter, file or checkpoint is
+    logged and reported (``node.problems``), and the node stays up unconfigured."""
+    try:
+        node.configure()
+        activate = getattr(node, "activate", None)
+        if activate is not None:
+            activate()
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        node.problems.report("configuration", str(exc))
+        node.get_logger().error(f"not configured: {exc}")

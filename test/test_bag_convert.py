@@ -19,10 +19,10 @@ from rosbags.interfaces import QosDurability  # noqa: E402
 from rosbags.rosbag2 import StoragePlugin, Writer  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.data.sim.generate import SimConfig, generate_trajectory  # noqa: E402
 from g2g_model.geometry import quat_xyzw_to_matrix  # noqa: E402
 from g2g_ros.bags import cli  # noqa: E402
 from g2g_ros.bags.bag_reader import BagError, iter_messages, open_bag  # noqa: E402
+from sim_fixtures import tiny_trajectories  # noqa: E402
 from g2g_ros.bags.convert import OdometrySource, convert_trajectory  # noqa: E402
 from g2g_ros.bags.evaluation import load_ground_truth  # noqa: E402
 from g2g_ros.bags.typestore import bag_qos, bag_typestore  # noqa: E402
@@ -33,11 +33,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def traj(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sim")
-    cfg = SimConfig(scene_preset="small", rig_preset="ring5", traversals=1, frames=15,
-                    with_depth=False)
-    generate_trajectory(out, seed=20003, traversal=0, cfg=cfg)
-    return next(out.rglob("meta.json")).parent
+    return tiny_trajectories(tmp_path_factory.mktemp("sim"), seed=20003, frames=15)[0]
 
 
 @pytest.fixture(scope="module")

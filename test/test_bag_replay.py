@@ -22,9 +22,9 @@ from sensor_msgs.msg import Image  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.data.sim.generate import SimConfig, generate_trajectory  # noqa: E402
 from g2g_model.geometry import invert_pose, quat_xyzw_to_matrix  # noqa: E402
 from g2g_model.metrics import kitti_odometry_errors, summarize_pairs  # noqa: E402
+from sim_fixtures import tiny_trajectories  # noqa: E402
 from g2g_ros.bags.convert import convert_trajectory  # noqa: E402
 from g2g_ros.bags.eval_bag import evaluate_bag  # noqa: E402
 from ros_helpers import Listener, Proc  # noqa: E402
@@ -34,11 +34,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module")
 def traj(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sim")
-    cfg = SimConfig(scene_preset="small", rig_preset="ring5", traversals=1, frames=15,
-                    with_depth=False)
-    generate_trajectory(out, seed=20003, traversal=0, cfg=cfg)
-    return next(out.rglob("meta.json")).parent
+    return tiny_trajectories(tmp_path_factory.mktemp("sim"), seed=20003, frames=15)[0]
 
 
 @pytest.fixture(scope="module")

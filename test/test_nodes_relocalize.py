@@ -17,11 +17,11 @@ from tf2_msgs.msg import TFMessage  # noqa: E402
 from g2g_msgs.msg import EstimatorStatus, GroupAlignment  # noqa: E402
 from g2g_msgs.srv import LoadMap, Localize  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.data.sim.generate import SimConfig, generate_trajectory  # noqa: E402
 from g2g_model.inference import G2GPipeline  # noqa: E402
 from g2g_model.map_cli import build_map_from_trajectory  # noqa: E402
 from g2g_model.maps import save_map  # noqa: E402
 from g2g_ros.pose_msgs import matrix_to_pose_msg  # noqa: E402
+from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -31,13 +31,11 @@ pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory):
     out = tmp_path_factory.mktemp("sim")
-    cfg = SimConfig(scene_preset="small", rig_preset="ring5", traversals=2, frames=30,
-                    with_depth=False)
-    trajs = [generate_trajectory(out, seed=20002, traversal=k, cfg=cfg)["path"] for k in (0, 1)]
+    trajs = tiny_trajectories(out, seed=20002, frames=30, traversals=2)
     gmap = build_map_from_trajectory(trajs[0], G2GPipeline.default("relocalization"), ["cam0"],
                                      progress=False)
     map_path = save_map(gmap, out / "scene.g2gmap")
-    return [pathlib.Path(t) for t in trajs], map_path
+    return trajs, map_path
 
 
 def _diag_value(diags, key):

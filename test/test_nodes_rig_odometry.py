@@ -19,7 +19,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from g2g_msgs.msg import EstimatorStatus  # noqa: E402
 from g2g_msgs.srv import SetPose  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.data.sim.generate import SimConfig, generate_trajectory  # noqa: E402
+from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -28,12 +28,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
 
 @pytest.fixture(scope="module")
 def sim_traj(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sim")
-    cfg = SimConfig(scene_preset="small", rig_preset="ring5", traversals=1, frames=30,
-                    with_depth=False)
-    generate_trajectory(out, seed=20001, traversal=0, cfg=cfg)
-    paths = sorted(p for p in out.rglob("meta.json"))
-    return paths[0].parent
+    return tiny_trajectories(tmp_path_factory.mktemp("sim"), seed=20001, frames=30)[0]
 
 
 def _status_text(statuses):

@@ -24,6 +24,7 @@ from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.node_common import (
+    configure_and_activate,
     spin_node,
     ProblemLog, Worker, declare, diagnostic_status, load_pipeline, steady_timer,
 )
@@ -71,11 +72,7 @@ class MapBuilderNode(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.worker = Worker("g2g_map_builder", maxlen=32, on_error=self._on_error)
         steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
-        try:
-            self.configure()
-        except (ValueError, FileNotFoundError, OSError) as exc:
-            self.problems.report("configuration", str(exc))
-            self.get_logger().error(f"not configured: {exc}")
+        configure_and_activate(self)
 
     def configure(self) -> None:
         from std_srvs.srv import Trigger

@@ -33,6 +33,7 @@ from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.node_common import (
+    configure_and_activate,
     spin_node,
     ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, stamp_ns,
     steady_timer, to_stamp,
@@ -81,12 +82,7 @@ class RelocalizeNode(Node):
         self.worker = Worker("g2g_relocalize", maxlen=16, on_error=self._on_worker_error)
         self.services_group = ReentrantCallbackGroup()
         steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
-        try:
-            self.configure()
-            self.activate()
-        except (ValueError, FileNotFoundError, OSError) as exc:
-            self.problems.report("configuration", str(exc))
-            self.get_logger().error(f"not configured: {exc}")
+        configure_and_activate(self)
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
