@@ -5,7 +5,9 @@ directory OUT with images, camera_info, /tf_static, ground truth (Odometry + TF 
 gt_base_link), the odometry input odom -> base_link (drift / noise configurable) and metadata.
 
 play: publish a bag with /clock (stamps preserved) at --rate; --eval waits for the nodes to
-finish each group (--wait-topic, --wait-timeout) so results do not depend on machine speed.
+finish each group (--wait-topic, --also-wait, --wait-timeout) so results do not depend on
+machine speed; e.g. relocalize (localize_pacing:=stamps) with rig_odometry:
+``--eval --also-wait relocalize/processed std_msgs/msg/Header cam0/image_raw``.
 Start the nodes with use_sim_time:=true (g2g-bringup GRAPH use_sim_time:=true, or
 ros2 launch g2g_ros <graph>.launch.py use_sim_time:=true).
 """
@@ -41,8 +43,14 @@ def _play(opts) -> int:
 
     wait = None
     if opts.eval:
-        wait = WaitSpec(opts.wait_topic, opts.wait_type, opts.wait_timeout,
-                        opts.startup_timeout)
+        wait = [WaitSpec(opts.wait_topic, opts.wait_type, opts.wait_timeout,
+                         opts.startup_timeout)]
+        for spec in opts.also_wait or ():
+            if len(spec) < 2:
+                raise ValueError(f"--also-wait needs TOPIC TYPE [IMAGE_TOPIC ...], got {spec}")
+            topic, msgtype, *images = spec
+            wait.append(WaitSpec(topic, msgtype, opts.wait_timeout, opts.startup_timeout,
+                                 tuple(images)))
     rclpy.init(args=[sys.argv[0]] + opts.ros_args)
     player = None
     try:
@@ -54,8 +62,8 @@ def _play(opts) -> int:
         stats = player.play(lambda t: executor.spin_once(timeout_sec=t),
                             progress=not opts.quiet, delay_s=opts.delay)
         print(f"played {stats.groups} groups, {stats.messages} messages"
-              + (f"; waited for {stats.waited_groups}, {stats.wait_timeouts} timeouts"
-                 if opts.eval else ""))
+              + (f"; waited for {stats.waited_groups}, {stats.wait_timeouts} timeouts "
+                 f"{stats.timeouts_by_topic}" if opts.eval else ""))
     except (KeyboardInterrupt, ExternalShutdownException):
         return 130
     except TimeoutError as exc:
@@ -100,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait-type", default="nav_msgs/msg/Odometry",
                    help="type of --wait-topic (g2g_msgs/msg/EstimatorStatus for a status "
                         "topic: waits for groups_processed to increase)")
+    p.add_argument("--also-wait", nargs="+", action="append", default=None,
+                   metavar="TOPIC TYPE [IMAGE_TOPIC]",
+                   help="another node to wait for (repeatable): its topic, its type and, "
+                        "optionally, the image topics it listens to (default: all), e.g. "
+                        "relocalize/processed std_msgs/msg/Header cam0/image_raw")
     p.add_argument("--wait-timeout", type=float, default=30.0, help="seconds per group")
     p.add_argument("--startup-timeout", type=float, default=120.0,
                    help="seconds to wait for the nodes to come up")

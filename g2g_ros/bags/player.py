@@ -8,12 +8,16 @@ metadata: offered transient local in the bag) are published with transient-local
 Pacing:
 
 * normal mode: groups follow the recorded time scaled by ``rate`` (2.0 = twice as fast);
-* evaluation mode (:class:`WaitSpec`): after every group that contains images the player waits
-  until the nodes have processed it -- a message on the wait topic stamped at or after the group
-  (e.g. ``odometry``), or, for ``g2g_msgs/EstimatorStatus``, an increase of
-  ``groups_processed`` -- or until ``timeout_s`` passes (counted, logged). Results then do not
-  depend on the machine's speed. Before the first group it waits for the nodes to come up
-  (a publisher on the wait topic and subscribers on the image topics).
+* evaluation mode (one or more :class:`WaitSpec`): after every group that contains images the
+  player waits until every node concerned has processed it -- a message on its wait topic
+  stamped at or after the group (e.g. ``odometry`` of rig_odometry, ``relocalize/processed``
+  of relocalize; a ``std_msgs/Header`` counts by its own stamp), or, for
+  ``g2g_msgs/EstimatorStatus``, an increase of ``groups_processed`` -- or until ``timeout_s``
+  passes (counted per wait topic in :class:`PlayStats`, logged as a warning). A spec with
+  ``image_topics`` only concerns groups with an image on one of them (relocalize listens to
+  one camera). Results then do not depend on the machine's speed. Before the first group it
+  waits for the nodes to come up (a publisher on every wait topic and subscribers on the image
+  topics concerned).
 """
 
 from __future__ import annotations
@@ -53,11 +57,17 @@ class WaitSpec:
     msgtype: str = "nav_msgs/msg/Odometry"
     timeout_s: float = 30.0
     startup_timeout_s: float = 120.0
+    image_topics: Tuple[str, ...] = ()     # empty: every image topic of the bag
 
     def validate(self) -> None:
         if self.timeout_s <= 0 or self.startup_timeout_s <= 0:
             raise ValueError(f"wait timeouts must be > 0, got timeout_s={self.timeout_s}, "
                              f"startup_timeout_s={self.startup_timeout_s}")
+
+    def concerns(self, image_topics: Set[str]) -> bool:
+        """Whether a group with images on ``image_topics`` waits for this spec."""
+        return bool(image_topics) and (not self.image_topics
+                                       or bool(image_topics & set(self.image_topics)))
 
 
 @dataclass
@@ -66,6 +76,7 @@ class PlayStats:
     messages: int = 0
     waited_groups: int = 0
     wait_timeouts: int = 0
+    timeouts_by_topic: Dict[str, int] = field(default_factory=dict)
     latencies_s: List[float] = field(default_factory=list)   # eval mode: group -> wait signal
     first_stamp_ns: int = 0
     last_stamp_ns: int = 0
@@ -85,6 +96,11 @@ class _Progress:
             self.processed = max(self.processed, int(msg.groups_processed))
         elif hasattr(msg, "header"):
             self.latest_stamp = max(self.latest_stamp, stamp_ns(msg.header.stamp))
+        elif hasattr(msg, "stamp") and hasattr(msg, "frame_id"):   # a std_msgs/Header
+            self.latest_stamp = max(self.latest_stamp, stamp_ns(msg.stamp))
+
+    def done(self, stamp: int, processed_before: int) -> bool:
+        return self.latest_stamp >= stamp or self.processed > max(processed_before, 0)
 
 
 class BagPlayer(Node):
@@ -93,7 +109,8 @@ class BagPlayer(Node):
     FIRST_ANSWER_S = 8.0
     FIRST_RETRIES = 3
 
-    def __init__(self, bag: str | Path, rate: float = 1.0, wait: Optional[WaitSpec] = None,
+    def __init__(self, bag: str | Path, rate: float = 1.0,
+                 wait: Optional[WaitSpec | Sequence[WaitSpec]] = None,
                  clock: bool = True, exclude_tf_children: Sequence[str] = (),
                  topics: Optional[Sequence[str]] = None, **node_kwargs):
         super().__init__("g2g_bag_player", **node_kwargs)
@@ -101,10 +118,15 @@ class BagPlayer(Node):
 
         if not rate > 0:
             raise ValueError(f"rate must be > 0, got {rate}")
-        if wait is not None:
-            wait.validate()
+        self.waits: List[WaitSpec] = [] if wait is None else (
+            [wait] if isinstance(wait, WaitSpec) else list(wait))
+        topics_waited = [w.topic for w in self.waits]
+        if len(set(topics_waited)) != len(topics_waited):
+            raise ValueError(f"wait topics must be distinct, got {topics_waited}")
+        for w in self.waits:
+            w.validate()
         self.bag = str(bag)
-        self.rate, self.wait = rate, wait
+        self.rate = rate
         self.exclude_tf_children: Set[str] = set(exclude_tf_children)
         self.reader = open_bag(bag)
         conns = [c for c in self.reader.connections if topics is None or c.topic in topics]
@@ -124,10 +146,11 @@ class BagPlayer(Node):
             self.pubs[topic] = self.create_publisher(message_class(self.types[topic]), topic,
                                                      qos)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10) if clock else None
-        self.progress = _Progress()
-        if wait is not None:
-            self.create_subscription(message_class(wait.msgtype), wait.topic,
-                                     self.progress.on_msg, 50)
+        self.progress: Dict[str, _Progress] = {}
+        for w in self.waits:
+            self.progress[w.topic] = _Progress()
+            self.create_subscription(message_class(w.msgtype), w.topic,
+                                     self.progress[w.topic].on_msg, 50)
         self.stats = PlayStats()
         self.current_stamp_ns = 0
 
@@ -177,50 +200,75 @@ class BagPlayer(Node):
     # ------------------------------------------------------------------ pacing
     SUBSCRIBER_WAIT_S = 10.0
 
+    DRAIN_SPINS = 20
+
+    def _concerned(self, group) -> List[WaitSpec]:
+        images = {t for t, m, _ in group if m in IMAGE_TYPES}
+        return [w for w in self.waits if w.concerns(images)]
+
     def _wait_for_nodes(self, spin: Callable[[float], None]) -> None:
-        image_topics = [t for t, m in self.types.items() if m in IMAGE_TYPES]
-        deadline = time.monotonic() + self.wait.startup_timeout_s
+        all_images = {t for t, m in self.types.items() if m in IMAGE_TYPES}
+        image_topics = sorted(set().union(*[
+            (set(w.image_topics) & all_images) if w.image_topics else all_images
+            for w in self.waits]))
+        timeout = max(w.startup_timeout_s for w in self.waits)
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             spin(0.05)
-            if self.count_publishers(self.wait.topic) > 0 and all(
+            if all(self.count_publishers(w.topic) > 0 for w in self.waits) and all(
                     self.pubs[t].get_subscription_count() > 0 for t in image_topics):
                 return
-        raise TimeoutError(f"evaluation replay: no node came up within "
-                           f"{self.wait.startup_timeout_s:.0f} s (a publisher on "
-                           f"{self.wait.topic!r} and subscribers on {image_topics})")
+        raise TimeoutError(f"evaluation replay: the nodes did not come up within "
+                           f"{timeout:.0f} s (publishers on {[w.topic for w in self.waits]} "
+                           f"and subscribers on {image_topics})")
 
-    def _wait_group(self, stamp: int, processed_before: int,
-                    spin: Callable[[float], None], timeout_s: float) -> bool:
-        t0 = time.monotonic()
-        deadline = t0 + timeout_s
-        while time.monotonic() < deadline:
+    def _wait_group(self, stamp: int, before: Dict[str, int], specs: List[WaitSpec],
+                    spin: Callable[[float], None], timeout_s: float) -> List[WaitSpec]:
+        """Spin until every spec saw the group (or ``timeout_s``); the specs still missing."""
+        deadline = time.monotonic() + timeout_s
+        missing = list(specs)
+        while missing and time.monotonic() < deadline:
             spin(0.005)
-            p = self.progress
-            if p.latest_stamp >= stamp or p.processed > max(processed_before, 0):
-                self.stats.latencies_s.append(time.monotonic() - t0)
-                self.stats.waited_groups += 1
-                return True
-        return False
+            missing = [w for w in missing
+                       if not self.progress[w.topic].done(stamp, before[w.topic])]
+        return missing
 
     def _publish_and_wait(self, stamp: int, group, skip: Set[str],
                           spin: Callable[[float], None]) -> None:
-        """Eval mode. Until the nodes have answered once, a group without an answer within
+        """Eval mode. Until every node has answered once, a group without an answer within
         ``FIRST_ANSWER_S`` is sent again (DDS may drop what is sent before both sides have
-        matched; the nodes have not used any of it then), up to ``FIRST_RETRIES`` times."""
-        retries = self.FIRST_RETRIES if self.progress.count == 0 else 0
+        matched; the nodes have not used any of it then), up to ``FIRST_RETRIES`` times.
+        Afterwards what is already delivered is drained (``DRAIN_SPINS`` zero-timeout spins),
+        so that outputs the nodes sent before their answer are handled at this group's clock."""
+        specs = self._concerned(group)
+        t0 = time.monotonic()
+        retries = self.FIRST_RETRIES if any(self.progress[w.topic].count == 0
+                                            for w in specs) else 0
+        missing = specs
         for attempt in range(retries + 1):
-            before = self.progress.processed
+            before = {w.topic: self.progress[w.topic].processed for w in specs}
             if attempt:
-                LOG.info("no answer from the nodes yet; sending the group at %d ns again",
-                         stamp)
+                LOG.info("no answer on %s yet; sending the group at %d ns again",
+                         [w.topic for w in missing], stamp)
             self._publish_group(stamp, group, skip)
-            short = min(self.FIRST_ANSWER_S, self.wait.timeout_s)
-            timeout = self.wait.timeout_s if attempt == retries else short
-            if self._wait_group(stamp, before, spin, timeout):
-                return
-        self.stats.wait_timeouts += 1
-        LOG.warning("no sign on %s that the group at %d ns was processed within %.1f s; "
-                    "going on", self.wait.topic, stamp, self.wait.timeout_s)
+            last = attempt == retries
+            timeout = max(w.timeout_s for w in missing)
+            missing = self._wait_group(stamp, before, missing, spin,
+                                       timeout if last else min(self.FIRST_ANSWER_S, timeout))
+            if not missing:
+                break
+        for _ in range(self.DRAIN_SPINS):
+            spin(0.0)
+        if not missing:
+            self.stats.latencies_s.append(time.monotonic() - t0)
+            self.stats.waited_groups += 1
+            return
+        for w in missing:
+            self.stats.wait_timeouts += 1
+            self.stats.timeouts_by_topic[w.topic] = self.stats.timeouts_by_topic.get(
+                w.topic, 0) + 1
+            LOG.warning("no sign on %s that the group at %d ns was processed within %.1f s; "
+                        "going on", w.topic, stamp, w.timeout_s)
 
     def play(self, spin: Callable[[float], None], progress: bool = False,
              delay_s: float = 0.0) -> PlayStats:
@@ -235,7 +283,7 @@ class BagPlayer(Node):
         end = time.monotonic() + delay_s
         while time.monotonic() < end:
             spin(0.05)
-        if self.wait is None:
+        if not self.waits:
             # Plain replay: messages sent before discovery matched a subscriber are lost, so wait
             # (bounded) until some image topic has one -- replays then do not depend on load.
             image_topics = [t for t, m in self.types.items() if m in IMAGE_TYPES]
@@ -249,7 +297,7 @@ class BagPlayer(Node):
         first = groups[0][0]
         self.stats.first_stamp_ns = first
         skip: Set[str] = set()
-        if self.wait is not None:
+        if self.waits:
             # Latched topics (rig extrinsics) first, so the nodes know the rig before images.
             self.publish_clock(first)
             for stamp, group in groups:
@@ -264,11 +312,11 @@ class BagPlayer(Node):
         wall0 = time.monotonic()
         bar = tqdm(groups, desc="play", unit="group", disable=not progress)
         for stamp, group in bar:
-            if self.wait is None:
+            if not self.waits:
                 target = wall0 + (stamp - first) * 1e-9 / self.rate
                 while time.monotonic() < target:
                     spin(min(0.05, max(0.0, target - time.monotonic())))
-            if self.wait is not None and any(m in IMAGE_TYPES for _, m, _ in group):
+            if self._concerned(group):
                 self._publish_and_wait(stamp, group, skip, spin)
             else:
                 self._publish_group(stamp, group, skip)

@@ -8,7 +8,16 @@ similarity when no covisibility model is available), runs G2G, gates the correct
 * TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
 * ``~/pose`` (PoseWithCovarianceStamped: base_link in the map at the query anchor's stamp);
 * ``~/alignment`` (g2g_msgs/GroupAlignment with every predicted pose);
-* ``~/status`` and ``/diagnostics``.
+* ``~/status`` and ``/diagnostics``;
+* ``~/processed`` (std_msgs/Header, one per image of the relocalization camera: stamp = the
+  image's stamp, frame_id = what became of it, e.g. ``buffered; localization accepted``),
+  published once the node is done with that image -- including, with
+  ``localize_pacing: stamps``, the localization it triggered. Bag evaluation waits for it.
+
+Pacing of the periodic localization (``localize_pacing``): ``wall`` (default) runs it every
+``localize_period_s`` of wall time, whatever has arrived; ``stamps`` runs it right after the
+first image whose stamp is at least ``localize_period_s`` after the image that triggered the
+previous one (evaluation: the same bag gives the same localizations on any machine).
 
 Accepts ``/initialpose`` as a hint. Services: ``~/load_map``, ``~/localize``, ``~/reset``,
 ``~/pause``, ``~/resume``.
@@ -74,7 +83,11 @@ class RelocalizeNode(Node):
 
         from g2g_msgs.msg import EstimatorStatus, GroupAlignment
 
+        from std_msgs.msg import Header
+
         self.pose_pub = self.create_publisher(PoseWithCovarianceStamped, "~/pose", 10)
+        self.processed_pub = self.create_publisher(Header, "~/processed", 50)
+        self._last_trigger_stamp: Optional[int] = None
         self.align_pub = self.create_publisher(GroupAlignment, "~/alignment", 10)
         self.status_pub = self.create_publisher(EstimatorStatus, "~/status", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -117,6 +130,10 @@ class RelocalizeNode(Node):
             "map_path": d("map_path", "", "map (.g2gmap) loaded at start-up", True),
             "localize_period_s": d("localize_period_s", 2.0,
                                    "relocalize this often (0 = only via ~/localize)", True),
+            "localize_pacing": d("localize_pacing", "wall",
+                                 "'wall': localize_period_s of wall time; 'stamps': of image "
+                                 "stamps, run right after the triggering image (evaluation)",
+                                 True),
             "hint_radius_m": d("hint_radius_m", 5.0, "search radius around a pose hint", True),
             "max_jump_translation_m": d("max_jump_translation_m", 1.0,
                                         "larger correction changes need consistency", True),
@@ -156,6 +173,9 @@ class RelocalizeNode(Node):
                              f"got {p['extrinsics_source']!r}")
         if p["tf_rate_hz"] <= 0:
             raise ValueError(f"tf_rate_hz must be > 0, got {p['tf_rate_hz']}")
+        if p["localize_pacing"] not in ("wall", "stamps"):
+            raise ValueError(f"localize_pacing must be 'wall' or 'stamps', "
+                             f"got {p['localize_pacing']!r}")
         self.gate = CorrectionGate(GateConfig(
             max_jump_translation_m=p["max_jump_translation_m"],
             max_jump_rotation_deg=p["max_jump_rotation_deg"],
@@ -202,7 +222,7 @@ class RelocalizeNode(Node):
         self.create_service(Trigger, "~/pause", self._srv_pause, callback_group=g)
         self.create_service(Trigger, "~/resume", self._srv_resume, callback_group=g)
         steady_timer(self, 1.0 / self.p["tf_rate_hz"], self._publish_tf, "publish_tf")
-        if self.p["localize_period_s"] > 0:
+        if self.p["localize_period_s"] > 0 and self.p["localize_pacing"] == "wall":
             steady_timer(self, self.p["localize_period_s"], self._periodic_localize,
                          "periodic_localize")
         if self.p["map_path"]:
@@ -213,7 +233,34 @@ class RelocalizeNode(Node):
 
     # ------------------------------------------------------------------ inputs
     def _on_image(self, cam: str, stamp: int, msg) -> None:
-        self.worker.submit("frame", lambda: self._add_frame(stamp, msg))
+        self.worker.submit("frame", lambda: self._handle_image(stamp, msg))
+
+    def _handle_image(self, stamp: int, msg) -> None:
+        """Worker job of one image: buffer it, localize when paced by stamps and due, then
+        say on ``~/processed`` that this image is done (always, also when it was dropped)."""
+        outcome = "dropped"
+        try:
+            outcome = self._add_frame(stamp, msg)
+            if outcome != "dropped" and self._localization_due(stamp):
+                self._last_trigger_stamp = stamp
+                accepted = self._localize(self._tracking_hint())[0]
+                outcome += f"; localization {'accepted' if accepted else 'rejected'}"
+        except Exception as exc:  # the node keeps running; the outcome says what failed
+            self._on_worker_error(exc)
+            outcome += f"; failed: {exc}"
+        finally:
+            from std_msgs.msg import Header
+
+            self.processed_pub.publish(Header(stamp=to_stamp(stamp), frame_id=outcome))
+
+    def _localization_due(self, stamp: int) -> bool:
+        """``localize_pacing: stamps``: whether the image at ``stamp`` triggers a localization."""
+        period_ns = int(round(self.p["localize_period_s"] * 1e9))
+        if (self.p["localize_pacing"] != "stamps" or period_ns <= 0 or self.paused
+                or self.gmap is None or not self.buffer.full()):
+            return False
+        last = self._last_trigger_stamp
+        return last is None or stamp - last >= period_ns
 
     def _on_odometry(self, msg) -> None:
         # An Odometry topic is stored as the odom->base_link edge of the TF buffer, which gives
@@ -270,40 +317,44 @@ class RelocalizeNode(Node):
                     raise
                 time.sleep(0.01)
 
-    def _add_frame(self, stamp: int, msg) -> None:
+    def _add_frame(self, stamp: int, msg) -> str:
+        """Buffer one image: ``"buffered"``, ``"skipped"`` (too little motion) or
+        ``"dropped"`` (the reason is in the diagnostics)."""
         t0 = time.perf_counter()
         intr = (self.rig.camera(self.camera).K, self.rig.camera(self.camera).size) \
             if self.rig is not None else self.inputs.intrinsics(self.camera)
         if intr is None:
             self.problems.report(f"camera {self.camera}", "no valid camera_info received yet")
             self.frames_dropped += 1
-            return
+            return "dropped"
         try:
             rgb = to_rgb(msg)
         except ValueError as exc:
             self.problems.report(f"camera {self.camera}", f"image rejected: {exc}")
             self.frames_dropped += 1
-            return
+            return "dropped"
         base_T_cam = self._camera_extrinsics()
         if base_T_cam is None:
             self.frames_dropped += 1
-            return
+            return "dropped"
         try:
             odom_T_base = self._odometry_at(stamp)
         except TFError as exc:
             self.problems.report("odometry", f"no odometry at the image stamp: {exc}")
             self.frames_dropped += 1
-            return
+            return "dropped"
         with self.lock:
             try:
-                self.buffer.add(QueryFrame(stamp, rgb, intr[0], odom_T_base @ base_T_cam))
+                added = self.buffer.add(QueryFrame(stamp, rgb, intr[0],
+                                                   odom_T_base @ base_T_cam))
             except ValueError as exc:
                 self.problems.report(f"camera {self.camera}", str(exc))
                 self.frames_dropped += 1
-                return
+                return "dropped"
         self.problems.clear(f"camera {self.camera}")
         self.problems.clear("odometry")
         self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
+        return "buffered" if added else "skipped"
 
     # ------------------------------------------------------------------ localization
     def _tracking_hint(self) -> Optional[np.ndarray]:
@@ -555,6 +606,7 @@ class RelocalizeNode(Node):
             self.gate.reset()
             self.buffer.clear()
             self.hint = None
+            self._last_trigger_stamp = None
         self.last_fix_wall = None
         response.success, response.message = True, "correction, query window and hint cleared"
         return response
