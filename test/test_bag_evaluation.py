@@ -83,7 +83,8 @@ def test_alignment_pairs_against_map_and_ground_truth(gt):
         stamps_b=[_time(s) for s in sb], poses_a=[_pose(M) for M in gt_a],
         poses_b=[_pose(bad)] + [_pose(M) for M in gt_b[1:]], overlap_score=float("nan"),
         inference_time_ms=12.0)
-    pairs = alignment_pairs(truth, [msg], map_frames, "cam0")
+    pairs = alignment_pairs(truth, [msg], {("cam0", s): T for s, T in map_frames.items()},
+                            "cam0")
     assert [len(pairs[k][0]) for k in ("b0", "b_all", "a_all")] == [1, 3, 2]
     np.testing.assert_allclose(pairs["b0"][1][0], gt_b[0], atol=1e-9)
     from g2g_model.metrics import pose_errors

@@ -88,6 +88,38 @@ class WindowPair:
 
 
 @dataclass
+class FramesPair:
+    """Two groups given by their frames (one camera each): e.g. the windows a relocalization
+    node used in a bag replay (map keyframes and motion-spaced query frames are in general not
+    consecutive frames of the trajectory). ``frames_a`` / ``frames_b``: frame indices
+    (rows of ``poses.csv``), space separated, anchor first; ``score``: overlap (1 if unknown).
+    """
+
+    traj_a: str
+    cam_a: str
+    frames_a: str
+    traj_b: str
+    cam_b: str
+    frames_b: str
+    score: float
+
+    @staticmethod
+    def format_frames(frames: Sequence[int]) -> str:
+        return " ".join(str(int(i)) for i in frames)
+
+    @staticmethod
+    def parse_frames(text: str) -> tuple:
+        """``"3 4 7"`` -> ``(3, 4, 7)`` (ValueError naming the text if malformed or empty)."""
+        try:
+            frames = tuple(int(t) for t in str(text).split())
+        except ValueError:
+            raise ValueError(f"frames must be integers separated by spaces, got {text!r}")
+        if not frames or min(frames) < 0:
+            raise ValueError(f"frames must be one or more indices >= 0, got {text!r}")
+        return frames
+
+
+@dataclass
 class RigPair:
     """Two rig observations (frame indices of two trajectories) and their body offset."""
 
@@ -119,17 +151,22 @@ def write_index(pairs: Sequence, path: str | Path) -> Path:
     return path
 
 
-def read_index(path: str | Path, kind: type = WindowPair) -> list:
-    """Read an index written by :func:`write_index` back into ``kind`` instances."""
+def read_index(path: str | Path, kind: type | tuple = WindowPair) -> list:
+    """Read an index written by :func:`write_index` back into ``kind`` instances.
+
+    ``kind`` may be a tuple of dataclasses: the one whose fields the first entry has is used
+    (e.g. ``(WindowPair, FramesPair)`` for relocalization indices).
+    """
     path = Path(path)
+    rows = _read_rows(path)
+    if isinstance(kind, tuple):
+        first = set(rows[0]) if rows else set()
+        match = [k for k in kind if {f.name for f in fields(k)} == first]
+        if rows and not match:
+            raise ValueError(f"{path}: entry 1 has fields {sorted(first)}, expected one of "
+                             f"{[sorted(f.name for f in fields(k)) for k in kind]}")
+        kind = match[0] if match else kind[0]
     names = {f.name: f.type for f in fields(kind)}
-    if path.suffix == ".json":
-        rows = json.loads(path.read_text())
-    elif path.suffix == ".csv":
-        with open(path, newline="") as fh:
-            rows = list(csv.DictReader(fh))
-    else:
-        raise ValueError(f"{path}: index must end in .json or .csv")
     out = []
     casts = {"int": int, "float": float, "str": str}
     for line, row in enumerate(rows, start=2):
@@ -141,6 +178,17 @@ def read_index(path: str | Path, kind: type = WindowPair) -> list:
         except ValueError as exc:
             raise ValueError(f"{path}: entry {line - 1}: {exc}") from exc
     return out
+
+
+def _read_rows(path: Path) -> list:
+    if path.suffix == ".json":
+        rows = json.loads(path.read_text())
+    elif path.suffix == ".csv":
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    else:
+        raise ValueError(f"{path}: index must end in .json or .csv")
+    return rows
 
 
 def rig_pairs(world_T_body_a: np.ndarray, world_T_body_b: np.ndarray, max_distance: float,

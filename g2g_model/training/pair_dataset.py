@@ -1,7 +1,9 @@
 """Training / evaluation pairs of groups: relocalization windows and rig-odometry groups.
 
 * Relocalization (``reloc``): the mined window index of ``g2g-data mine`` (``WindowPair``: a
-  W-frame window of one camera in each of two traversals, with its max-mean overlap score).
+  W-frame window of one camera in each of two traversals, with its max-mean overlap score), or
+  an index of explicit frame lists (``FramesPair``, e.g. the windows a relocalization node used
+  in a bag replay, written by ``g2g-eval-bag --pairs-index``).
 * Rig odometry (``rig``): the index of ``g2g-data rig-pairs`` (``RigPair``: two frames of the
   same or of two traversals); each group holds every camera of the rig at its frame. Rig pairs
   have no overlap score; they get score 1 (the curriculum is normally off for this task).
@@ -20,7 +22,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 import torch
 
-from g2g_model.data.mining import RigPair, WindowPair, read_index
+from g2g_model.data.mining import FramesPair, RigPair, WindowPair, read_index
 from g2g_model.training.trajectory_groups import GroupSpec, TrajectoryStore, pair_targets
 
 
@@ -41,6 +43,16 @@ def _subset(items: List[PairItem], max_pairs: int, seed: int) -> List[PairItem]:
     return items
 
 
+def _reloc_item(row) -> PairItem:
+    if isinstance(row, FramesPair):
+        return PairItem(("frames", row.traj_a, row.cam_a, FramesPair.parse_frames(row.frames_a)),
+                        ("frames", row.traj_b, row.cam_b, FramesPair.parse_frames(row.frames_b)),
+                        float(row.score))
+    return PairItem(("win", row.traj_a, row.cam_a, int(row.start_a), int(row.window), 1),
+                    ("win", row.traj_b, row.cam_b, int(row.start_b), int(row.window), 1),
+                    float(row.score))
+
+
 def read_pairs(task: str, root: str | Path, index: str, min_score: float = 0.0,
                max_pairs: int = 0, seed: int = 0) -> List[PairItem]:
     """Pairs of the index ``root/index`` for ``task`` (``reloc`` or ``rig``).
@@ -52,11 +64,8 @@ def read_pairs(task: str, root: str | Path, index: str, min_score: float = 0.0,
     if not path.is_file():
         raise ValueError(f"pair index {path} does not exist")
     if task == "reloc":
-        rows = read_index(path, WindowPair)
-        items = [PairItem(("win", r.traj_a, r.cam_a, int(r.start_a), int(r.window), 1),
-                          ("win", r.traj_b, r.cam_b, int(r.start_b), int(r.window), 1),
-                          float(r.score))
-                 for r in rows if float(r.score) >= min_score]
+        rows = read_index(path, (WindowPair, FramesPair))
+        items = [_reloc_item(r) for r in rows if float(r.score) >= min_score]
     elif task == "rig":
         rows = read_index(path, RigPair)
         items = [PairItem(("rig", r.traj_a, int(r.frame_a)), ("rig", r.traj_b, int(r.frame_b)),

@@ -4,7 +4,9 @@ A *group spec* names one group:
 
 * ``("win", traj, cam, start, n, stride)``: a temporal window, frames ``start + k * stride`` of
   one camera (relocalization groups, pretraining windows);
-* ``("rig", traj, frame)``: every camera of the rig at one frame (rig-odometry groups).
+* ``("rig", traj, frame)``: every camera of the rig at one frame (rig-odometry groups);
+* ``("frames", traj, cam, (i0, i1, ...))``: the listed frames of one camera, anchor first (the
+  windows of a bag replay's relocalization, ``FramesPair``).
 
 ``traj`` is relative to the collection root. Loading returns anchor-relative poses (frame 0 of
 the group exactly the identity) and the world pose of the anchor, from which pair targets
@@ -102,6 +104,11 @@ class TrajectoryStore:
         if kind == "rig":
             _, traj, frame = spec
             return [(cam, int(frame)) for cam in self.reader(traj).cameras]
+        if kind == "frames":
+            _, traj, cam, frames = spec
+            if cam not in self.reader(traj).cameras:
+                raise ValueError(f"{spec}: trajectory {traj} has no camera {cam!r}")
+            return [(cam, int(i)) for i in frames]
         raise ValueError(f"unknown group kind {kind!r} in {spec}")
 
     def world_poses(self, spec: GroupSpec) -> np.ndarray:

@@ -1,11 +1,15 @@
 """``g2g-eval-bag BAG --graph rig_odometry|relocalize [--map MAP] --out DIR``.
 
 Starts the node graph (:mod:`g2g_ros.bringup`, ``use_sim_time:=true``, reliable sensor QoS),
-replays the bag -- in evaluation mode for rig odometry (each image group waits for its
-``odometry`` output, so the results do not depend on the machine's speed); relocalization runs
-its periodic localization on wall time, so its replay is paced by ``--rate`` -- records the
-nodes' outputs to ``DIR/outputs`` (MCAP) and writes ``DIR/report.json``, ``DIR/report.md`` and
-``DIR/trajectories.png`` (metrics in :mod:`g2g_ros.bags.evaluation`).
+replays the bag in evaluation mode -- each image group waits until the node is done with it:
+rig odometry's ``odometry`` output; relocalize's ``relocalize/processed`` (the node runs with
+``localize_pacing: stamps``, so its periodic localization is triggered by image stamps and
+finishes before the node answers) -- so the results do not depend on the machine's speed; a
+group without an answer within ``--wait-timeout`` is counted in the report (``wait_timeouts``)
+and logged. It records the nodes' outputs to ``DIR/outputs`` (MCAP) and writes
+``DIR/report.json``, ``DIR/report.md`` and ``DIR/trajectories.png`` (metrics in
+:mod:`g2g_ros.bags.evaluation`). With ``--pairs-index`` it also writes the pairs the nodes
+evaluated as a ``g2g-eval`` pair index (:mod:`g2g_ros.bags.eval_pairs`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -54,32 +59,51 @@ def _bag_cameras(bag: str | Path) -> Tuple[List[str], bool]:
 
 
 def _params_file(path: Path, cams: Sequence[str], compressed: bool,
-                 localize_period_s: float = 1.0) -> Path:
+                 localize_period_s: float = 1.0, extra: Optional[Dict[str, object]] = None,
+                 graph: str = "relocalize") -> Path:
     def common():  # fresh objects per node: rcl's YAML parser rejects aliases
         return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
                 "use_compressed": bool(compressed)}
 
     data = {"rig_odometry": {"ros__parameters": common()},
             "relocalize": {"ros__parameters": dict(common(), reloc_camera=cams[0],
-                                                   localize_period_s=float(localize_period_s))}}
+                                                   localize_period_s=float(localize_period_s),
+                                                   localize_pacing="stamps")}}
+    data[graph]["ros__parameters"].update(extra or {})
     path.write_text(yaml.safe_dump(data))
     return path
 
 
+def _wait_spec(graph: str, cams: Sequence[str], compressed: bool, wait_timeout: float,
+               startup_timeout: float):
+    """What says that the graph's node is done with an image group (evaluation replay)."""
+    from g2g_ros.bags.player import WaitSpec
+
+    if graph == "rig_odometry":
+        return WaitSpec("odometry", "nav_msgs/msg/Odometry", wait_timeout, startup_timeout)
+    image = f"{cams[0]}/image_raw" + ("/compressed" if compressed else "")
+    return WaitSpec("relocalize/processed", "std_msgs/msg/Header", wait_timeout,
+                    startup_timeout, (image,))
+
+
 def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], rig: str,
-               checkpoint: str, rate: float, wait_timeout: float, startup_timeout: float,
-               progress: bool):
-    """Graph + replay + recording; returns ``(outputs bag, PlayStats)``."""
+               checkpoint: str, wait_timeout: float, startup_timeout: float,
+               progress: bool, extra_params: Optional[Dict[str, object]] = None):
+    """Graph + evaluation replay + recording; returns ``(outputs bag, PlayStats)``.
+
+    ``extra_params``: parameters of the graph's node applied last (e.g. gates of relocalize).
+    """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from g2g_ros.bags.player import BagPlayer, WaitSpec
+    from g2g_ros.bags.player import BagPlayer
     from g2g_ros.bags.recorder import OUTPUT_TOPICS, Recorder
     from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
     from g2g_ros.graphs import GRAPHS
 
     cams, compressed = _bag_cameras(bag)
-    params = _params_file(out_dir / "eval_params.yaml", cams, compressed)
+    params = _params_file(out_dir / "eval_params.yaml", cams, compressed,
+                          extra=extra_params, graph=graph)
     launch = [f"rig:={rig}", "use_sim_time:=true", f"params_file:={params}"]
     if checkpoint:
         launch.append(f"checkpoint:={checkpoint}")
@@ -87,19 +111,20 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
         launch.append(f"map:={map_path}")
     commands = node_commands(GRAPHS[graph], parse_launch_args(GRAPHS[graph], launch))
     runs_odometry = graph == "rig_odometry"
-    wait = WaitSpec("odometry", "nav_msgs/msg/Odometry", wait_timeout,
-                    startup_timeout) if runs_odometry else None
+    wait = _wait_spec(graph, cams, compressed, wait_timeout, startup_timeout)
     context = rclpy.Context()
     rclpy.init(context=context)
     runner = GraphRunner(commands, env=dict(os.environ)).start()
     player = recorder = executor = None
     try:
-        player = BagPlayer(bag, rate, wait, exclude_tf_children=["base_link"] if runs_odometry
+        player = BagPlayer(bag, 1.0, wait, exclude_tf_children=["base_link"] if runs_odometry
                            else (), context=context)
         recorder = Recorder(OUTPUT_TOPICS, lambda: player.current_stamp_ns, context=context)
         executor = SingleThreadedExecutor(context=context)
-        executor.add_node(player)
+        # The recorder first: of outputs delivered together with a node's answer, the
+        # recorder's are handled first, at the clock of the group they belong to.
         executor.add_node(recorder)
+        executor.add_node(player)
 
         def spin(timeout: float) -> None:
             code = runner.poll()
@@ -108,12 +133,6 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
                                    f"the replay (see its log above)")
             executor.spin_once(timeout_sec=timeout)
 
-        if wait is None:  # paced replay: still let the nodes come up first
-            deadline = time.monotonic() + startup_timeout
-            topic = f"{graph}/status"
-            while recorder.count_publishers(topic) == 0 and time.monotonic() < deadline:
-                spin(0.05)
-            time.sleep(1.0)
         stats = player.play(spin, progress=progress)
         # Let the last outputs and one more status / diagnostics round arrive.
         n_diag = recorder.counts()["/diagnostics"]
@@ -134,8 +153,10 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
 
 def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
                  map_path: Optional[str] = None,
-                 segment_lengths_m: Sequence[float] = SHORT_SEGMENTS_M) -> Dict[str, object]:
-    """Metrics, plots and report files from the input bag and the recorded outputs."""
+                 segment_lengths_m: Sequence[float] = SHORT_SEGMENTS_M,
+                 pairs_index: Optional[PairsIndexSpec] = None) -> Dict[str, object]:
+    """Metrics, plots and report files from the input bag and the recorded outputs (and the
+    ``g2g-eval`` pair index of the evaluated pairs, with ``pairs_index``)."""
     gt = load_ground_truth(bag)
     out = load_outputs(outputs)
     camera = (gt.metadata.get("cameras") or sorted(gt.base_T_cam))[0]
@@ -145,7 +166,8 @@ def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
         "replay": {"mode": "evaluation (waits for each group)" if stats.waited_groups or
                    stats.wait_timeouts else "paced by wall time",
                    "groups": stats.groups, "messages": stats.messages,
-                   "waited_groups": stats.waited_groups, "wait_timeouts": stats.wait_timeouts},
+                   "waited_groups": stats.waited_groups, "wait_timeouts": stats.wait_timeouts,
+                   "timeouts_by_topic": dict(stats.timeouts_by_topic)},
         "untrained_model": untrained_flags(out),
         "latency": evaluate_latency(out, stats.latencies_s),
     }
@@ -158,7 +180,8 @@ def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
             curves["odometry"] = np.stack([g0 @ o for o in odo])[:, :3, 3]
     else:
         # The odometry input of relocalize is the bag's odom->base_link.
-        report["relocalization"] = evaluate_relocalization(gt, out, gt.odom_input, map_path)
+        report["relocalization"] = evaluate_relocalization(gt, out, gt.odom_input, map_path,
+                                                           query_camera=camera)
         s, corr = corrected_trajectory(gt, out, gt.odom_input)
         curves["relocalized (map->odom)"] = corr[:, :3, 3]
         curves["relocalization fixes"] = np.array([p[:3, 3] for _, p in out.reloc_poses]
@@ -168,6 +191,18 @@ def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
             g0 = gt.at(s0) if gt.at(s0) is not None else np.eye(4)
             curves["odometry"] = np.stack([g0 @ invert_pose(gt.odom_input[s0]) @ T for _, T in
                                            sorted(gt.odom_input.items())])[:, :3, 3]
+    if pairs_index is not None:
+        from g2g_ros.bags.eval_pairs import write_pairs_index
+
+        stamps = report["rig_odometry"]["pair_stamps"] if graph == "rig_odometry" else ()
+        path = write_pairs_index(pairs_index.path, pairs_index.root, graph, bag, gt.metadata,
+                                 out.alignments, stamps, camera, map_path,
+                                 pairs_index.query_traj, pairs_index.map_traj)
+        report["pairs_index"] = {
+            "path": str(path), "root": str(pairs_index.root),
+            "g2g_eval": f"g2g-eval --task {'reloc' if graph == 'relocalize' else 'rig'} "
+                        f"--root {pairs_index.root} --index {Path(path).resolve()} "
+                        f"--checkpoint <the node's checkpoint> --out <dir>"}
     plot = plot_trajectories(out_dir / "trajectories.png", curves,
                              f"{graph} on {Path(bag).name}")
     report["plots"] = [str(plot)]
@@ -176,11 +211,30 @@ def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
     return report
 
 
+@dataclass
+class PairsIndexSpec:
+    """Where to write the evaluated pairs as a ``g2g-eval`` index (:mod:`.eval_pairs`).
+
+    ``query_traj`` / ``map_traj``: the dataset trajectories of the bag and of the map (default:
+    the bag's metadata ``source_path``, the map's ``source``); all under ``root``.
+    """
+
+    path: str
+    root: str
+    query_traj: Optional[str] = None
+    map_traj: Optional[str] = None
+
+
 def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Optional[str] = None,
-                 rig: str = "sim", checkpoint: str = "", rate: float = 1.0,
+                 rig: str = "sim", checkpoint: str = "",
                  wait_timeout: float = 30.0, startup_timeout: float = 120.0,
                  segment_lengths_m: Sequence[float] = SHORT_SEGMENTS_M,
-                 progress: bool = True) -> Dict[str, object]:
+                 progress: bool = True, pairs_index: Optional[PairsIndexSpec] = None,
+                 node_params: Optional[Dict[str, object]] = None) -> Dict[str, object]:
+    """Replay ``bag`` through ``graph`` in evaluation mode and report (module docstring).
+
+    ``node_params``: parameters of the graph's node applied after the rig preset.
+    """
     if graph not in EVAL_GRAPHS:
         raise ValueError(f"graph must be one of {EVAL_GRAPHS}, got {graph!r}")
     if graph == "relocalize" and not map_path:
@@ -193,9 +247,10 @@ def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Opt
     if (out_dir / "outputs").exists():
         raise ValueError(f"{out_dir / 'outputs'} already exists; choose a new --out")
     out_dir.mkdir(parents=True, exist_ok=True)
-    outputs, stats = run_replay(bag, graph, out_dir, map_path, rig, checkpoint, rate,
-                                wait_timeout, startup_timeout, progress)
-    return build_report(bag, outputs, graph, stats, out_dir, map_path, segment_lengths_m)
+    outputs, stats = run_replay(bag, graph, out_dir, map_path, rig, checkpoint, wait_timeout,
+                                startup_timeout, progress, node_params)
+    return build_report(bag, outputs, graph, stats, out_dir, map_path, segment_lengths_m,
+                        pairs_index)
 
 
 def main(argv=None) -> int:
@@ -207,18 +262,31 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="output directory for outputs + report")
     parser.add_argument("--rig", default="sim", help="parameter preset config/<rig>.yaml")
     parser.add_argument("--checkpoint", default="", help="G2G checkpoint (default: embedded)")
-    parser.add_argument("--rate", type=float, default=1.0, help="paced replay speed")
-    parser.add_argument("--wait-timeout", type=float, default=30.0)
+    parser.add_argument("--wait-timeout", type=float, default=30.0,
+                        help="seconds per image group; a group without an answer is counted "
+                             "in the report (wait_timeouts) and the replay goes on")
     parser.add_argument("--startup-timeout", type=float, default=120.0)
     parser.add_argument("--segments", type=float, nargs="+", default=list(SHORT_SEGMENTS_M),
                         help="KITTI-style segment lengths in m (short for simulator runs)")
+    parser.add_argument("--pairs-index", default=None, metavar="FILE.json|FILE.csv",
+                        help="also write the evaluated pairs as a g2g-eval pair index")
+    parser.add_argument("--dataset-root", default=None,
+                        help="collection root of the dataset (with --pairs-index)")
+    parser.add_argument("--query-trajectory", default=None,
+                        help="the bag's dataset trajectory (default: the bag's metadata)")
+    parser.add_argument("--map-trajectory", default=None,
+                        help="the map's dataset trajectory (default: the map's source)")
     parser.add_argument("--quiet", action="store_true")
     opts = parser.parse_args(argv)
+    if opts.pairs_index and not opts.dataset_root:
+        parser.error("--pairs-index needs --dataset-root")
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
     try:
+        pairs = PairsIndexSpec(opts.pairs_index, opts.dataset_root, opts.query_trajectory,
+                               opts.map_trajectory) if opts.pairs_index else None
         report = evaluate_bag(opts.bag, opts.graph, opts.out, opts.map, opts.rig,
-                              opts.checkpoint, opts.rate, opts.wait_timeout,
-                              opts.startup_timeout, opts.segments, progress=not opts.quiet)
+                              opts.checkpoint, opts.wait_timeout, opts.startup_timeout,
+                              opts.segments, progress=not opts.quiet, pairs_index=pairs)
     except (BagError, ValueError, TimeoutError, RuntimeError) as exc:
         print(f"g2g-eval-bag: {exc}", file=sys.stderr)
         return 2

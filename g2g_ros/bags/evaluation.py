@@ -211,22 +211,30 @@ def corrected_trajectory(gt: GroundTruth, out: Outputs,
     return np.array(stamps, np.int64), (np.stack(poses) if poses else np.zeros((0, 4, 4)))
 
 
-def _map_frames_by_stamp(map_path: str | Path, camera: str) -> Dict[int, np.ndarray]:
+def map_frames_by_camera_stamp(map_path: str | Path) -> Dict[Tuple[str, int], np.ndarray]:
+    """``(camera, stamp) -> world_T_cam`` of every frame of a map."""
     from g2g_model.maps import load_map
 
     gmap = load_map(map_path, load_features=False)
-    return {int(f.stamp_ns): f.world_T_cam for f in gmap.frames if f.camera == camera}
+    return {(f.camera, int(f.stamp_ns)): f.world_T_cam for f in gmap.frames}
+
+
+def alignment_camera(msg) -> str:
+    """The map window's camera of a GroupAlignment (header frame ``<cam>_optical_frame@map``)."""
+    return str(msg.header.frame_id).split("@")[0].split("_optical_frame")[0]
 
 
 def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
-                    map_frames: Dict[int, np.ndarray],
+                    map_frames: Dict[Tuple[str, int], np.ndarray],
                     camera: str) -> Dict[str, Tuple[list, list]]:
     """Predicted vs ground-truth ``T_{A0<-X}`` of every GroupAlignment: keys ``b0``, ``b_all``,
-    ``a_all`` -> ``(preds, gts)``. Frames without ground truth are skipped."""
+    ``a_all`` -> ``(preds, gts)``. ``camera``: the query camera (group B); group A's camera is
+    the map window's (:func:`alignment_camera`). Frames without ground truth are skipped."""
     Tbc = gt.base_T_cam[camera]
     out = {"b0": ([], []), "b_all": ([], []), "a_all": ([], [])}
     for msg in alignments:
-        sa = [stamp_of_time(t) for t in msg.stamps_a]
+        cam_a = alignment_camera(msg)
+        sa = [(cam_a, stamp_of_time(t)) for t in msg.stamps_a]
         sb = [stamp_of_time(t) for t in msg.stamps_b]
         if not sa or sa[0] not in map_frames:
             continue
@@ -254,7 +262,10 @@ def stamp_of_time(t) -> int:
 
 def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int, np.ndarray],
                             map_path: Optional[str] = None, success_trans_m: float = 0.5,
-                            success_rot_deg: float = 5.0) -> Dict[str, object]:
+                            success_rot_deg: float = 5.0,
+                            query_camera: Optional[str] = None) -> Dict[str, object]:
+    """Relocalization metrics (module docstring). ``query_camera``: the relocalize node's camera
+    (default: the first camera of the bag's metadata)."""
     fixes = [(s, p, gt.at(s)) for s, p in out.reloc_poses if gt.at(s) is not None]
     if fixes:
         pred = np.stack([p for _, p, _ in fixes])
@@ -284,10 +295,10 @@ def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int,
         "corrected_error_trans_m": _stats(c_t), "corrected_error_rot_deg": _stats(c_r),
         "predicted": None,
     }
+    cam = query_camera or (gt.metadata.get("cameras") or sorted(gt.base_T_cam))[0]
     if map_path and out.alignments:
-        cam = str(out.alignments[0].header.frame_id).split("_optical_frame")[0]
         if cam in gt.base_T_cam:
-            pairs = alignment_pairs(gt, out.alignments, _map_frames_by_stamp(map_path, cam), cam)
+            pairs = alignment_pairs(gt, out.alignments, map_frames_by_camera_stamp(map_path), cam)
             result["predicted"] = {k: summarize_pairs(p, np.array(g).reshape(-1, 4, 4))["all"]
                                    for k, (p, g) in pairs.items() if p}
     return result

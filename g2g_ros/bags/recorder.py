@@ -23,6 +23,7 @@ OUTPUT_TOPICS: Dict[str, str] = {
     "odometry": "nav_msgs/msg/Odometry",
     "relocalize/pose": "geometry_msgs/msg/PoseWithCovarianceStamped",
     "relocalize/alignment": "g2g_msgs/msg/GroupAlignment",
+    "relocalize/processed": "std_msgs/msg/Header",
     "rig_odometry/status": "g2g_msgs/msg/EstimatorStatus",
     "relocalize/status": "g2g_msgs/msg/EstimatorStatus",
     "/tf": "tf2_msgs/msg/TFMessage",

@@ -52,7 +52,12 @@ def markdown(report: Mapping) -> str:
     lines += [f"- bag: `{report['bag']}`", f"- outputs: `{report['outputs_bag']}`",
               f"- dataset: {report.get('dataset', 'unknown')}",
               f"- replay: {report['replay']['mode']}, {report['replay']['groups']} groups, "
-              f"{report['replay']['wait_timeouts']} wait timeouts"]
+              f"{report['replay']['wait_timeouts']} wait timeouts"
+              + (f" {report['replay']['timeouts_by_topic']} (**results may depend on the "
+                 f"machine's speed**)" if report['replay'].get('timeouts_by_topic') else "")]
+    if report.get("pairs_index"):
+        lines.append(f"- evaluated pairs as a g2g-eval index: `{report['pairs_index']['path']}`"
+                     f" (`{report['pairs_index']['g2g_eval']}`)")
     untrained = report.get("untrained_model", {})
     if any(untrained.values()):
         lines += ["", "**WARNING: the node(s) "
