@@ -120,3 +120,18 @@ def project_to_rotation(matrix: np.ndarray) -> np.ndarray:
     d = np.sign(np.linalg.det(u @ vt))
     u[..., :, 2] *= d[..., None]
     return u @ vt
+
+
+def project_to_rigid(poses: np.ndarray) -> np.ndarray:
+    """``[..., 4, 4]`` float64 rigid transforms closest to ``poses``: rotation block projected
+    onto SO(3) (:func:`project_to_rotation`), last row ``[0, 0, 0, 1]``.
+
+    Model outputs computed in float32 are orthonormal only to ~1e-7, which the geodesic angle
+    (arccos of the trace) amplifies at small angles; a consumer of a ``geometry_msgs/Pose`` sees
+    the rotation anyway (a quaternion), so predictions are made proper once, where they leave
+    the model.
+    """
+    out = np.array(poses, dtype=np.float64)
+    out[..., :3, :3] = project_to_rotation(out[..., :3, :3])
+    out[..., 3, :] = (0.0, 0.0, 0.0, 1.0)
+    return out

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from g2g_model.backbones.base import Backbone, build_backbone
+from g2g_model.geometry import project_to_rigid
 from g2g_model.groups import PreparedGroup, prepare_group
 from g2g_model.model.checkpoint import load_any
 from g2g_model.model.config import preset
@@ -276,9 +277,10 @@ class G2GPipeline:
         t2 = time.perf_counter()
         out = self.run_features(fa, fb)
         t3 = time.perf_counter()
-        poses_a = np.concatenate([np.eye(4)[None], out["poses_a"][0].double().numpy()], axis=0)
-        poses_b = out["poses_b"][0].double().numpy()
-        poses_a[:, 3] = poses_b[:, 3] = [0, 0, 0, 1]
+        # Proper rigid transforms (rotations projected onto SO(3), as g2g-eval scores them).
+        poses_a = np.concatenate([np.eye(4)[None],
+                                  project_to_rigid(out["poses_a"][0].double().numpy())], axis=0)
+        poses_b = project_to_rigid(out["poses_b"][0].double().numpy())
         return Prediction(
             poses_a=poses_a,
             poses_b=poses_b,

@@ -29,6 +29,7 @@ import torch
 from tqdm import tqdm
 
 from g2g_model.augment import NOISE_PRESETS, perturb_poses
+from g2g_model.geometry import project_to_rigid
 from g2g_model.metrics import (
     flatten_group_summary,
     format_csv_table,
@@ -84,15 +85,19 @@ class G2GMethod:
 
     @torch.no_grad()
     def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
-        """``(pred_a [N_A,4,4], pred_b [N_B,4,4])`` float64 numpy (pred_a[0] = identity)."""
+        """``(pred_a [N_A,4,4], pred_b [N_B,4,4])`` float64 numpy rigid transforms (rotations
+        projected onto SO(3); pred_a[0] = identity)."""
         dev = self.device
         fa = self.backbone(group_a.images[None].to(dev), group_a.intrinsics[None].to(dev),
                            poses_a[None].to(dev))
         fb = self.backbone(group_b.images[None].to(dev), group_b.intrinsics[None].to(dev),
                            poses_b[None].to(dev))
         out = self.model(fa.float(), fb.float())
-        pred_a = np.concatenate([np.eye(4)[None], out["poses_a"][0].double().cpu().numpy()])
-        return pred_a, out["poses_b"][0].double().cpu().numpy()
+        # Scored as proper rigid transforms, exactly as the inference pipeline (and so the ROS
+        # nodes) returns them: g2g-eval-bag's numbers then equal these on the same pairs.
+        pred_a = np.concatenate([np.eye(4)[None],
+                                 project_to_rigid(out["poses_a"][0].double().cpu().numpy())])
+        return pred_a, project_to_rigid(out["poses_b"][0].double().cpu().numpy())
 
 
 class IdentityMethod:

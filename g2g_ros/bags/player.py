@@ -238,9 +238,12 @@ class BagPlayer(Node):
         """Eval mode. Until every node has answered once, a group without an answer within
         ``FIRST_ANSWER_S`` is sent again (DDS may drop what is sent before both sides have
         matched; the nodes have not used any of it then), up to ``FIRST_RETRIES`` times.
-        Afterwards what is already delivered is drained (``DRAIN_SPINS`` zero-timeout spins),
-        so that outputs the nodes sent before their answer are handled at this group's clock."""
+        The group's images are sent last. Afterwards what is already delivered is drained
+        (``DRAIN_SPINS`` zero-timeout spins), so that outputs the nodes sent before their
+        answer are handled at this group's clock."""
         specs = self._concerned(group)
+        # Images last: what a node needs for an image (camera_info, TF) is sent before it.
+        group = sorted(group, key=lambda item: item[1] in IMAGE_TYPES)
         t0 = time.monotonic()
         retries = self.FIRST_RETRIES if any(self.progress[w.topic].count == 0
                                             for w in specs) else 0

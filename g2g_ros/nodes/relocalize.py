@@ -121,8 +121,8 @@ class RelocalizeNode(Node):
             "odom_source": d("odom_source", "tf", "odometry from 'tf' (odom->base_link) or "
                              "'topic' (nav_msgs/Odometry on odom_topic)", True),
             "odom_topic": d("odom_topic", "odometry", "odometry topic (odom_source=topic)", True),
-            "tf_wait_s": d("tf_wait_s", 0.5, "how long to wait for odometry at an image stamp",
-                           True),
+            "tf_wait_s": d("tf_wait_s", 0.5, "how long to wait for odometry at an image stamp "
+                           "(and for a first camera_info)", True),
             "window_size": d("window_size", 5, "frames per group (W)", True),
             "min_translation_m": d("min_translation_m", 0.1,
                                    "buffer a frame only after this much motion ...", True),
@@ -241,7 +241,7 @@ class RelocalizeNode(Node):
         outcome = "dropped"
         try:
             outcome = self._add_frame(stamp, msg)
-            if outcome != "dropped" and self._localization_due(stamp):
+            if not outcome.startswith("dropped") and self._localization_due(stamp):
                 self._last_trigger_stamp = stamp
                 accepted = self._localize(self._tracking_hint())[0]
                 outcome += f"; localization {'accepted' if accepted else 'rejected'}"
@@ -319,30 +319,29 @@ class RelocalizeNode(Node):
 
     def _add_frame(self, stamp: int, msg) -> str:
         """Buffer one image: ``"buffered"``, ``"skipped"`` (too little motion) or
-        ``"dropped"`` (the reason is in the diagnostics)."""
+        ``"dropped: <reason>"`` (the reason is also in the diagnostics)."""
         t0 = time.perf_counter()
-        intr = (self.rig.camera(self.camera).K, self.rig.camera(self.camera).size) \
-            if self.rig is not None else self.inputs.intrinsics(self.camera)
+        intr = self._intrinsics()
         if intr is None:
             self.problems.report(f"camera {self.camera}", "no valid camera_info received yet")
             self.frames_dropped += 1
-            return "dropped"
+            return "dropped: no camera_info"
         try:
             rgb = to_rgb(msg)
         except ValueError as exc:
             self.problems.report(f"camera {self.camera}", f"image rejected: {exc}")
             self.frames_dropped += 1
-            return "dropped"
+            return f"dropped: image rejected: {exc}"
         base_T_cam = self._camera_extrinsics()
         if base_T_cam is None:
             self.frames_dropped += 1
-            return "dropped"
+            return "dropped: no camera extrinsics"
         try:
             odom_T_base = self._odometry_at(stamp)
         except TFError as exc:
             self.problems.report("odometry", f"no odometry at the image stamp: {exc}")
             self.frames_dropped += 1
-            return "dropped"
+            return f"dropped: no odometry at the image stamp: {exc}"
         with self.lock:
             try:
                 added = self.buffer.add(QueryFrame(stamp, rgb, intr[0],
@@ -350,11 +349,23 @@ class RelocalizeNode(Node):
             except ValueError as exc:
                 self.problems.report(f"camera {self.camera}", str(exc))
                 self.frames_dropped += 1
-                return "dropped"
+                return f"dropped: {exc}"
         self.problems.clear(f"camera {self.camera}")
         self.problems.clear("odometry")
         self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
         return "buffered" if added else "skipped"
+
+    def _intrinsics(self):
+        """``(K, size)`` of the camera, waiting up to ``tf_wait_s`` for a camera_info that is
+        still in flight (it travels on its own topic, next to the first image)."""
+        if self.rig is not None:
+            return self.rig.camera(self.camera).K, self.rig.camera(self.camera).size
+        deadline = time.monotonic() + self.p["tf_wait_s"]
+        intr = self.inputs.intrinsics(self.camera)
+        while intr is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            intr = self.inputs.intrinsics(self.camera)
+        return intr
 
     # ------------------------------------------------------------------ localization
     def _tracking_hint(self) -> Optional[np.ndarray]:
