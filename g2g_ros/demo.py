@@ -7,7 +7,10 @@
 3. build a map from the mapping traversal (keyframes of the reference camera + cached tokens);
 4. start the relocalize and rig_odometry nodes (g2g-bringup's graph, use_sim_time) and replay
    the query bag into them over DDS with /clock (`g2g-bag play --eval`: each image group waits
-   for the odometry of the previous one, so results do not depend on machine speed), recording
+   until rig_odometry has published its odometry and relocalize has reported it done on
+   relocalize/processed -- relocalize localizes every 0.5 s of *bag* time,
+   ``localize_pacing: stamps`` -- so results do not depend on machine speed; the operator's
+   initial pose is sent before the replay and takes effect at the first image), recording
    their outputs;
 5. evaluate against ground truth, with the classical baseline (SIFT + RANSAC) run on exactly the
    same groups, print a table, and write trajectory plots.
@@ -154,7 +157,8 @@ def run_nodes(query_bag, query_traj, map_path, workdir: pathlib.Path, rate_hz: f
 
     overrides = workdir / "demo_params.yaml"
     overrides.write_text(
-        "relocalize:\n  ros__parameters:\n    localize_period_s: 3.0\n"
+        "relocalize:\n  ros__parameters:\n    localize_period_s: 0.5\n"
+        "    localize_pacing: stamps\n"
         "    consistency_count: 1\n    min_translation_m: 0.05\n"
         "    sensor_qos_reliability: reliable\n"
         "rig_odometry:\n  ros__parameters:\n    publish_tf: false\n"
@@ -179,34 +183,51 @@ def run_nodes(query_bag, query_traj, map_path, workdir: pathlib.Path, rate_hz: f
                 raise RuntimeError("a node exited during start-up")
         import subprocess
 
+        from g2g_model.data.format import TrajectoryReader
+
+        # Before the replay, stamped at the first image: relocalize holds it until the odometry
+        # at that stamp arrives, so it takes effect at the same image on every run.
+        send_initial_pose(recorder, query_traj, int(TrajectoryReader(query_traj).timestamps_ns[0]))
+        play_log = open(workdir / "play.log", "w")
         player = subprocess.Popen(
             [sys.executable, "-m", "g2g_ros.bags.cli", "play", str(query_bag), "--eval",
-             "--rate", str(rate_hz), "--quiet"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
+             "--also-wait", "relocalize/processed", "std_msgs/msg/Header",
+             f"{RIG_CAMERA}/image_raw", "--rate", str(rate_hz), "--quiet"],
+            stdout=play_log, stderr=subprocess.STDOUT, env=env)
         from tqdm import tqdm
 
-        sent_pose = False
         with tqdm(total=frames, desc="  replaying the query bag", unit="group",
                   mininterval=5.0) as bar:
             while player.poll() is None:
                 recorder.spin(0.5)
-                if not sent_pose and recorder.data["odometry"]:
-                    first = recorder.data["odometry"][0].header.stamp
-                    send_initial_pose(recorder, query_traj, _stamp(first))
-                    sent_pose = True
                 bar.n = min(frames, len(recorder.data["odometry"]))
                 bar.set_postfix(fixes=len(recorder.data["alignment"]))
                 bar.refresh()
             bar.n = len(recorder.data["odometry"])
             bar.refresh()
         recorder.spin(6.0)  # let the last groups finish
+        report_replay(workdir / "play.log")
     finally:
         if player is not None and player.poll() is None:
             player.terminate()
+        if player is not None:
+            play_log.close()
         runner.stop()
         data = recorder.data
         recorder.close()
     return data
+
+
+def report_replay(log: pathlib.Path) -> None:
+    """Print the player's summary; a group the nodes did not finish in time is said loudly
+    (the figures then depend on the machine's speed)."""
+    lines = log.read_text().splitlines()
+    summary = next((line for line in reversed(lines) if line.startswith("played ")),
+                   "(the player printed no summary)")
+    print(f"  {summary}")
+    if "played " not in summary or " 0 timeouts" not in summary:
+        print(f"  WARNING: the replay did not wait for every group (see {log}); the figures "
+              "below may differ from run to run")
 
 
 def _stamp(msg_stamp) -> int:

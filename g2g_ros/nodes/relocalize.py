@@ -19,7 +19,8 @@ Pacing of the periodic localization (``localize_pacing``): ``wall`` (default) ru
 first image whose stamp is at least ``localize_period_s`` after the image that triggered the
 previous one (evaluation: the same bag gives the same localizations on any machine).
 
-Accepts ``/initialpose`` as a hint. Services: ``~/load_map``, ``~/localize``, ``~/reset``,
+Accepts ``/initialpose`` as a hint (one stamped ahead of the odometry is held until the
+odometry at its stamp arrives). Services: ``~/load_map``, ``~/localize``, ``~/reset``,
 ``~/pause``, ``~/resume``.
 """
 
@@ -72,6 +73,7 @@ class RelocalizeNode(Node):
         self.map_tokens = None
         self.map_path = ""
         self.hint: Optional[np.ndarray] = None  # provisional map->odom from /initialpose
+        self.pending_initialpose = None         # (stamp, map_T_base) awaiting its odometry
         self.pipeline = None
         self.last_fix_wall: Optional[float] = None
         self.last_reason = ""
@@ -241,6 +243,7 @@ class RelocalizeNode(Node):
         outcome = "dropped"
         try:
             outcome = self._add_frame(stamp, msg)
+            self._resolve_initialpose()
             if not outcome.startswith("dropped") and self._localization_due(stamp):
                 self._last_trigger_stamp = stamp
                 accepted = self._localize(self._tracking_hint())[0]
@@ -278,14 +281,50 @@ class RelocalizeNode(Node):
         # (through the odometry at the message's stamp), which guides the search until a fix.
         try:
             map_T_base = pose_msg_to_matrix(msg.pose.pose)
-            odom_T_base = self.tf_buffer.lookup_transform(
-                self.p["odom_frame"], self.p["base_frame"], stamp_ns(msg.header.stamp))
-        except (ValueError, TFError) as exc:
+        except ValueError as exc:
             self.problems.report("initialpose", f"rejected: {exc}")
             return
-        self.hint = map_T_base @ invert_pose(odom_T_base)
+        with self.lock:
+            self.pending_initialpose = (stamp_ns(msg.header.stamp), map_T_base)
+        self._resolve_initialpose()
+
+    def _resolve_initialpose(self) -> None:
+        """Turn a received /initialpose into the hint once the odometry at its stamp is known.
+
+        A pose stamped after the latest odometry (e.g. sent just before a replay starts) waits
+        for it: every processed image tries again, so the hint takes effect at the same image
+        on every run. A pose older than the buffered odometry is rejected.
+        """
+        with self.lock:
+            pending = self.pending_initialpose
+        if pending is None:
+            return
+        stamp, map_T_base = pending
+        try:
+            odom_T_base = self.tf_buffer.lookup_transform(
+                self.p["odom_frame"], self.p["base_frame"], stamp)
+        except ExtrapolationError as exc:
+            if exc.stamp_ns > exc.latest_ns:
+                self.problems.report("initialpose", "waiting for the odometry at its stamp")
+                return
+            self._drop_initialpose(pending, f"rejected: {exc}")
+            return
+        except TFError as exc:  # no odometry at all yet
+            self.problems.report("initialpose", f"waiting for the odometry at its stamp: {exc}")
+            return
+        with self.lock:
+            if self.pending_initialpose is not pending:
+                return  # a newer pose arrived meanwhile: it is resolved on its own
+            self.pending_initialpose = None
+            self.hint = map_T_base @ invert_pose(odom_T_base)
         self.problems.clear("initialpose")
         self.get_logger().info(f"initial pose received at {map_T_base[:3, 3].round(2).tolist()}")
+
+    def _drop_initialpose(self, pending, why: str) -> None:
+        with self.lock:
+            if self.pending_initialpose is pending:
+                self.pending_initialpose = None
+        self.problems.report("initialpose", why)
 
     def _camera_extrinsics(self) -> Optional[np.ndarray]:
         if self.rig is not None:
@@ -617,6 +656,7 @@ class RelocalizeNode(Node):
             self.gate.reset()
             self.buffer.clear()
             self.hint = None
+            self.pending_initialpose = None
             self._last_trigger_stamp = None
         self.last_fix_wall = None
         response.success, response.message = True, "correction, query window and hint cleared"
