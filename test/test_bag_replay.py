@@ -22,11 +22,12 @@ from sensor_msgs.msg import Image  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
+from g2g_model.data.mining import RigPair, read_index  # noqa: E402
 from g2g_model.geometry import invert_pose, quat_xyzw_to_matrix  # noqa: E402
 from g2g_model.metrics import kitti_odometry_errors, summarize_pairs  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from g2g_ros.bags.convert import convert_trajectory  # noqa: E402
-from g2g_ros.bags.eval_bag import evaluate_bag  # noqa: E402
+from g2g_ros.bags.eval_bag import PairsIndexSpec, evaluate_bag  # noqa: E402
 from ros_helpers import Listener, Proc  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(300)]
@@ -87,7 +88,9 @@ def _pose(p):
 
 def test_eval_bag_end_to_end_matches_library_metrics(traj, bag, tmp_path):
     out_dir = tmp_path / "eval"
-    report = evaluate_bag(bag, "rig_odometry", out_dir, startup_timeout=90, progress=False)
+    index = tmp_path / "rig_pairs.csv"
+    report = evaluate_bag(bag, "rig_odometry", out_dir, startup_timeout=90, progress=False,
+                          pairs_index=PairsIndexSpec(str(index), str(traj.parents[1])))
     md = (out_dir / "report.md").read_text()
     saved = json.loads((out_dir / "report.json").read_text())
     assert (out_dir / "trajectories.png").stat().st_size > 5000
@@ -131,3 +134,9 @@ def test_eval_bag_end_to_end_matches_library_metrics(traj, bag, tmp_path):
     assert saved["rig_odometry"]["kitti"]["rre_deg_per_100m"] == pytest.approx(
         kitti["rre_deg_per_100m"])
     assert report["rig_odometry"]["pairs"] == 14
+    # The evaluated pairs as a g2g-eval rig index: consecutive keyframes of the trajectory.
+    rows = read_index(index, RigPair)
+    assert [(r.frame_a, r.frame_b) for r in rows] == [(k, k + 1) for k in range(14)]
+    assert {r.traj_a for r in rows} == {r.traj_b for r in rows} == {
+        str(traj.relative_to(traj.parents[1]))}
+    assert saved["pairs_index"]["path"] == str(index)

@@ -202,7 +202,21 @@ class RigOdometryNode(Node):
             return c.K, c.size
         return self.inputs.intrinsics(cam)
 
+    CALIBRATION_WAIT_S = 0.5
+
     def _resolve_rig(self) -> bool:
+        """The rig from camera_info + /tf_static, waiting up to ``CALIBRATION_WAIT_S`` for them
+        (worker thread): they travel on their own topics next to the first images, and the
+        executor may hand the images over first. Without the wait that first group was dropped
+        now and then, and the replay of the same bag then lost its first odometry output."""
+        deadline = time.monotonic() + self.CALIBRATION_WAIT_S
+        while not self._try_resolve_rig():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _try_resolve_rig(self) -> bool:
         if self.rig is not None:
             return True
         intr = {c: self.inputs.intrinsics(c) for c in self.cameras}
