@@ -158,7 +158,7 @@ def run_nodes(query_bag, query_traj, map_path, workdir: pathlib.Path, rate_hz: f
     overrides = workdir / "demo_params.yaml"
     overrides.write_text(
         "relocalize:\n  ros__parameters:\n    localize_period_s: 0.5\n"
-        "    localize_pacing: stamps\n"
+        "    localize_pacing: stamps\n    tf_wait_s: 5.0\n"
         "    consistency_count: 1\n    min_translation_m: 0.05\n"
         "    sensor_qos_reliability: reliable\n"
         "rig_odometry:\n  ros__parameters:\n    publish_tf: false\n"

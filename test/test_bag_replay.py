@@ -140,3 +140,24 @@ def test_eval_bag_end_to_end_matches_library_metrics(traj, bag, tmp_path):
     assert {r.traj_a for r in rows} == {r.traj_b for r in rows} == {
         str(traj.relative_to(traj.parents[1]))}
     assert saved["pairs_index"]["path"] == str(index)
+
+
+def test_wait_specs_select_their_groups_and_read_header_answers():
+    from std_msgs.msg import Header
+
+    from g2g_ros.bags.cli import build_parser
+    from g2g_ros.bags.player import WaitSpec, _Progress
+    from g2g_ros.node_common import to_stamp
+
+    odo = WaitSpec()
+    reloc = WaitSpec("relocalize/processed", "std_msgs/msg/Header",
+                     image_topics=("cam0/image_raw",))
+    assert odo.concerns({"cam1/image_raw"}) and not odo.concerns(set())
+    assert reloc.concerns({"cam0/image_raw", "cam1/image_raw"})
+    assert not reloc.concerns({"cam1/image_raw"})
+    progress = _Progress()
+    progress.on_msg(Header(stamp=to_stamp(5 * 10**9), frame_id="buffered"))
+    assert progress.done(5 * 10**9, -1) and not progress.done(5 * 10**9 + 1, -1)
+    opts = build_parser().parse_args(["play", "b", "--eval", "--also-wait", "relocalize/processed",
+                                      "std_msgs/msg/Header", "cam0/image_raw"])
+    assert opts.also_wait == [["relocalize/processed", "std_msgs/msg/Header", "cam0/image_raw"]]

@@ -66,9 +66,12 @@ def _params_file(path: Path, cams: Sequence[str], compressed: bool,
                 "use_compressed": bool(compressed)}
 
     data = {"rig_odometry": {"ros__parameters": common()},
+            # Stamp-paced localization, and a generous wait for the odometry (TF) at an image
+            # stamp: on a loaded machine it can lag the image by more than the live 0.5 s,
+            # and a frame dropped for that would change the results.
             "relocalize": {"ros__parameters": dict(common(), reloc_camera=cams[0],
                                                    localize_period_s=float(localize_period_s),
-                                                   localize_pacing="stamps")}}
+                                                   localize_pacing="stamps", tf_wait_s=5.0)}}
     data[graph]["ros__parameters"].update(extra or {})
     path.write_text(yaml.safe_dump(data))
     return path
