@@ -80,10 +80,26 @@ def test_relocalize_end_to_end(scene, tmp_path):
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request())
         assert not reply.success and "query window not full" in reply.message
 
+        # An initial pose stamped ahead of any odometry is held, not rejected ...
+        initial = PoseWithCovarianceStamped()
+        initial.header.frame_id = "map"
+        initial.header.stamp.sec, initial.header.stamp.nanosec = divmod(
+            int(query.timestamps_ns[2]), 10**9)
+        matrix_to_pose_msg(query.world_T_body[2], initial.pose.pose)
+        pose_pub = listener.node.create_publisher(PoseWithCovarianceStamped, "/initialpose", 10)
+
+        def held():
+            pose_pub.publish(initial)
+            return "waiting for the odometry" in str(_diag_value(diags, "problem initialpose"))
+
+        assert listener.spin_until(held, 30), _diag_dump(diags)
+
         player = Proc(player_cmd(query_traj, "--clock", "--rate", "5", "--count", "20"),
                       tmp_path / "player.log")
         ok = listener.spin_until(lambda: _diag_value(diags, "query_frames") == "5", 90)
         assert ok, f"{_diag_dump(diags)}\n{node.output()[-3000:]}\n{player.output()}"
+        # ... and taken once the odometry at its stamp has arrived.
+        assert "initial pose received" in node.output(), node.output()[-3000:]
 
         request = Localize.Request(use_hint=True)
         hint = query.world_T_body[8]
