@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from g2g_model.data.mining import (RigPair, WindowPair, mine_windows, read_index, rig_pairs,
-                                   window_score, window_scores, write_index)
+from g2g_model.data.mining import (FramesPair, RigPair, WindowPair, mine_windows, read_index,
+                                   rig_pairs, window_score, window_scores, write_index)
 from g2g_model.geometry import make_pose
 
 
@@ -84,3 +84,21 @@ def test_rig_pairs_bounded_distance():
     assert len(rig_pairs(poses, shifted, 5.0, max_pairs=7)) == 7
     with pytest.raises(ValueError, match="max_distance"):
         rig_pairs(poses, poses, max_distance=0.0)
+
+
+def test_frames_pair_index_is_told_apart_from_window_pairs(tmp_path):
+    rows = [FramesPair("s/t0", "cam1", FramesPair.format_frames([4, 6, 9]), "s/t1", "cam0",
+                       "0 1 3", 1.0)]
+    for suffix in (".json", ".csv"):
+        path = write_index(rows, tmp_path / f"frames{suffix}")
+        back = read_index(path, (WindowPair, FramesPair))
+        assert back == rows and FramesPair.parse_frames(back[0].frames_a) == (4, 6, 9)
+    windows = write_index([WindowPair("a", "cam0", 0, "b", "cam0", 2, 5, 0.5)],
+                          tmp_path / "w.json")
+    assert isinstance(read_index(windows, (WindowPair, FramesPair))[0], WindowPair)
+    rigs = write_index([RigPair("a", 0, "b", 1, 0.5, 3.0)], tmp_path / "r.json")
+    with pytest.raises(ValueError, match="expected one of"):
+        read_index(rigs, (WindowPair, FramesPair))
+    for bad in ("", "1 x", "-1 2"):
+        with pytest.raises(ValueError, match="frames"):
+            FramesPair.parse_frames(bad)
