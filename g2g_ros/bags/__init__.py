@@ -8,5 +8,6 @@
 * :mod:`.recorder` -- live topics -> bag (the node outputs during an evaluation);
 * :mod:`.evaluation` -- metrics of recorded outputs against the bag's ground truth;
 * :mod:`.report` -- Markdown / JSON report and trajectory plots;
+* :mod:`.eval_pairs` -- the evaluated pairs as a ``g2g-eval`` pair index;
 * :mod:`.eval_bag` -- ``g2g-eval-bag``: graph + replay + recording + report.
 """

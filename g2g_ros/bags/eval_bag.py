@@ -154,6 +154,20 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     return outputs, stats
 
 
+@dataclass
+class PairsIndexSpec:
+    """Where to write the evaluated pairs as a ``g2g-eval`` index (:mod:`.eval_pairs`).
+
+    ``query_traj`` / ``map_traj``: the dataset trajectories of the bag and of the map (default:
+    the bag's metadata ``source_path``, the map's ``source``); all under ``root``.
+    """
+
+    path: str
+    root: str
+    query_traj: Optional[str] = None
+    map_traj: Optional[str] = None
+
+
 def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
                  map_path: Optional[str] = None,
                  segment_lengths_m: Sequence[float] = SHORT_SEGMENTS_M,
@@ -212,20 +226,6 @@ def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
     write_json(report, out_dir / "report.json")
     (out_dir / "report.md").write_text(markdown(report))
     return report
-
-
-@dataclass
-class PairsIndexSpec:
-    """Where to write the evaluated pairs as a ``g2g-eval`` index (:mod:`.eval_pairs`).
-
-    ``query_traj`` / ``map_traj``: the dataset trajectories of the bag and of the map (default:
-    the bag's metadata ``source_path``, the map's ``source``); all under ``root``.
-    """
-
-    path: str
-    root: str
-    query_traj: Optional[str] = None
-    map_traj: Optional[str] = None
 
 
 def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Optional[str] = None,
