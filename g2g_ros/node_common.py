@@ -204,16 +204,28 @@ def guarded(node: Node, what: str, fn: Callable[[], None]) -> Callable[[], None]
     return run
 
 
-def load_pipeline(checkpoint: str, device: str, task: str):
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "auto"):
     """The G2G pipeline for a node: the given checkpoint, else the embedded default.
 
-    Raises ``ValueError`` / ``FileNotFoundError`` with the reason for a bad checkpoint.
+    ``precision``: ``auto`` (bf16 where it is fast, see ``G2GPipeline``), ``fp32`` (what
+    ``g2g-eval`` runs: bag evaluations use it so that both give the same numbers) or ``bf16``.
+    Raises ``ValueError`` / ``FileNotFoundError`` with the reason for a bad checkpoint or
+    precision.
     """
     from g2g_model.inference import G2GPipeline
 
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if checkpoint:
-        return G2GPipeline.from_checkpoint(checkpoint, device=device)
-    return G2GPipeline.default(task, device=device)
+        pipeline = G2GPipeline.from_checkpoint(checkpoint, device=device)
+    else:
+        pipeline = G2GPipeline.default(task, device=device)
+    if precision != "auto":
+        pipeline.bf16 = precision == "bf16"
+    return pipeline
 
 
 def spin_node(node_class, args=None, threads: int = 2) -> None:

@@ -62,8 +62,9 @@ def _params_file(path: Path, cams: Sequence[str], compressed: bool,
                  localize_period_s: float = 1.0, extra: Optional[Dict[str, object]] = None,
                  graph: str = "relocalize") -> Path:
     def common():  # fresh objects per node: rcl's YAML parser rejects aliases
+        # fp32 as g2g-eval: on bf16-capable CPUs "auto" would give other numbers.
         return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
-                "use_compressed": bool(compressed)}
+                "use_compressed": bool(compressed), "precision": "fp32"}
 
     data = {"rig_odometry": {"ros__parameters": common()},
             # Stamp-paced localization, and a generous wait for the odometry (TF) at an image

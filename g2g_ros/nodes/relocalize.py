@@ -158,6 +158,8 @@ class RelocalizeNode(Node):
             "covis_coarse_stride": d("covis_coarse_stride", 1,
                                      "score every k-th map frame first (large maps)", True),
             "device": d("device", "cpu", "torch device", True),
+            "precision": d("precision", "auto", "model arithmetic: auto (bf16 where fast), "
+                           "fp32 (as g2g-eval) or bf16", True),
             "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
         }
 
@@ -193,7 +195,8 @@ class RelocalizeNode(Node):
             self.rig.camera(self.camera)  # raises naming the camera if absent
             for line in format_rig_log_lines(self.rig):
                 self.get_logger().info(line)
-        self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization")
+        self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization",
+                                      p["precision"])
         if p["window_size"] > self.pipeline.max_frames:
             raise ValueError(f"window_size {p['window_size']} exceeds the model's max_frames "
                              f"{self.pipeline.max_frames}")

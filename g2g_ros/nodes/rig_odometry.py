@@ -107,6 +107,8 @@ class RigOdometryNode(Node):
                               "reject a step whose per-camera motions disagree by more"),
             "checkpoint": d("checkpoint", "", "G2G checkpoint; empty = embedded default", True),
             "device": d("device", "cpu", "torch device", True),
+            "precision": d("precision", "auto", "model arithmetic: auto (bf16 where fast), "
+                           "fp32 (as g2g-eval) or bf16", True),
             "publish_tf": d("publish_tf", True, "broadcast odom->base_link", True),
             "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
             "lost_after_s": d("lost_after_s", 3.0, "state LOST when no update for this long",
@@ -156,7 +158,8 @@ class RigOdometryNode(Node):
             if missing:
                 raise ValueError(f"calibration {p['calibration_file']} lacks cameras {missing}")
             self._log_rig()
-        self.pipeline = load_pipeline(p["checkpoint"], p["device"], "rig_odometry")
+        self.pipeline = load_pipeline(p["checkpoint"], p["device"], "rig_odometry",
+                                      p["precision"])
         if self.pipeline.untrained:
             self.get_logger().warning(
                 "no trained rig-odometry checkpoint: running with RANDOM weights, the odometry "
