@@ -136,8 +136,8 @@ def import_upstream() -> Dict[str, Any]:
         "DINOv2Encoder", "ViTEncoderBase"}``.
 
     Raises:
-        ImportError: ``mapanything`` or ``uniception`` is not importable; the message says what
-            to install. Errors inside an installed package propagate unchanged.
+        ImportError: ``mapanything`` or ``uniception`` is not installed (the message says what
+            to install), or one of their dependencies is missing or does not load.
     """
     try:
         from mapanything.models.mapanything.model import MapAnything
@@ -152,7 +152,18 @@ def import_upstream() -> Dict[str, Any]:
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] in ("mapanything", "uniception"):
             raise ImportError(f"{INSTALL_HINT} (import failed: {exc})", name=exc.name) from exc
-        raise
+        raise ImportError(
+            f"the upstream 'mapanything' package is installed but its dependency {exc.name!r} "
+            f"is missing ({exc}); install the package with its dependencies", name=exc.name,
+        ) from exc
+    except RuntimeError as exc:
+        # Typically torchvision (imported by timm, which uniception imports) built for another
+        # torch: its operators fail to register at import time.
+        raise ImportError(
+            f"the upstream 'mapanything' package is installed but failed to import with torch "
+            f"{torch.__version__}: {exc}. Its dependencies (uniception, timm, torchvision) must "
+            "match this torch build"
+        ) from exc
     return {
         "MapAnything": MapAnything,
         "preprocess": preprocess_input_views_for_inference,
