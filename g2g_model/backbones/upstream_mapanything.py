@@ -283,7 +283,7 @@ def _geometric_input_config(config: MapAnythingV1Config) -> Dict[str, Any]:
         return {"name": name, "in_chans": channels, "encoder_str": "dense_rep_encoder",
                 "apply_pe": False, "intermediate_dims": list(config.ray_intermediate_dims)}
 
-    def glob(name: str, channels: int) -> Dict[str, Any]:
+    def global_rep(name: str, channels: int) -> Dict[str, Any]:
         return {"name": name, "in_chans": channels, "encoder_str": "global_rep_encoder",
                 "intermediate_dims": list(config.global_intermediate_dims)}
 
@@ -292,9 +292,9 @@ def _geometric_input_config(config: MapAnythingV1Config) -> Dict[str, Any]:
     return {
         "ray_dirs_encoder_config": dense("ray_dirs_encoder", 3),
         "depth_encoder_config": dense("depth_encoder", 1),
-        "cam_rot_encoder_config": glob("cam_rot_quats_encoder", 4),
-        "cam_trans_encoder_config": glob("cam_trans_encoder", 3),
-        "scale_encoder_config": glob("scale_encoder", 1),
+        "cam_rot_encoder_config": global_rep("cam_rot_quats_encoder", 4),
+        "cam_trans_encoder_config": global_rep("cam_trans_encoder", 3),
+        "scale_encoder_config": global_rep("scale_encoder", 1),
         "overall_prob": 0, "dropout_prob": 1, "ray_dirs_prob": 0, "depth_prob": 0,
         "cam_prob": 0, "sparse_depth_prob": 0, "sparsification_removal_percent": 0,
         "depth_scale_norm_all_prob": 0, "pose_scale_norm_all_prob": 0,
