@@ -139,14 +139,19 @@ class Worker:
                     self.done += 1
                     self._cv.notify_all()
 
-    def discard(self) -> int:
-        """Drop every queued job (counted as dropped); a running job finishes. Returns how many
-        were dropped."""
+    def discard(self, kinds: Optional[Sequence[str]] = None) -> int:
+        """Drop the queued jobs of ``kinds`` (all when None), counted as dropped; a running job
+        finishes. Returns how many were dropped."""
         with self._cv:
-            n = len(self._jobs)
-            for kind, _ in self._jobs:
-                self.dropped[kind] += 1
-            self._jobs.clear()
+            keep = collections.deque()
+            n = 0
+            for kind, job in self._jobs:
+                if kinds is None or kind in kinds:
+                    self.dropped[kind] += 1
+                    n += 1
+                else:
+                    keep.append((kind, job))
+            self._jobs = keep
             self._cv.notify_all()
         return n
 
