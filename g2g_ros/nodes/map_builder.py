@@ -52,21 +52,17 @@ class MapBuilderNode(ManagedNode):
         d("image_topic", "image_raw", "image topic under each camera", True)
         d("camera_info_topic", "camera_info", "camera_info topic", True)
         d("use_compressed", False, "subscribe CompressedImage", True)
-        d("sensor_qos_reliability", "best_effort",
-          "QoS of the camera streams", True)
+        d("sensor_qos_reliability", "best_effort", "QoS of the camera streams", True)
         d("map_frame", "map", "frame the keyframe poses are expressed in", True)
         d("base_frame", "base_link", "robot body frame", True)
         d("camera_frame_suffix", "_optical_frame",
           "optical frame of camera c is <c><suffix>", True)
-        d("extrinsics_source", "tf_static", "'tf_static' or 'yaml'",
-          True)
+        d("extrinsics_source", "tf_static", "'tf_static' or 'yaml'", True)
         d("calibration_file", "", "YAML rig calibration", True)
-        d("min_translation_m", 0.2, "keyframe spacing (translation)",
-          True)
+        d("min_translation_m", 0.2, "keyframe spacing (translation)", True)
         d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True)
         d("max_keyframes", 20000, "stop recording beyond this", True)
-        d("checkpoint", "", "G2G checkpoint whose backbone encodes the map",
-          True)
+        d("checkpoint", "", "G2G checkpoint whose backbone encodes the map", True)
         d("device", "cpu", "torch device", True)
         d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
         from diagnostic_msgs.msg import DiagnosticArray

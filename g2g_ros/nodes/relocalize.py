@@ -102,8 +102,7 @@ class RelocalizeNode(ManagedNode):
     def _declare_parameters(self) -> None:
         # A 4th argument True: read at configure (settable while unconfigured, see ManagedNode).
         d = self.declare
-        d("cameras", ["cam0"], "rig cameras; relocalization uses reloc_camera",
-          True)
+        d("cameras", ["cam0"], "rig cameras; relocalization uses reloc_camera", True)
         d("reloc_camera", "", "camera used for relocalization "
           "(empty = the first of cameras)", True)
         d("image_topic", "image_raw", "image topic under the camera", True)
@@ -116,42 +115,32 @@ class RelocalizeNode(ManagedNode):
         d("base_frame", "base_link", "robot body frame", True)
         d("camera_frame_suffix", "_optical_frame",
           "optical frame of camera c is <c><suffix>", True)
-        d("extrinsics_source", "tf_static",
-          "camera extrinsics from 'tf_static' or 'yaml'", True)
+        d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
         d("calibration_file", "", "YAML rig calibration", True)
         d("odom_source", "tf", "odometry from 'tf' (odom->base_link) or "
           "'topic' (nav_msgs/Odometry on odom_topic)", True)
         d("odom_topic", "odometry", "odometry topic (odom_source=topic)", True)
-        d("tf_wait_s", 0.5, "how long to wait for odometry at an image stamp",
-          True)
+        d("tf_wait_s", 0.5, "how long to wait for odometry at an image stamp", True)
         d("window_size", 5, "frames per group (W)", True)
-        d("min_translation_m", 0.1,
-          "buffer a frame only after this much motion ...", True)
+        d("min_translation_m", 0.1, "buffer a frame only after this much motion ...", True)
         d("min_rotation_deg", 5.0, "... or this much rotation", True)
         d("map_path", "", "map (.g2gmap) loaded at start-up", True)
-        d("localize_period_s", 2.0,
-          "relocalize this often (0 = only via ~/localize)", True)
+        d("localize_period_s", 2.0, "relocalize this often (0 = only via ~/localize)", True)
         d("hint_radius_m", 5.0, "search radius around a pose hint", True)
-        d("max_jump_translation_m", 1.0,
-          "larger correction changes need consistency", True)
-        d("max_jump_rotation_deg", 10.0,
-          "larger correction changes need consistency", True)
-        d("consistency_count", 2,
-          "consistent candidates needed for a first fix / a jump", True)
+        d("max_jump_translation_m", 1.0, "larger correction changes need consistency", True)
+        d("max_jump_rotation_deg", 10.0, "larger correction changes need consistency", True)
+        d("consistency_count", 2, "consistent candidates needed for a first fix / a jump", True)
         d("max_fusion_spread_m", 1.0,
           "reject when the per-frame corrections disagree by more",
           True)
-        d("min_overlap_score", 0.0,
-          "reject windows whose covisibility score is lower", True)
+        d("min_overlap_score", 0.0, "reject windows whose covisibility score is lower", True)
         d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
-        d("tf_future_dating_s", 0.1,
-          "map->odom is stamped now + this", True)
+        d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
         d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
         d("covis_checkpoint", "",
           "covisibility front-end checkpoint; empty = embedded default "
           "if shipped, else descriptor similarity; 'none' disables", True)
-        d("covis_coarse_stride", 1,
-          "score every k-th map frame first (large maps)", True)
+        d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
         d("device", "cpu", "torch device", True)
         d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
 

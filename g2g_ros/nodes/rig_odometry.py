@@ -93,10 +93,8 @@ class RigOdometryNode(ManagedNode):
           "optical frame of camera c is <c><suffix> in TF", True)
         d("sync_slop_ms", 20.0, "max stamp spread within a rig group", True)
         d("sync_min_interval_ms", 50.0, "lower bound of the camera frame interval", True)
-        d("sync_max_wait_ms", 300.0, "how long (stamp time) a group waits for a late camera",
-          True)
-        d("min_cameras", 0, "smallest usable group (0 = all cameras; fewer = degraded mode)",
-          True)
+        d("sync_max_wait_ms", 300.0, "how long (stamp time) a group waits for a late camera", True)
+        d("min_cameras", 0, "smallest usable group (0 = all cameras; fewer = degraded mode)", True)
         d("queue_size", 10, "per-camera synchronizer queue", True)
         d("keyframe_stride", 1, "use every k-th synchronized group")
         d("max_spread_m", 1.0, "reject a step whose per-camera motions disagree by more")
