@@ -27,7 +27,8 @@ def context():
 
 def _make(name, context, **params):
     cls = getattr(importlib.import_module(f"g2g_ros.nodes.{name}"), NODES[name])
-    return cls(context=context,
+    # Own namespace: the node process tests use the plain names in the same ROS domain.
+    return cls(context=context, namespace="g2g_in_process_test",
                parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
 
 

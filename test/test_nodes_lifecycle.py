@@ -73,9 +73,11 @@ def test_rig_odometry_managed_from_outside(sim_traj, tmp_path):
     graph = listener.node
     player = None
     try:
-        # Unconfigured: reports its health, advertises no output, subscribes no camera.
-        assert get_state(listener, "/rig_odometry") == "unconfigured", node.output()
-        assert listener.spin_until(lambda: statuses and "unconfigured" in statuses[-1].message, 10)
+        # Unconfigured: reports its health, advertises no output, subscribes no camera. (The
+        # node is ready once its status arrives: discovery has matched by then.)
+        assert listener.spin_until(lambda: statuses, 90), node.output()
+        assert "unconfigured" in statuses[-1].message
+        assert get_state(listener, "/rig_odometry") == "unconfigured"
         assert graph.count_publishers("/odometry") == 0
         assert graph.count_subscribers("/cam0/image_raw") == 0
 
@@ -162,12 +164,13 @@ def test_relocalize_missing_map_fails_configure_then_recovers(sim_traj, tmp_path
               "localize_period_s": 0.0}
     node = Proc(node_cmd("g2g_ros.nodes.relocalize", params, SIM_PARAMS), tmp_path / "node.log")
     try:
-        assert get_state(listener, "/relocalize") == "unconfigured", node.output()
+        assert listener.spin_until(lambda: statuses, 90), node.output()
+        assert get_state(listener, "/relocalize") == "unconfigured"
         assert not change_state(listener, "/relocalize", Transition.TRANSITION_CONFIGURE)
         assert get_state(listener, "/relocalize") == "unconfigured"
         assert node.alive()
-        assert listener.spin_until(lambda: statuses and "does not exist" in statuses[-1].message,
-                                   10), statuses[-1].message if statuses else node.output()
+        assert listener.spin_until(lambda: "does not exist" in statuses[-1].message, 10), \
+            statuses[-1].message
         assert statuses[-1].state == EstimatorStatus.STATE_LOST
         assert listener.node.count_publishers("/relocalize/pose") == 0
 
