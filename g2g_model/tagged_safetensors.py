@@ -1,14 +1,17 @@
-"""Reading safetensors files that carry a JSON header under one metadata key.
+"""Safetensors files that carry a JSON header under one metadata key: atomic write, checked read.
 
-Our artefacts (covisibility checkpoints, covisibility sample files) share this layout; this is the
-one place that turns "missing", "corrupt or truncated", "not this kind of file" and "other format
-version" into clear errors of the caller's exception type.
+Our artefacts (covisibility checkpoints, covisibility sample files) share this layout. This is
+the one place that writes them atomically (a crash never leaves a truncated file under the final
+name) and that turns "missing", "corrupt or truncated", "not this kind of file" and "other
+format version" into clear errors of the caller's exception type.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import tempfile
 from typing import Dict, Tuple, Type
 
 import torch
@@ -38,3 +41,23 @@ def read_tagged(path, key: str, version: int, what: str,
     if header.get("version") != version:
         raise error(f"{what} {path} has version {header.get('version')!r}, expected {version}")
     return header, tensors
+
+
+def write_tagged(path, key: str, header: Dict, tensors: Dict[str, torch.Tensor]) -> pathlib.Path:
+    """Write ``tensors`` with ``header`` (JSON) under metadata ``key`` to ``path`` atomically:
+    a temporary file in the same folder, flushed to disk, then renamed over ``path``."""
+    from safetensors.torch import save_file
+
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata={key: json.dumps(header)})
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path

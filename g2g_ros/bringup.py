@@ -81,6 +81,7 @@ def node_commands(graph: Graph, args: Dict[str, str]) -> List[List[str]]:
             cmd += ["--params-file", p]
         overrides = node_parameter_overrides(spec, args)
         overrides.append(("use_sim_time", "true" if is_true(args["use_sim_time"]) else "false"))
+        overrides.append(("autostart", "true" if is_true(args["autostart"]) else "false"))
         for name, value in overrides:
             cmd += ["-p", f"{name}:={value}"]
         commands.append(cmd)

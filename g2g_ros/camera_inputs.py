@@ -54,6 +54,13 @@ class CameraInputs:
             self._subs.append(node.create_subscription(
                 CameraInfo, f"{cam}/{camera_info_topic}", self._info_cb(cam), qos,
                 callback_group=callback_group))
+        self._node = node
+
+    def destroy(self) -> None:
+        """Unsubscribe every stream (a deactivated node receives nothing)."""
+        for sub in self._subs:
+            self._node.destroy_subscription(sub)
+        self._subs = []
 
     def _image_cb(self, cam: str):
         def cb(msg):

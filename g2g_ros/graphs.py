@@ -43,6 +43,8 @@ COMMON_ARGUMENTS = (
     LaunchArgument("params_file", "", "extra YAML parameter file applied after the rig file"),
     LaunchArgument("rig", "sim", "rig preset: a file config/<rig>.yaml (sim, nclt, zjh)"),
     LaunchArgument("use_sim_time", "false", "use /clock (bag replay)"),
+    LaunchArgument("autostart", "true", "configure and activate the (lifecycle) nodes at "
+                   "start-up; false: they wait unconfigured for a lifecycle manager"),
     LaunchArgument("namespace", "", "namespace for all nodes"),
     LaunchArgument("device", "cpu", "torch device for the model (cpu, cuda, cuda:1)"),
     LaunchArgument("log_level", "info", "ROS log level"),

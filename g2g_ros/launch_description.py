@@ -2,6 +2,11 @@
 
 Imported only by ``launch/*.launch.py`` on a full ROS 2 install (the launch packages are not
 installable here; ``g2g-bringup`` starts the same graphs).
+
+The nodes are managed (lifecycle) nodes, started with ``launch_ros.actions.LifecycleNode`` so
+that their state transitions are visible to launch event handlers. With the launch argument
+``autostart:=true`` (default) each node configures and activates itself (its ``autostart``
+parameter); with ``autostart:=false`` they wait, unconfigured, for a lifecycle manager.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ def generate(graph_name: str):
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
     from launch.substitutions import LaunchConfiguration
-    from launch_ros.actions import Node
+    from launch_ros.actions import LifecycleNode
 
     graph = GRAPHS[graph_name]
 
@@ -32,7 +37,8 @@ def generate(graph_name: str):
                 continue
             overrides = dict(node_parameter_overrides(spec, args))
             overrides["use_sim_time"] = is_true(args["use_sim_time"])
-            actions.append(Node(
+            overrides["autostart"] = is_true(args["autostart"])
+            actions.append(LifecycleNode(
                 package=PACKAGE, executable=spec.executable, name=spec.name,
                 namespace=args["namespace"], parameters=params + [overrides],
                 arguments=["--ros-args", "--log-level", args["log_level"]], output="screen",

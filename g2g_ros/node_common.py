@@ -139,6 +139,22 @@ class Worker:
                     self.done += 1
                     self._cv.notify_all()
 
+    def discard(self, kinds: Optional[Sequence[str]] = None) -> int:
+        """Drop the queued jobs of ``kinds`` (all when None), counted as dropped; a running job
+        finishes. Returns how many were dropped."""
+        with self._cv:
+            keep = collections.deque()
+            n = 0
+            for kind, job in self._jobs:
+                if kinds is None or kind in kinds:
+                    self.dropped[kind] += 1
+                    n += 1
+                else:
+                    keep.append((kind, job))
+            self._jobs = keep
+            self._cv.notify_all()
+        return n
+
     def wait_idle(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         with self._cv:
@@ -246,16 +262,3 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-
-
-def configure_and_activate(node) -> None:
-    """Run ``node.configure()`` then ``node.activate()``; a bad parameter, file or checkpoint is
-    logged and reported (``node.problems``), and the node stays up unconfigured."""
-    try:
-        node.configure()
-        activate = getattr(node, "activate", None)
-        if activate is not None:
-            activate()
-    except (ValueError, FileNotFoundError, OSError) as exc:
-        node.problems.report("configuration", str(exc))
-        node.get_logger().error(f"not configured: {exc}")

@@ -118,6 +118,13 @@ class RigOdometry:
         self._seen = 0
         self.rejected = 0
 
+    def restart_chain(self) -> None:
+        """Keep the pose and covariance, forget the previous keyframe: the next group starts a
+        new chain from the kept pose (after a pause of the input, when the group before the
+        pause and the one after may no longer overlap)."""
+        self._previous = None
+        self._seen = 0
+
     def _group(self, frames: RigFrames) -> Group:
         missing = [c for c in frames.cameras if c not in self.base_T_cam]
         if missing:

@@ -35,16 +35,20 @@ class TransformBroadcaster:
         node: the rclpy node that owns the publisher.
         static: publish on ``/tf_static`` with latched semantics instead of ``/tf``.
         topic / qos: overrides of the standard topic and QoS.
+        lifecycle: use a lifecycle publisher of ``node`` (an ``rclpy.lifecycle`` node): the
+            transforms are sent only while the node is active.
     """
 
     def __init__(self, node: Node, static: bool = False, topic: Optional[str] = None,
-                 qos: Optional[QoSProfile] = None) -> None:
+                 qos: Optional[QoSProfile] = None, lifecycle: bool = False) -> None:
         from tf2_msgs.msg import TFMessage
 
         self.static = static
         self._node = node
+        self._lifecycle = lifecycle
         self._static_set: Dict[str, Any] = {}
-        self._publisher = node.create_publisher(
+        create = node.create_lifecycle_publisher if lifecycle else node.create_publisher
+        self._publisher = create(
             TFMessage,
             topic or ("/tf_static" if static else "/tf"),
             qos or (static_broadcaster_qos() if static else dynamic_broadcaster_qos()),
@@ -69,4 +73,7 @@ class TransformBroadcaster:
         self.send(matrix_to_transform_stamped(pose, parent, child, stamp_ns))
 
     def destroy(self) -> None:
-        self._node.destroy_publisher(self._publisher)
+        if self._lifecycle:
+            self._node.destroy_lifecycle_publisher(self._publisher)
+        else:
+            self._node.destroy_publisher(self._publisher)

@@ -86,6 +86,15 @@ def test_rig_pairs_bounded_distance():
         rig_pairs(poses, poses, max_distance=0.0)
 
 
+def test_rig_pairs_max_frame_gap_keeps_consecutive_keyframes():
+    poses = np.stack([make_pose(np.eye(3), [0.2 * k, 0.0, 1.0]) for k in range(10)])
+    odo = rig_pairs(poses, poses, max_distance=5.0, same_trajectory=True, max_frame_gap=2)
+    assert sorted((i, j) for i, j, *_ in odo) == sorted(
+        [(i, i + 1) for i in range(9)] + [(i, i + 2) for i in range(8)])
+    with pytest.raises(ValueError, match="max_frame_gap"):
+        rig_pairs(poses, poses, max_distance=5.0, max_frame_gap=2)
+
+
 def test_frames_pair_index_is_told_apart_from_window_pairs(tmp_path):
     rows = [FramesPair("s/t0", "cam1", FramesPair.format_frames([4, 6, 9]), "s/t1", "cam0",
                        "0 1 3", 1.0)]

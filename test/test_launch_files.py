@@ -18,12 +18,20 @@ from g2g_ros import bringup
 from g2g_ros.graphs import GRAPHS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-REQUIRED_ARGS = {"params_file", "use_sim_time", "namespace", "device", "log_level"}
+REQUIRED_ARGS = {"params_file", "use_sim_time", "namespace", "device", "log_level", "autostart"}
 
 
 class _Recorder:
     def __init__(self, *args, **kwargs):
         self.args, self.kwargs = args, kwargs
+
+
+class _LifecycleNode(_Recorder):
+    """Stands in for launch_ros.actions.LifecycleNode (name and namespace are required)."""
+
+    def __init__(self, *args, **kwargs):
+        assert "name" in kwargs and "namespace" in kwargs, kwargs
+        super().__init__(*args, **kwargs)
 
 
 class _LaunchConfiguration:
@@ -51,6 +59,7 @@ def launch_api(monkeypatch):
     launch_ros = types.ModuleType("launch_ros")
     ros_actions = types.ModuleType("launch_ros.actions")
     ros_actions.Node = _Recorder
+    ros_actions.LifecycleNode = _LifecycleNode
     import ament_index_python.packages as ament
 
     # The source tree stands in for share/g2g_ros (it holds config/ and launch/).
@@ -78,7 +87,8 @@ def _console_scripts():
 def test_launch_file_declares_arguments_and_real_nodes(launch_api, graph):
     module = _load(ROOT / "launch" / f"{graph}.launch.py")
     entities = module.generate_launch_description()
-    declared = {e.args[0]: e.kwargs for e in entities if isinstance(e, _Recorder)}
+    declared = {e.args[0]: e.kwargs for e in entities
+                if isinstance(e, _Recorder) and not isinstance(e, _LifecycleNode)}
     assert REQUIRED_ARGS <= set(declared)
     assert all(kw["description"] for kw in declared.values())
     if graph == "relocalize":
@@ -93,6 +103,7 @@ def test_launch_file_declares_arguments_and_real_nodes(launch_api, graph):
     assert nodes, "the graph starts no node"
     scripts = _console_scripts()
     for node in nodes:
+        assert isinstance(node, _LifecycleNode), "the nodes are managed (lifecycle) nodes"
         kw = node.kwargs
         assert kw["package"] == "g2g_ros"
         target = scripts.get(kw["executable"])
@@ -105,6 +116,7 @@ def test_launch_file_declares_arguments_and_real_nodes(launch_api, graph):
             data = yaml.safe_load(pathlib.Path(f).read_text())
             assert kw["name"] in data and "ros__parameters" in data[kw["name"]], f
         assert overrides[-1]["use_sim_time"] is False
+        assert overrides[-1]["autostart"] is True  # the nodes configure + activate themselves
         if kw["name"] == "relocalize":
             assert overrides[-1]["map_path"] == "/maps/office.g2gmap"
     if graph == "relocalize":
@@ -139,6 +151,7 @@ def test_bringup_starts_the_same_graph(graph):
         assert cmd[1] == "-m" and cmd[2] in bringup.NODE_MODULES.values()
         assert str(ROOT / "config" / "nclt.yaml") in cmd
         assert "use_sim_time:=false" in cmd
+        assert "autostart:=true" in cmd
     with pytest.raises(ValueError, match="unknown launch argument"):
         bringup.parse_launch_args(GRAPHS[graph], ["bogus:=1"])
     with pytest.raises(ValueError, match="no parameter file for rig"):

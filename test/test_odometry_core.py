@@ -92,6 +92,29 @@ def test_disagreeing_cameras_are_rejected_and_state_kept():
     assert odo.rejected == 1
 
 
+def test_restart_chain_keeps_pose_and_covariance():
+    # After a pause (a deactivated node), the next group starts a new chain from the kept pose
+    # instead of being compared with the group before the pause.
+    step = make_pose(np.eye(3), [0.0, 0.0, 0.5])  # camera-frame forward motion
+    calls = []
+
+    def estimate(a, b):
+        calls.append((a.stamps[0], b.stamps[0]))
+        return np.stack([step, invert_pose(BASE_T_CAM["front"]) @ BASE_T_CAM["left"] @ step])
+
+    odo = RigOdometry(estimate, BASE_T_CAM, max_spread_m=10.0)
+    odo.process(_frames(1))
+    moved = odo.process(_frames(2)).odom_T_base
+    covariance = odo.covariance.copy()
+    odo.restart_chain()
+    resumed = odo.process(_frames(100))
+    assert resumed.is_initial and len(calls) == 1, "no estimate across the pause"
+    np.testing.assert_array_equal(resumed.odom_T_base, moved)
+    np.testing.assert_array_equal(resumed.covariance, covariance)
+    odo.process(_frames(101))
+    assert calls[-1] == (100, 101)
+
+
 def test_rotation_vector_and_fusion():
     for v in ([0.1, -0.2, 0.3], [0, 0, np.pi], [np.pi / np.sqrt(2), -np.pi / np.sqrt(2), 0]):
         np.testing.assert_allclose(rotation_vector(axis_angle_to_matrix(np.array(v))), v,

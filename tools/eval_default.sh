@@ -9,7 +9,7 @@ RELOC=${RELOC:-g2g_model/assets/g2g_reloc_compact.safetensors}
 RIG=${RIG:-g2g_model/assets/g2g_rig_compact.safetensors}
 N=${N:-100}
 N_EXTRA=${N_EXTRA:-60}
-STAGES=${STAGES:-"reloc_clean rig_clean reloc_noisy"}
+STAGES=${STAGES:-"reloc_clean rig_odom_clean rig_clean reloc_noisy"}
 for stage in $STAGES; do
   case $stage in
     reloc_clean) $EVAL --task reloc --root data/sim_test --index pairs_w5.json \
@@ -18,6 +18,9 @@ for stage in $STAGES; do
     reloc_noisy) $EVAL --task reloc --root data/sim_test --index pairs_w5.json \
       --checkpoint "$RELOC" --classical --ablation --identity --max-pairs "$N_EXTRA" --mode noisy \
       --out outputs/eval_reloc_noisy -q ;;
+    rig_odom_clean) $EVAL --task rig --root data/sim_test --index rig_odom_pairs.csv \
+      --checkpoint "$RIG" --classical --ablation --identity --max-pairs "$N" \
+      --out outputs/eval_rig_odom_clean -q ;;
     rig_clean) $EVAL --task rig --root data/sim_test --index rig_pairs.csv \
       --checkpoint "$RIG" --classical --ablation --identity --max-pairs "$N_EXTRA" \
       --out outputs/eval_rig_clean -q ;;

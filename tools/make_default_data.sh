@@ -17,6 +17,9 @@ $SIM --out "$DATA/sim_val" --split val --num-scenes 2 --traversals 2 $COMMON
 for split in train test; do
   root="$DATA/sim_$split"
   $G2GDATA rig-pairs "$root" --max-distance 1.0 --min-frame-gap 1 --max-pairs 400
+  # Odometry pairs: the same traversal, keyframes 1-3 frames apart (what rig_odometry sees).
+  $G2GDATA rig-pairs "$root" --max-distance 3 --max-frame-gap 3 --max-pairs 400 \
+    --out "$root/rig_odom_pairs.csv"
   n=0
   for scene in "$root"/scene_*; do
     if [ "$split" = train ] && [ "$n" -ge "$LABEL_SCENES" ]; then break; fi

@@ -11,11 +11,11 @@ $TRAIN compact_pretrain -q
 $TRAIN compact_pretrain_long -q
 # Stage 2: relocalization G2G on cached frozen features, overlap curriculum.
 $TRAIN reloc_compact -q --threads 1
-# Rig odometry, starting from the relocalization model.
-$TRAIN rig_compact -q --threads 1
+# Rig odometry (consecutive keyframes of one traversal), starting from the relocalization model.
+$TRAIN rig_odom_compact -q --threads 1
 
 mkdir -p g2g_model/assets
 install -m 644 outputs/reloc_compact/model.safetensors \
   g2g_model/assets/g2g_reloc_compact.safetensors
-install -m 644 outputs/rig_compact/model.safetensors g2g_model/assets/g2g_rig_compact.safetensors
+install -m 644 outputs/rig_odom_compact/model.safetensors g2g_model/assets/g2g_rig_compact.safetensors
 echo "default models written to g2g_model/assets/"

@@ -105,7 +105,9 @@ def _import_builtin_backbones() -> None:
     # this base module stays cheap and free of side effects.
     import importlib
 
-    for module in ("g2g_model.backbones.mapanything_v1", "g2g_model.backbones.compact"):
+    # upstream_mapanything imports Meta's package only when an adapter is built.
+    for module in ("g2g_model.backbones.mapanything_v1", "g2g_model.backbones.compact",
+                   "g2g_model.backbones.upstream_mapanything"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

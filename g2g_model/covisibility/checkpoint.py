@@ -13,16 +13,13 @@ encoder is refused when the caller says which encoder it uses.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import pathlib
-import tempfile
 from typing import Dict, Optional, Tuple
 
 import torch
 
-from g2g_model.tagged_safetensors import read_tagged
+from g2g_model.tagged_safetensors import read_tagged, write_tagged
 
 from g2g_model.covisibility.model import CovisibilityConfig, CovisibilityDecoder
 
@@ -50,7 +47,6 @@ def save_checkpoint(
 
     ``extra`` is any JSON-serialisable record kept with it (e.g. the training config).
     """
-    from safetensors.torch import save_file
 
     path = pathlib.Path(path)
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in
@@ -70,18 +66,7 @@ def save_checkpoint(
         "preset": preset, "encoder": encoder or {}, "step": int(step),
         "metrics": metrics or {}, "optimizer": optim_meta, "extra": extra or {},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={CKPT_FORMAT: json.dumps(meta)})
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return write_tagged(path, CKPT_FORMAT, meta, tensors)
 
 
 def _read(path) -> Tuple[Dict, Dict[str, torch.Tensor]]:

@@ -20,16 +20,13 @@ frame the candidates are all its b frames.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import pathlib
-import tempfile
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from g2g_model.tagged_safetensors import read_tagged
+from g2g_model.tagged_safetensors import read_tagged, write_tagged
 
 from g2g_model.covisibility.labels import pair_labels, resize_depth
 
@@ -101,7 +98,6 @@ class CovisibilitySamples(torch.utils.data.Dataset):
 
 def save_samples(samples: CovisibilitySamples, path) -> pathlib.Path:
     """Write a sample file atomically (temporary file, fsync, rename)."""
-    from safetensors.torch import save_file
 
     path = pathlib.Path(path)
     tensors = {
@@ -114,18 +110,7 @@ def save_samples(samples: CovisibilitySamples, path) -> pathlib.Path:
     if samples.scene is not None:
         tensors["scene"] = samples.scene.long().contiguous()
     meta = {"version": SAMPLES_VERSION, "encoder": samples.encoder, "source": samples.source}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={SAMPLES_FORMAT: json.dumps(meta)})
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return write_tagged(path, SAMPLES_FORMAT, meta, tensors)
 
 
 def load_samples(path, expect_encoder: Optional[Dict] = None) -> CovisibilitySamples:

@@ -143,10 +143,13 @@ def cmd_rig_pairs(args: argparse.Namespace) -> dict:
         readers = [TrajectoryReader(t) for t in trajs]
         for ra, rb in itertools.combinations_with_replacement(readers, 2):
             same = ra.path == rb.path
+            if args.max_frame_gap is not None and not same:
+                continue
             for i, j, d, y in rig_pairs(ra.world_T_body, rb.world_T_body, args.max_distance,
                                         args.min_distance, same_trajectory=same,
                                         min_frame_gap=args.min_frame_gap,
-                                        max_pairs=args.max_pairs, seed=args.seed):
+                                        max_pairs=args.max_pairs, seed=args.seed,
+                                        max_frame_gap=args.max_frame_gap):
                 pairs.append(RigPair(str(ra.path.relative_to(args.root)), i,
                                      str(rb.path.relative_to(args.root)), j, round(d, 4),
                                      round(y, 2)))
@@ -260,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-distance", type=float, default=1.0)
     r.add_argument("--min-distance", type=float, default=0.0)
     r.add_argument("--min-frame-gap", type=int, default=1)
+    r.add_argument("--max-frame-gap", type=int,
+                   help="odometry pairs: same traversal only, at most this many frames apart")
     r.add_argument("--max-pairs", type=int, default=2000, help="per trajectory pair")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--out", type=Path, help="index path (.csv or .json)")

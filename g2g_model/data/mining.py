@@ -193,18 +193,25 @@ def _read_rows(path: Path) -> list:
 
 def rig_pairs(world_T_body_a: np.ndarray, world_T_body_b: np.ndarray, max_distance: float,
               min_distance: float = 0.0, same_trajectory: bool = False, min_frame_gap: int = 1,
-              max_pairs: int | None = None, seed: int = 0) -> list[tuple[int, int, float, float]]:
+              max_pairs: int | None = None, seed: int = 0,
+              max_frame_gap: int | None = None) -> list[tuple[int, int, float, float]]:
     """Frame pairs ``(i, j, distance_m, yaw_deg)`` with body distance in
     ``[min_distance, max_distance]``.
 
     Args:
         world_T_body_a, world_T_body_b: ``[T_A,4,4]``, ``[T_B,4,4]``.
         same_trajectory: A and B are the same traversal: keep ``j - i >= min_frame_gap`` only.
+        max_frame_gap: with ``same_trajectory``, also keep ``j - i <= max_frame_gap`` only
+            (consecutive keyframes, the rig-odometry regime).
         max_pairs: subsample uniformly at random (seeded) to at most this many.
     """
     if max_distance <= 0 or min_distance < 0 or min_distance > max_distance:
         raise ValueError(f"need 0 <= min_distance <= max_distance, max_distance > 0; got "
                          f"{min_distance}, {max_distance}")
+    if max_frame_gap is not None and (not same_trajectory
+                                      or max_frame_gap < max(1, min_frame_gap)):
+        raise ValueError(f"max_frame_gap={max_frame_gap} needs same_trajectory and "
+                         f">= min_frame_gap={min_frame_gap}")
     pa = np.asarray(world_T_body_a, dtype=np.float64)
     pb = np.asarray(world_T_body_b, dtype=np.float64)
     dist = np.linalg.norm(pa[:, None, :3, 3] - pb[None, :, :3, 3], axis=-1)
@@ -212,6 +219,8 @@ def rig_pairs(world_T_body_a: np.ndarray, world_T_body_b: np.ndarray, max_distan
     if same_trajectory:
         ia, ib = np.meshgrid(np.arange(len(pa)), np.arange(len(pb)), indexing="ij")
         ok &= (ib - ia) >= max(1, min_frame_gap)
+        if max_frame_gap is not None:
+            ok &= (ib - ia) <= max_frame_gap
     i, j = np.nonzero(ok)
     if max_pairs is not None and len(i) > max_pairs:
         pick = np.sort(np.random.default_rng(seed).choice(len(i), max_pairs, replace=False))

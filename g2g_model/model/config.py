@@ -56,6 +56,11 @@ class G2GConfig:
         cross_group_attention: False gives the no-cross-group ablation: the bridge's merged
             self-attention gets a block-diagonal mask so A tokens only see A and B only B.
         rotation_loss: ``chordal_l1`` (mean |R_hat^T R - I|) or ``frobenius_sq`` (/9).
+        feature_norm_patches: P > 0 standardises the backbone features per patch and channel
+            with fixed statistics (buffers ``feature_mean`` / ``feature_scale`` ``[P, D_in]``,
+            set from training features, saved in the checkpoint) before the input projection.
+            Our addition, for backbones whose tokens carry the image in a small part of a large
+            constant (the CPU-trained compact default); 0 (off) in the paper's models.
     """
 
     hidden_dim: int = 768
@@ -74,12 +79,13 @@ class G2GConfig:
     reinject_anchor_after_merge: bool = True
     cross_group_attention: bool = True
     rotation_loss: str = "chordal_l1"
+    feature_norm_patches: int = 0
 
     def __post_init__(self) -> None:
         for name in ("hidden_dim", "num_heads", "num_latents", "pose_head_hidden_dim",
                      "max_frames", "input_dim"):
             _check_int(name, getattr(self, name), minimum=1)
-        for name in ("resampler_layers", "bridge_layers"):
+        for name in ("resampler_layers", "bridge_layers", "feature_norm_patches"):
             _check_int(name, getattr(self, name), minimum=0)
         # One hidden block at least: with zero blocks the official output Linear would read an
         # H-wide feature that does not exist.

@@ -53,6 +53,34 @@ class G2GModel(nn.Module):
         self.resampler = PerceiverResampler(config)
         self.bridge = CrossGroupBridge(config)
         self.pose_head = MultiFramePoseHead(config)
+        if config.feature_norm_patches:
+            shape = (config.feature_norm_patches, config.input_dim)
+            self.register_buffer("feature_mean", torch.zeros(shape))
+            self.register_buffer("feature_scale", torch.ones(shape))
+
+    @torch.no_grad()
+    def set_feature_statistics(self, features: torch.Tensor, eps: float = 1e-6) -> None:
+        """Set the standardisation of ``feature_norm_patches`` from ``[..., P, D_in]`` features
+        (any leading shape: groups, frames): per patch and channel mean and 1 / std."""
+        cfg = self.config
+        if not cfg.feature_norm_patches:
+            raise ValueError("set_feature_statistics needs feature_norm_patches > 0")
+        flat = features.detach().reshape(-1, *features.shape[-2:]).double()
+        if tuple(flat.shape[1:]) != tuple(self.feature_mean.shape) or flat.shape[0] < 2:
+            raise ValueError(f"feature statistics need >= 2 samples of "
+                             f"[P={cfg.feature_norm_patches}, D_in={cfg.input_dim}], got "
+                             f"{list(features.shape)}")
+        self.feature_mean.copy_(flat.mean(0))
+        self.feature_scale.copy_(1.0 / (flat.std(0) + eps))
+
+    def normalize_features(self, features: torch.Tensor, name: str) -> torch.Tensor:
+        """``(features - mean) * scale`` when ``feature_norm_patches`` is set, else unchanged."""
+        if not self.config.feature_norm_patches:
+            return features
+        if features.shape[-2] != self.config.feature_norm_patches:
+            raise ValueError(f"{name} has {features.shape[-2]} patches, the feature statistics "
+                             f"of this model cover {self.config.feature_norm_patches}")
+        return (features - self.feature_mean) * self.feature_scale
 
     def check_inputs(self, features_a: torch.Tensor, features_b: torch.Tensor) -> None:
         """Raise ``ValueError`` naming the offending input when shapes do not fit the config."""
@@ -101,8 +129,8 @@ class G2GModel(nn.Module):
         """
         self.check_inputs(features_a, features_b)
         frames_a = features_a.shape[1]
-        feats_a = self.embed_proj(features_a)
-        feats_b = self.embed_proj(features_b)
+        feats_a = self.embed_proj(self.normalize_features(features_a, "features_a"))
+        feats_b = self.embed_proj(self.normalize_features(features_b, "features_b"))
         latents_a = self.resampler(feats_a)
         latents_b = self.resampler(feats_b)
         tokens_a, tokens_b, bridge_inter = self.bridge(

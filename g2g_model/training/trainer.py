@@ -371,9 +371,28 @@ class Trainer:
         return path
 
     # ------------------------------------------------------------------ loop
+    def _set_feature_statistics(self, max_pairs: int = 256) -> None:
+        """A fresh run of a model with ``feature_norm_patches`` (not initialised from a
+        checkpoint): its standardisation from the frozen features of the first ``max_pairs``
+        training pairs (seeded, the same on every rank). Resumed runs restore it from the state."""
+        if self.g2g is None or not self.g2g.config.feature_norm_patches or \
+                self.config.model.init_from:
+            return
+        gen = torch.Generator().manual_seed(self.config.seed)
+        feats = []
+        indices = list(range(min(max_pairs, len(self.dataset))))
+        for start in range(0, len(indices), self.config.optim.batch_size):
+            fa, fb, _, _ = self._pair_batch(indices[start:start + self.config.optim.batch_size],
+                                            gen)
+            feats += [fa.flatten(0, 1).cpu(), fb.flatten(0, 1).cpu()]
+        self.g2g.set_feature_statistics(torch.cat(feats))
+        logger.info("feature standardisation from %d frames of %d pairs",
+                    sum(len(f) for f in feats), len(indices))
+
     def run(self) -> Dict:
         cfg = self.config
-        self.load_state()
+        if not self.load_state():
+            self._set_feature_statistics()
         start_step = self.curriculum.step
         total = cfg.optim.max_steps or None
         bar = tqdm(total=total, initial=start_step, desc=f"train {cfg.task}", unit="step",

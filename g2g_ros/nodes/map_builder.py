@@ -6,6 +6,11 @@ becomes a keyframe of its camera when the camera moved ``min_translation_m`` or 
 ``min_rotation_deg`` since that camera's last keyframe. Images are stored resized to the
 model's input size (PNG). ``~/save_map`` encodes every keyframe once with the model's backbone
 (the features relocalization compares) and writes the map atomically.
+
+A managed (lifecycle) node, see :mod:`g2g_ros.managed_node`: configure loads the model and creates
+the services; activate subscribes the cameras (recording); deactivate pauses the recording and
+keeps the keyframes (``~/save_map`` still works); cleanup forgets them; ``autostart`` (default
+true) does configure + activate at start-up.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import time
 
 import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 
 from g2g_model.geometry import relative_pose, rotation_angle_deg
 from g2g_model.groups import resize_with_intrinsics
@@ -23,62 +27,56 @@ from g2g_model.maps import G2GMap, MapFrame, encode_image, save_map
 from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
+from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    configure_and_activate,
-    spin_node,
-    ProblemLog, Worker, declare, diagnostic_status, load_pipeline, steady_timer,
+    diagnostic_status, load_pipeline, sensor_qos, spin_node, steady_timer,
 )
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 
 
-class MapBuilderNode(Node):
+class MapBuilderNode(ManagedNode):
     """See the module docstring."""
 
     def __init__(self, **kwargs):
         super().__init__("map_builder", **kwargs)
-        self.problems = ProblemLog()
         self.lock = threading.Lock()
         self.frames = []
         self.last_pose = {}
-        self.configured = False
         self.frames_seen = 0
-        d = lambda *a, **k: declare(self, *a, **k)  # noqa: E731
-        self.p = {
-            "cameras": d("cameras", ["cam0"], "cameras to record", True),
-            "image_topic": d("image_topic", "image_raw", "image topic under each camera", True),
-            "camera_info_topic": d("camera_info_topic", "camera_info", "camera_info topic", True),
-            "use_compressed": d("use_compressed", False, "subscribe CompressedImage", True),
-            "sensor_qos_reliability": d("sensor_qos_reliability", "best_effort",
-                                        "QoS of the camera streams", True),
-            "map_frame": d("map_frame", "map", "frame the keyframe poses are expressed in", True),
-            "base_frame": d("base_frame", "base_link", "robot body frame", True),
-            "camera_frame_suffix": d("camera_frame_suffix", "_optical_frame",
-                                     "optical frame of camera c is <c><suffix>", True),
-            "extrinsics_source": d("extrinsics_source", "tf_static", "'tf_static' or 'yaml'",
-                                   True),
-            "calibration_file": d("calibration_file", "", "YAML rig calibration", True),
-            "min_translation_m": d("min_translation_m", 0.2, "keyframe spacing (translation)",
-                                   True),
-            "min_rotation_deg": d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True),
-            "max_keyframes": d("max_keyframes", 20000, "stop recording beyond this", True),
-            "checkpoint": d("checkpoint", "", "G2G checkpoint whose backbone encodes the map",
-                            True),
-            "device": d("device", "cpu", "torch device", True),
-            "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
-        }
+        self.pipeline = self.rig = self.tf_buffer = self.tf_listener = self.inputs = None
+        self.srvs: list = []
+        # A 4th argument True: read at configure (settable while unconfigured, see ManagedNode).
+        d = self.declare
+        d("cameras", ["cam0"], "cameras to record", True)
+        d("image_topic", "image_raw", "image topic under each camera", True)
+        d("camera_info_topic", "camera_info", "camera_info topic", True)
+        d("use_compressed", False, "subscribe CompressedImage", True)
+        d("sensor_qos_reliability", "best_effort", "QoS of the camera streams", True)
+        d("map_frame", "map", "frame the keyframe poses are expressed in", True)
+        d("base_frame", "base_link", "robot body frame", True)
+        d("camera_frame_suffix", "_optical_frame",
+          "optical frame of camera c is <c><suffix>", True)
+        d("extrinsics_source", "tf_static", "'tf_static' or 'yaml'", True)
+        d("calibration_file", "", "YAML rig calibration", True)
+        d("min_translation_m", 0.2, "keyframe spacing (translation)", True)
+        d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True)
+        d("max_keyframes", 20000, "stop recording beyond this", True)
+        d("checkpoint", "", "G2G checkpoint whose backbone encodes the map", True)
+        d("device", "cpu", "torch device", True)
+        d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
         from diagnostic_msgs.msg import DiagnosticArray
 
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.worker = Worker("g2g_map_builder", maxlen=32, on_error=self._on_error)
         steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
-        configure_and_activate(self)
+        self.start_lifecycle()
 
     def configure(self) -> None:
         from std_srvs.srv import Trigger
 
         from g2g_msgs.srv import SaveMap
 
+        sensor_qos(self.p["sensor_qos_reliability"])  # raises naming a bad value
         self.tf_buffer = TFBuffer(cache_duration_ns=30 * 10**9)
         self.tf_listener = TransformListener(self.tf_buffer, self)
         self.rig = None
@@ -88,15 +86,39 @@ class MapBuilderNode(Node):
             raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
                              f"got {self.p['extrinsics_source']!r}")
         self.pipeline = load_pipeline(self.p["checkpoint"], self.p["device"], "relocalization")
+        group = ReentrantCallbackGroup()
+        self.srvs = [
+            self.create_service(SaveMap, "~/save_map", self._srv_save, callback_group=group),
+            self.create_service(Trigger, "~/clear", self._srv_clear, callback_group=group)]
+        self.start_worker("g2g_map_builder", maxlen=32, on_error=self._on_error)
+
+    def activate(self) -> None:
         self.inputs = CameraInputs(self, list(self.p["cameras"]), self._on_image,
                                    self.p["image_topic"], self.p["camera_info_topic"],
                                    self.p["use_compressed"], self.p["sensor_qos_reliability"])
-        group = ReentrantCallbackGroup()
-        self.create_service(SaveMap, "~/save_map", self._srv_save, callback_group=group)
-        self.create_service(Trigger, "~/clear", self._srv_clear, callback_group=group)
-        self.configured = True
         self.get_logger().info(f"recording keyframes of {list(self.p['cameras'])} in frame "
                                f"{self.p['map_frame']}")
+
+    def deactivate(self) -> None:
+        # Recording pauses; the keyframes are kept and ~/save_map still works.
+        if self.inputs is not None:
+            self.inputs.destroy()  # the object stays: a job in progress may read intrinsics
+        if self.worker is not None:
+            self.worker.discard(("frame",))
+            self.worker.wait_idle(timeout=30.0)
+
+    def cleanup(self) -> None:
+        self.stop_worker()
+        if self.inputs is not None:
+            self.inputs.destroy()
+        for srv in self.srvs:
+            self.destroy_service(srv)
+        if self.tf_listener is not None:
+            self.tf_listener.destroy()
+        self.srvs, self.inputs, self.tf_listener = [], None, None
+        self.pipeline = self.rig = self.tf_buffer = None
+        with self.lock:
+            self.frames, self.last_pose = [], {}
 
     def _on_image(self, cam: str, stamp: int, msg) -> None:
         self.worker.submit("frame", lambda: self._add(cam, stamp, msg))
@@ -198,21 +220,18 @@ class MapBuilderNode(Node):
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 
         problems = self.problems.recent()
-        values = {"keyframes": len(self.frames), "frames_seen": self.frames_seen}
+        values = {"keyframes": len(self.frames), "frames_seen": self.frames_seen,
+                  "lifecycle_state": self.lifecycle_state}
         values.update({f"problem {k}": m for k, m in problems})
-        level = DiagnosticStatus.WARN if problems else DiagnosticStatus.OK
-        if not self.configured:
-            level = DiagnosticStatus.ERROR
+        level = self.lifecycle_level(DiagnosticStatus.WARN if problems else DiagnosticStatus.OK)
         text = "; ".join(f"{k}: {m}" for k, m in problems) or f"{len(self.frames)} keyframes"
+        if not self.active:
+            text = f"{self.lifecycle_text()}: {text}"
         arr = DiagnosticArray()
         arr.header.stamp = self.get_clock().now().to_msg()
         arr.status = [diagnostic_status(f"{self.get_name()}: map builder", "g2g_map", level,
                                         text, values)]
         self.diag_pub.publish(arr)
-
-    def destroy_node(self):
-        self.worker.stop()
-        return super().destroy_node()
 
 
 def main(args=None) -> None:

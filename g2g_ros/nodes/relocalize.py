@@ -22,6 +22,13 @@ previous one (evaluation: the same bag gives the same localizations on any machi
 Accepts ``/initialpose`` as a hint (one stamped ahead of the odometry is held until the
 odometry at its stamp arrives). Services: ``~/load_map``, ``~/localize``, ``~/reset``,
 ``~/pause``, ``~/resume``.
+
+A managed (lifecycle) node, see :mod:`g2g_ros.managed_node`: configure loads the model and the
+map named by ``map_path`` (a missing or bad map makes configure fail, with the reason in the
+diagnostics); activate subscribes the camera and ``/initialpose`` and starts the map->odom
+re-sending and the periodic relocalization; deactivate stops them and keeps the map, the
+correction and the query window (``~/load_map`` also works while inactive); ``autostart``
+(default true) does configure + activate at start-up.
 """
 
 from __future__ import annotations
@@ -33,7 +40,6 @@ from typing import Optional
 import numpy as np
 import torch
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 
 from g2g_model.geometry import invert_pose
 from g2g_model.groups import Group
@@ -42,11 +48,10 @@ from g2g_model.window_selection import best_window, descriptor_similarity
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
+from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    configure_and_activate,
-    spin_node,
-    ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, stamp_ns,
-    steady_timer, to_stamp,
+    StageTimes, diagnostic_status, load_pipeline, sensor_qos, spin_node, stamp_ns, steady_timer,
+    to_stamp,
 )
 from g2g_ros.pose_msgs import matrix_to_pose_msg, pose_msg_to_matrix
 from g2g_ros.reloc_core import (
@@ -59,109 +64,102 @@ from g2g_ros.tf_listener import TransformListener
 STAGES = ("convert", "select", "g2g", "total")
 
 
-class RelocalizeNode(Node):
+class RelocalizeNode(ManagedNode):
     """See the module docstring."""
 
     def __init__(self, **kwargs):
         super().__init__("relocalize", **kwargs)
-        self.problems = ProblemLog()
         self.stages = StageTimes(STAGES)
         self.lock = threading.Lock()
-        self.configured = False
         self.paused = False
-        self.gmap = None
-        self.map_tokens = None
+        self.localize_attempts = 0
+        self.frames_dropped = 0
+        self._forget_state()
+        # Created by configure(), released by cleanup().
+        self.pipeline = self.covis = self.rig = None
+        self.gate: Optional[CorrectionGate] = None
+        self.buffer: Optional[QueryBuffer] = None
+        self.tf_buffer: Optional[TFBuffer] = None
+        self.tf_listener: Optional[TransformListener] = None
+        self.pose_pub = self.align_pub = self.processed_pub = None
+        self.tf_broadcaster: Optional[TransformBroadcaster] = None
+        self.srvs: list = []
+        self.odom_sub = None
+        # Created by activate(), removed by deactivate().
+        self.inputs: Optional[CameraInputs] = None
+        self.initialpose_sub = None
+        self.timers_active: list = []
+        self._declare_parameters()
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        from g2g_msgs.msg import EstimatorStatus
+
+        # Health is reported in every lifecycle state: ordinary publishers and a timer.
+        self.status_pub = self.create_publisher(EstimatorStatus, "~/status", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.services_group = ReentrantCallbackGroup()
+        steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
+        self.start_lifecycle()
+
+    def _forget_state(self) -> None:
+        self.gmap = self.windows = self.map_tokens = None
         self.map_path = ""
         self.hint: Optional[np.ndarray] = None  # provisional map->odom from /initialpose
         self.pending_initialpose = None         # (stamp, map_T_base) awaiting its odometry
-        self.pipeline = None
+        self._last_trigger_stamp: Optional[int] = None
         self.last_fix_wall: Optional[float] = None
         self.last_reason = ""
-        self.localize_attempts = 0
-        self.frames_dropped = 0
-        self._declare_parameters()
-        from diagnostic_msgs.msg import DiagnosticArray
-        from geometry_msgs.msg import PoseWithCovarianceStamped
-
-        from g2g_msgs.msg import EstimatorStatus, GroupAlignment
-
-        from std_msgs.msg import Header
-
-        self.pose_pub = self.create_publisher(PoseWithCovarianceStamped, "~/pose", 10)
-        self.processed_pub = self.create_publisher(Header, "~/processed", 50)
-        self._last_trigger_stamp: Optional[int] = None
-        self.align_pub = self.create_publisher(GroupAlignment, "~/alignment", 10)
-        self.status_pub = self.create_publisher(EstimatorStatus, "~/status", 10)
-        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.tf_broadcaster = TransformBroadcaster(self)
-        self.worker = Worker("g2g_relocalize", maxlen=16, on_error=self._on_worker_error)
-        self.services_group = ReentrantCallbackGroup()
-        steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
-        configure_and_activate(self)
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        d = lambda *a, **k: declare(self, *a, **k)  # noqa: E731
-        self.p = {
-            "cameras": d("cameras", ["cam0"], "rig cameras; relocalization uses reloc_camera",
-                         read_only=True),
-            "reloc_camera": d("reloc_camera", "", "camera used for relocalization "
-                              "(empty = the first of cameras)", True),
-            "image_topic": d("image_topic", "image_raw", "image topic under the camera", True),
-            "camera_info_topic": d("camera_info_topic", "camera_info", "camera_info topic", True),
-            "use_compressed": d("use_compressed", False, "subscribe CompressedImage", True),
-            "sensor_qos_reliability": d("sensor_qos_reliability", "best_effort",
-                                        "QoS of the camera stream: best_effort or reliable", True),
-            "map_frame": d("map_frame", "map", "map frame (REP-105)", True),
-            "odom_frame": d("odom_frame", "odom", "odometry frame (REP-105)", True),
-            "base_frame": d("base_frame", "base_link", "robot body frame", True),
-            "camera_frame_suffix": d("camera_frame_suffix", "_optical_frame",
-                                     "optical frame of camera c is <c><suffix>", True),
-            "extrinsics_source": d("extrinsics_source", "tf_static",
-                                   "camera extrinsics from 'tf_static' or 'yaml'", True),
-            "calibration_file": d("calibration_file", "", "YAML rig calibration", True),
-            "odom_source": d("odom_source", "tf", "odometry from 'tf' (odom->base_link) or "
-                             "'topic' (nav_msgs/Odometry on odom_topic)", True),
-            "odom_topic": d("odom_topic", "odometry", "odometry topic (odom_source=topic)", True),
-            "tf_wait_s": d("tf_wait_s", 0.5, "how long to wait for odometry at an image stamp "
-                           "(and for a first camera_info)", True),
-            "window_size": d("window_size", 5, "frames per group (W)", True),
-            "min_translation_m": d("min_translation_m", 0.1,
-                                   "buffer a frame only after this much motion ...", True),
-            "min_rotation_deg": d("min_rotation_deg", 5.0, "... or this much rotation", True),
-            "map_path": d("map_path", "", "map (.g2gmap) loaded at start-up", True),
-            "localize_period_s": d("localize_period_s", 2.0,
-                                   "relocalize this often (0 = only via ~/localize)", True),
-            "localize_pacing": d("localize_pacing", "wall",
-                                 "'wall': localize_period_s of wall time; 'stamps': of image "
-                                 "stamps, run right after the triggering image (evaluation)",
-                                 True),
-            "hint_radius_m": d("hint_radius_m", 5.0, "search radius around a pose hint", True),
-            "max_jump_translation_m": d("max_jump_translation_m", 1.0,
-                                        "larger correction changes need consistency", True),
-            "max_jump_rotation_deg": d("max_jump_rotation_deg", 10.0,
-                                       "larger correction changes need consistency", True),
-            "consistency_count": d("consistency_count", 2,
-                                   "consistent candidates needed for a first fix / a jump", True),
-            "max_fusion_spread_m": d("max_fusion_spread_m", 1.0,
-                                     "reject when the per-frame corrections disagree by more",
-                                     True),
-            "min_overlap_score": d("min_overlap_score", 0.0,
-                                   "reject windows whose covisibility score is lower", True),
-            "tf_rate_hz": d("tf_rate_hz", 20.0, "re-send rate of map->odom", True),
-            "tf_future_dating_s": d("tf_future_dating_s", 0.1,
-                                    "map->odom is stamped now + this", True),
-            "checkpoint": d("checkpoint", "", "G2G checkpoint; empty = embedded default", True),
-            "covis_checkpoint": d("covis_checkpoint", "",
-                                  "covisibility front-end checkpoint; empty = embedded default "
-                                  "if shipped, else descriptor similarity; 'none' disables", True),
-            "covis_coarse_stride": d("covis_coarse_stride", 1,
-                                     "score every k-th map frame first (large maps)", True),
-            "device": d("device", "cpu", "torch device", True),
-            "precision": d("precision", "auto", "model arithmetic: auto (bf16 where fast), "
-                           "fp32 (as g2g-eval) or bf16", True),
-            "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
-        }
+        # A 4th argument True: read at configure (settable while unconfigured, see ManagedNode).
+        d = self.declare
+        d("cameras", ["cam0"], "rig cameras; relocalization uses reloc_camera", True)
+        d("reloc_camera", "", "camera used for relocalization "
+          "(empty = the first of cameras)", True)
+        d("image_topic", "image_raw", "image topic under the camera", True)
+        d("camera_info_topic", "camera_info", "camera_info topic", True)
+        d("use_compressed", False, "subscribe CompressedImage", True)
+        d("sensor_qos_reliability", "best_effort",
+          "QoS of the camera stream: best_effort or reliable", True)
+        d("map_frame", "map", "map frame (REP-105)", True)
+        d("odom_frame", "odom", "odometry frame (REP-105)", True)
+        d("base_frame", "base_link", "robot body frame", True)
+        d("camera_frame_suffix", "_optical_frame",
+          "optical frame of camera c is <c><suffix>", True)
+        d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
+        d("calibration_file", "", "YAML rig calibration", True)
+        d("odom_source", "tf", "odometry from 'tf' (odom->base_link) or "
+          "'topic' (nav_msgs/Odometry on odom_topic)", True)
+        d("odom_topic", "odometry", "odometry topic (odom_source=topic)", True)
+        d("tf_wait_s", 0.5, "how long to wait for odometry at an image stamp "
+          "(and for a first camera_info)", True)
+        d("window_size", 5, "frames per group (W)", True)
+        d("min_translation_m", 0.1, "buffer a frame only after this much motion ...", True)
+        d("min_rotation_deg", 5.0, "... or this much rotation", True)
+        d("map_path", "", "map (.g2gmap) loaded at start-up", True)
+        d("localize_period_s", 2.0, "relocalize this often (0 = only via ~/localize)", True)
+        d("localize_pacing", "wall", "'wall': localize_period_s of wall time; 'stamps': of "
+          "image stamps, run right after the triggering image (evaluation)", True)
+        d("hint_radius_m", 5.0, "search radius around a pose hint", True)
+        d("max_jump_translation_m", 1.0, "larger correction changes need consistency", True)
+        d("max_jump_rotation_deg", 10.0, "larger correction changes need consistency", True)
+        d("consistency_count", 2, "consistent candidates needed for a first fix / a jump", True)
+        d("max_fusion_spread_m", 1.0,
+          "reject when the per-frame corrections disagree by more",
+          True)
+        d("min_overlap_score", 0.0, "reject windows whose covisibility score is lower", True)
+        d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
+        d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
+        d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
+        d("covis_checkpoint", "",
+          "covisibility front-end checkpoint; empty = embedded default "
+          "if shipped, else descriptor similarity; 'none' disables", True)
+        d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
+        d("device", "cpu", "torch device", True)
+        d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
+          "or bf16", True)
+        d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
@@ -177,6 +175,7 @@ class RelocalizeNode(Node):
                              f"got {p['extrinsics_source']!r}")
         if p["tf_rate_hz"] <= 0:
             raise ValueError(f"tf_rate_hz must be > 0, got {p['tf_rate_hz']}")
+        sensor_qos(p["sensor_qos_reliability"])  # raises naming a bad value
         if p["localize_pacing"] not in ("wall", "stamps"):
             raise ValueError(f"localize_pacing must be 'wall' or 'stamps', "
                              f"got {p['localize_pacing']!r}")
@@ -189,7 +188,11 @@ class RelocalizeNode(Node):
         self.buffer = QueryBuffer(p["window_size"], p["min_translation_m"], p["min_rotation_deg"])
         self.tf_buffer = TFBuffer(cache_duration_ns=30 * 10**9)
         self.tf_listener = TransformListener(self.tf_buffer, self)
-        self.rig = None
+        if p["odom_source"] == "topic":
+            from nav_msgs.msg import Odometry
+
+            self.odom_sub = self.create_subscription(Odometry, p["odom_topic"],
+                                                     self._on_odometry, 50)
         if p["extrinsics_source"] == "yaml":
             self.rig = load_rig_calibration(p["calibration_file"])
             self.rig.camera(self.camera)  # raises naming the camera if absent
@@ -204,37 +207,84 @@ class RelocalizeNode(Node):
             self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
                                       "corrections are meaningless (wiring only)")
         self.covis = self._load_covisibility(p["covis_checkpoint"])
-        self.configured = True
+        if p["map_path"]:
+            # The map named at configure is part of the configuration: without it, no configure.
+            gmap, windows = self._read_map(p["map_path"])
+            message = self._install_map(p["map_path"], gmap, windows)
+            self.get_logger().info(message)
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+        from std_srvs.srv import Trigger
+
+        from std_msgs.msg import Header
+
+        from g2g_msgs.msg import GroupAlignment
+        from g2g_msgs.srv import LoadMap, Localize
+
+        # Outputs: lifecycle publishers, silent unless the node is active.
+        self.pose_pub = self.create_lifecycle_publisher(PoseWithCovarianceStamped, "~/pose", 10)
+        self.align_pub = self.create_lifecycle_publisher(GroupAlignment, "~/alignment", 10)
+        self.processed_pub = self.create_lifecycle_publisher(Header, "~/processed", 50)
+        self.tf_broadcaster = TransformBroadcaster(self, lifecycle=True)
+        g = self.services_group
+        self.srvs = [
+            self.create_service(LoadMap, "~/load_map", self._srv_load_map, callback_group=g),
+            self.create_service(Localize, "~/localize", self._srv_localize, callback_group=g),
+            self.create_service(Trigger, "~/reset", self._srv_reset, callback_group=g),
+            self.create_service(Trigger, "~/pause", self._srv_pause, callback_group=g),
+            self.create_service(Trigger, "~/resume", self._srv_resume, callback_group=g),
+        ]
+        self.start_worker("g2g_relocalize", maxlen=16, on_error=self._on_worker_error)
 
     def activate(self) -> None:
         from geometry_msgs.msg import PoseWithCovarianceStamped
-        from nav_msgs.msg import Odometry
-        from std_srvs.srv import Trigger
-
-        from g2g_msgs.srv import LoadMap, Localize
 
         self.inputs = CameraInputs(self, [self.camera], self._on_image, self.p["image_topic"],
                                    self.p["camera_info_topic"], self.p["use_compressed"],
                                    self.p["sensor_qos_reliability"])
-        if self.p["odom_source"] == "topic":
-            self.create_subscription(Odometry, self.p["odom_topic"], self._on_odometry, 50)
-        self.create_subscription(PoseWithCovarianceStamped, "/initialpose", self._on_initialpose,
-                                 10)
-        g = self.services_group
-        self.create_service(LoadMap, "~/load_map", self._srv_load_map, callback_group=g)
-        self.create_service(Localize, "~/localize", self._srv_localize, callback_group=g)
-        self.create_service(Trigger, "~/reset", self._srv_reset, callback_group=g)
-        self.create_service(Trigger, "~/pause", self._srv_pause, callback_group=g)
-        self.create_service(Trigger, "~/resume", self._srv_resume, callback_group=g)
-        steady_timer(self, 1.0 / self.p["tf_rate_hz"], self._publish_tf, "publish_tf")
+        self.initialpose_sub = self.create_subscription(
+            PoseWithCovarianceStamped, "/initialpose", self._on_initialpose, 10)
+        self.timers_active = [steady_timer(self, 1.0 / self.p["tf_rate_hz"], self._publish_tf,
+                                           "publish_tf")]
         if self.p["localize_period_s"] > 0 and self.p["localize_pacing"] == "wall":
-            steady_timer(self, self.p["localize_period_s"], self._periodic_localize,
-                         "periodic_localize")
-        if self.p["map_path"]:
-            ok, message = self._load_map(self.p["map_path"])
-            (self.get_logger().info if ok else self.get_logger().error)(message)
+            self.timers_active.append(steady_timer(self, self.p["localize_period_s"],
+                                                   self._periodic_localize, "periodic_localize"))
         self.get_logger().info(f"relocalization active on camera {self.camera}, window "
                                f"{self.p['window_size']}, map {self.map_path or '(none)'}")
+
+    def deactivate(self) -> None:
+        # Inputs and timers stop; the map, the correction and the query window are kept. A
+        # ~/localize request already queued still gets its answer.
+        if self.inputs is not None:
+            self.inputs.destroy()  # the object stays: a job in progress may read intrinsics
+        if self.initialpose_sub is not None:
+            self.destroy_subscription(self.initialpose_sub)
+            self.initialpose_sub = None
+        for timer in self.timers_active:
+            self.destroy_timer(timer)
+        self.timers_active = []
+        if self.worker is not None:
+            self.worker.discard(("frame", "localize"))
+            self.worker.wait_idle(timeout=30.0)
+
+    def cleanup(self) -> None:
+        self.stop_worker()
+        self.deactivate()
+        for srv in self.srvs:
+            self.destroy_service(srv)
+        if self.odom_sub is not None:
+            self.destroy_subscription(self.odom_sub)
+        if self.tf_listener is not None:
+            self.tf_listener.destroy()
+        if self.tf_broadcaster is not None:
+            self.tf_broadcaster.destroy()
+        for pub in (self.pose_pub, self.align_pub, self.processed_pub):
+            if pub is not None:
+                self.destroy_lifecycle_publisher(pub)
+        self.srvs, self.odom_sub, self.tf_listener, self.tf_broadcaster = [], None, None, None
+        self.pose_pub = self.align_pub = self.processed_pub = self.inputs = None
+        self.pipeline = self.covis = self.rig = self.gate = self.buffer = self.tf_buffer = None
+        self.paused = False
+        self._forget_state()
 
     # ------------------------------------------------------------------ inputs
     def _on_image(self, cam: str, stamp: int, msg) -> None:
@@ -257,7 +307,9 @@ class RelocalizeNode(Node):
         finally:
             from std_msgs.msg import Header
 
-            self.processed_pub.publish(Header(stamp=to_stamp(stamp), frame_id=outcome))
+            pub = self.processed_pub
+            if pub is not None:
+                pub.publish(Header(stamp=to_stamp(stamp), frame_id=outcome))
 
     def _localization_due(self, stamp: int) -> bool:
         """``localize_pacing: stamps``: whether the image at ``stamp`` triggers a localization."""
@@ -300,7 +352,7 @@ class RelocalizeNode(Node):
         """
         with self.lock:
             pending = self.pending_initialpose
-        if pending is None:
+        if pending is None or self.tf_buffer is None:
             return
         stamp, map_T_base = pending
         try:
@@ -424,7 +476,7 @@ class RelocalizeNode(Node):
         return map_T_odom @ last.odom_T_cam @ invert_pose(base_T_cam)
 
     def _periodic_localize(self) -> None:
-        if self.paused or self.gmap is None or not self.buffer.full():
+        if self.paused or self.gmap is None or self.buffer is None or not self.buffer.full():
             return
         self.worker.submit("localize", lambda: self._localize(self._tracking_hint()),
                            replace_same_kind=True)
@@ -566,7 +618,7 @@ class RelocalizeNode(Node):
         self._publish_tf()
 
     def _publish_tf(self) -> None:
-        current = self.gate.current if self.configured else None
+        current = self.gate.current if self.gate is not None else None
         if current is None:
             return
         now = self.get_clock().now().nanoseconds
@@ -579,26 +631,32 @@ class RelocalizeNode(Node):
                                   throttle_duration_sec=2.0)
 
     # ------------------------------------------------------------------ maps
-    def _load_map(self, path: str):
-        try:
-            gmap = load_map(path, expect_backbone=self.pipeline.backbone_id())
-        except MapError as exc:
-            self.problems.report("map", str(exc))
-            return False, f"map not loaded, keeping the previous one: {exc}"
+    def _read_map(self, path: str):
+        """(map, its windows); raises ``MapError`` / ``ValueError`` saying what is wrong."""
+        gmap = load_map(path, expect_backbone=self.pipeline.backbone_id())
         # The query camera is matched against windows of EVERY map camera: a place revisited
         # in the other direction is seen by another camera of the mapping run.
         windows = map_windows(gmap, None, self.p["window_size"])
         if not windows:
-            msg = (f"map {path} has no camera with {self.p['window_size']} frames "
-                   f"(cameras: {gmap.cameras()}); keeping the previous map")
-            self.problems.report("map", msg)
-            return False, msg
+            raise ValueError(f"map {path} has no camera with {self.p['window_size']} frames "
+                             f"(cameras: {gmap.cameras()})")
+        return gmap, windows
+
+    def _install_map(self, path: str, gmap, windows) -> str:
         with self.lock:
             self.gmap, self.windows, self.map_path = gmap, windows, path
             self.map_tokens = None if gmap.features is None else gmap.features.float()
             self.gate.reset()
         self.problems.clear("map")
-        return True, f"loaded map {path}: {len(gmap)} frames, {len(windows)} windows"
+        return f"loaded map {path}: {len(gmap)} frames, {len(windows)} windows"
+
+    def _load_map(self, path: str):
+        try:
+            gmap, windows = self._read_map(path)
+        except (MapError, ValueError) as exc:
+            self.problems.report("map", str(exc))
+            return False, f"map not loaded, keeping the previous one: {exc}"
+        return True, self._install_map(path, gmap, windows)
 
     # ------------------------------------------------------------------ services
     def _srv_load_map(self, request, response):
@@ -614,6 +672,10 @@ class RelocalizeNode(Node):
     def _srv_localize(self, request, response):
         if not self.configured:
             response.success, response.message = False, "node is not configured"
+            return response
+        if not self.active:
+            response.success, response.message = False, \
+                f"node is {self.lifecycle_state} (lifecycle): activate it first"
             return response
         if self.paused:
             response.success, response.message = False, "paused (call ~/resume first)"
@@ -685,8 +747,8 @@ class RelocalizeNode(Node):
     def _state(self):
         from g2g_msgs.msg import EstimatorStatus as S
 
-        if not self.configured:
-            return S.STATE_LOST, "not configured"
+        if not self.active:
+            return S.STATE_LOST, self.lifecycle_text()
         if self.gmap is None:
             return S.STATE_NOT_LOCALIZED, "no map loaded"
         if self.gate.current is None:
@@ -708,7 +770,7 @@ class RelocalizeNode(Node):
             text += ": " + "; ".join(f"{k}: {m}" for k, m in problems)
         now = self.get_clock().now().to_msg()
         stages = self.stages.snapshot()
-        gate = getattr(self, "gate", None)
+        gate = self.gate
         status = EstimatorStatus(
             state=state, message=text, cameras_used=[getattr(self, "camera", "")],
             groups_processed=gate.accepted if gate else 0,
@@ -718,17 +780,18 @@ class RelocalizeNode(Node):
         self.status_pub.publish(status)
         age = None if self.last_fix_wall is None else time.monotonic() - self.last_fix_wall
         values = {
-            "state": state, "map": self.map_path or "(none)",
+            "state": state, "lifecycle_state": self.lifecycle_state,
+            "map": self.map_path or "(none)",
             "map_frames": len(self.gmap) if self.gmap is not None else 0,
             "accepted_corrections": gate.accepted if gate else 0,
             "rejected_corrections": gate.rejected if gate else 0,
             "age_of_last_fix_s": "never" if age is None else f"{age:.1f}",
             "last_decision": self.last_reason, "paused": self.paused,
             "frames_dropped": self.frames_dropped,
-            "query_frames": len(self.buffer.frames) if hasattr(self, "buffer") else 0,
+            "query_frames": len(self.buffer.frames) if self.buffer is not None else 0,
             "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained),
         }
-        if hasattr(self, "inputs"):
+        if self.active and self.inputs is not None:
             for cam, hz in self.inputs.rates_hz().items():
                 values[f"{cam} rate_hz"] = f"{hz:.2f}"
         for name, ms in stages.items():
@@ -739,15 +802,12 @@ class RelocalizeNode(Node):
                  EstimatorStatus.STATE_DEGRADED: DiagnosticStatus.WARN,
                  EstimatorStatus.STATE_NOT_LOCALIZED: DiagnosticStatus.WARN}.get(
                      state, DiagnosticStatus.ERROR)
+        level = self.lifecycle_level(level)
         arr = DiagnosticArray()
         arr.header.stamp = now
         arr.status = [diagnostic_status(f"{self.get_name()}: relocalization", "g2g_reloc",
                                         level, text, values)]
         self.diag_pub.publish(arr)
-
-    def destroy_node(self):
-        self.worker.stop()
-        return super().destroy_node()
 
 
 def main(args=None) -> None:

@@ -5,6 +5,11 @@ odometry, published as ``nav_msgs/Odometry`` on ``odometry`` and TF ``odom -> ba
 with the image group's stamp. Status on ``~/status`` and ``/diagnostics``.
 
 Services: ``~/reset`` (std_srvs/Trigger), ``~/reset_to_pose`` (g2g_msgs/SetPose).
+
+A managed (lifecycle) node, see :mod:`g2g_ros.managed_node`: configure loads the model and the
+calibration; activate subscribes the cameras; deactivate stops the output and keeps the pose (the
+next group after re-activation continues from it); ``autostart`` (default true) does configure +
+activate at start-up.
 """
 
 from __future__ import annotations
@@ -14,17 +19,13 @@ import time
 from typing import Dict, List, Optional
 
 import numpy as np
-from rclpy.node import Node
-
 from g2g_model.geometry import matrix_to_quat_xyzw
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_from_tf
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
+from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    configure_and_activate,
-    spin_node,
-    ProblemLog, StageTimes, Worker, declare, diagnostic_status, load_pipeline, steady_timer,
-    to_stamp,
+    StageTimes, diagnostic_status, load_pipeline, sensor_qos, spin_node, steady_timer, to_stamp,
 )
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import pose_msg_to_matrix
@@ -36,19 +37,25 @@ from g2g_ros.tf_listener import TransformListener
 STAGES = ("convert", "encode", "g2g", "publish", "total")
 
 
-class RigOdometryNode(Node):
-    """See the module docstring. ``configure()`` then ``activate()`` (lifecycle-style)."""
+class RigOdometryNode(ManagedNode):
+    """See the module docstring."""
 
     def __init__(self, **kwargs):
         super().__init__("rig_odometry", **kwargs)
-        self.problems = ProblemLog()
         self.stages = StageTimes(STAGES)
         self.state_lock = threading.Lock()
-        self.configured = False
-        self.active = False
+        # Created by configure(), released by cleanup().
         self.pipeline = None
         self.odometry: Optional[RigOdometry] = None
         self.rig = None
+        self.sync: Optional[RigSynchronizer] = None
+        self.tf_buffer: Optional[TFBuffer] = None
+        self.tf_listener: Optional[TransformListener] = None
+        self.odom_pub = None
+        self.tf_broadcaster: Optional[TransformBroadcaster] = None
+        self.srvs: List = []
+        # Created by activate(); its subscriptions are removed by deactivate().
+        self.inputs: Optional[CameraInputs] = None
         self.groups_processed = 0
         self.groups_dropped = 0
         self.last_update_wall: Optional[float] = None
@@ -56,65 +63,50 @@ class RigOdometryNode(Node):
         self._feature_cache: Dict[int, object] = {}
         self._declare_parameters()
         from diagnostic_msgs.msg import DiagnosticArray
-        from nav_msgs.msg import Odometry
 
         from g2g_msgs.msg import EstimatorStatus
 
-        self.odom_pub = self.create_publisher(Odometry, "odometry", 10)
+        # Health is reported in every lifecycle state: ordinary publishers and a timer.
         self.status_pub = self.create_publisher(EstimatorStatus, "~/status", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.tf_broadcaster = TransformBroadcaster(self)
-        self.worker = Worker("g2g_rig_odometry", maxlen=2, on_error=self._on_worker_error)
         steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
-        configure_and_activate(self)
+        self.start_lifecycle()
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        d = lambda *a, **k: declare(self, *a, **k)  # noqa: E731
-        self.p = {
-            "cameras": d("cameras", ["cam0", "cam1", "cam2", "cam3", "cam4"],
-                         "camera names in rig order; topics <cam>/image_raw, <cam>/camera_info",
-                         read_only=True),
-            "image_topic": d("image_topic", "image_raw", "image topic under each camera",
-                             read_only=True),
-            "camera_info_topic": d("camera_info_topic", "camera_info",
-                                   "camera_info topic under each camera", read_only=True),
-            "use_compressed": d("use_compressed", False,
-                                "subscribe sensor_msgs/CompressedImage (<image_topic>/compressed)",
-                                read_only=True),
-            "sensor_qos_reliability": d("sensor_qos_reliability", "best_effort",
-                                        "QoS of the camera streams: best_effort or reliable",
-                                        read_only=True),
-            "base_frame": d("base_frame", "base_link", "robot body frame (REP-105)", True),
-            "odom_frame": d("odom_frame", "odom", "odometry frame (REP-105)", True),
-            "extrinsics_source": d("extrinsics_source", "tf_static",
-                                   "camera extrinsics from 'tf_static' or 'yaml'", True),
-            "calibration_file": d("calibration_file", "",
-                                  "YAML rig calibration (extrinsics_source=yaml)", True),
-            "camera_frame_suffix": d("camera_frame_suffix", "_optical_frame",
-                                     "optical frame of camera c is <c><suffix> in TF", True),
-            "sync_slop_ms": d("sync_slop_ms", 20.0, "max stamp spread within a rig group", True),
-            "sync_min_interval_ms": d("sync_min_interval_ms", 50.0,
-                                      "lower bound of the camera frame interval", True),
-            "sync_max_wait_ms": d("sync_max_wait_ms", 300.0,
-                                  "how long (stamp time) a group waits for a late camera", True),
-            "min_cameras": d("min_cameras", 0,
-                             "smallest usable group (0 = all cameras; fewer = degraded mode)",
-                             True),
-            "queue_size": d("queue_size", 10, "per-camera synchronizer queue", True),
-            "keyframe_stride": d("keyframe_stride", 1, "use every k-th synchronized group"),
-            "max_spread_m": d("max_spread_m", 1.0,
-                              "reject a step whose per-camera motions disagree by more"),
-            "checkpoint": d("checkpoint", "", "G2G checkpoint; empty = embedded default", True),
-            "device": d("device", "cpu", "torch device", True),
-            "precision": d("precision", "auto", "model arithmetic: auto (bf16 where fast), "
-                           "fp32 (as g2g-eval) or bf16", True),
-            "publish_tf": d("publish_tf", True, "broadcast odom->base_link", True),
-            "status_period_s": d("status_period_s", 1.0, "status/diagnostics period", True),
-            "lost_after_s": d("lost_after_s", 3.0, "state LOST when no update for this long",
-                              True),
-        }
+        # A 4th argument True: read at configure (settable while unconfigured, see
+        # ManagedNode); keyframe_stride and max_spread_m apply at once.
+        d = self.declare
+        d("cameras", ["cam0", "cam1", "cam2", "cam3", "cam4"],
+          "camera names in rig order; topics <cam>/image_raw, <cam>/camera_info", True)
+        d("image_topic", "image_raw", "image topic under each camera", True)
+        d("camera_info_topic", "camera_info", "camera_info topic under each camera", True)
+        d("use_compressed", False,
+          "subscribe sensor_msgs/CompressedImage (<image_topic>/compressed)", True)
+        d("sensor_qos_reliability", "best_effort",
+          "QoS of the camera streams: best_effort or reliable", True)
+        d("base_frame", "base_link", "robot body frame (REP-105)", True)
+        d("odom_frame", "odom", "odometry frame (REP-105)", True)
+        d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
+        d("calibration_file", "", "YAML rig calibration (extrinsics_source=yaml)", True)
+        d("camera_frame_suffix", "_optical_frame",
+          "optical frame of camera c is <c><suffix> in TF", True)
+        d("sync_slop_ms", 20.0, "max stamp spread within a rig group", True)
+        d("sync_min_interval_ms", 50.0, "lower bound of the camera frame interval", True)
+        d("sync_max_wait_ms", 300.0, "how long (stamp time) a group waits for a late camera", True)
+        d("min_cameras", 0, "smallest usable group (0 = all cameras; fewer = degraded mode)", True)
+        d("queue_size", 10, "per-camera synchronizer queue", True)
+        d("keyframe_stride", 1, "use every k-th synchronized group")
+        d("max_spread_m", 1.0, "reject a step whose per-camera motions disagree by more")
+        d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
+        d("device", "cpu", "torch device", True)
+        d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
+          "or bf16", True)
+        d("publish_tf", True, "broadcast odom->base_link", True)
+        d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
+        d("lost_after_s", 3.0, "state LOST when no update for this long", True)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
 
     def _on_set_parameters(self, params):
         from rcl_interfaces.msg import SetParametersResult
@@ -126,14 +118,15 @@ class RigOdometryNode(Node):
             if p.name == "max_spread_m" and not (isinstance(p.value, float) and p.value > 0):
                 return SetParametersResult(successful=False,
                                            reason=f"max_spread_m must be > 0, got {p.value}")
+        return SetParametersResult(successful=True)
+
+    def _apply_parameters(self, params) -> None:
+        # Called after a successful set: the two parameters that apply at once.
         for p in params:
-            if p.name in self.p:
-                self.p[p.name] = p.value
             if self.odometry is not None and p.name == "keyframe_stride":
                 self.odometry.keyframe_stride = p.value
             if self.odometry is not None and p.name == "max_spread_m":
                 self.odometry.max_spread_m = p.value
-        return SetParametersResult(successful=True)
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
@@ -149,6 +142,7 @@ class RigOdometryNode(Node):
         min_cams = p["min_cameras"] or len(cams)
         if not 1 <= min_cams <= len(cams):
             raise ValueError(f"min_cameras must be in [0, {len(cams)}], got {p['min_cameras']}")
+        sensor_qos(p["sensor_qos_reliability"])  # raises naming a bad value
         self.cameras, self.min_cameras = cams, min_cams
         self.tf_buffer = TFBuffer()
         self.tf_listener = TransformListener(self.tf_buffer, self)
@@ -171,24 +165,60 @@ class RigOdometryNode(Node):
             max_wait_ns=int(p["sync_max_wait_ms"] * 1e6), min_cameras=min_cams,
             queue_size=p["queue_size"],
         )
-        self.configured = True
-        self.problems.clear("configuration")
-
-    def activate(self) -> None:
+        from nav_msgs.msg import Odometry
         from std_srvs.srv import Trigger
 
         from g2g_msgs.srv import SetPose
 
+        # Outputs: lifecycle publishers, silent unless the node is active.
+        self.odom_pub = self.create_lifecycle_publisher(Odometry, "odometry", 10)
+        self.tf_broadcaster = TransformBroadcaster(self, lifecycle=True)
+        self.srvs = [self.create_service(Trigger, "~/reset", self._srv_reset),
+                     self.create_service(SetPose, "~/reset_to_pose", self._srv_reset_to_pose)]
+        self.start_worker("g2g_rig_odometry", maxlen=2, on_error=self._on_worker_error)
+
+    def activate(self) -> None:
         self.inputs = CameraInputs(self, self.cameras, self.sync.add, p_image(self.p),
                                    self.p["camera_info_topic"], self.p["use_compressed"],
                                    self.p["sensor_qos_reliability"])
-        self.create_service(Trigger, "~/reset", self._srv_reset)
-        self.create_service(SetPose, "~/reset_to_pose", self._srv_reset_to_pose)
-        self.active = True
         self.get_logger().info(
             f"rig odometry active: cameras {self.cameras} (min {self.min_cameras}), "
             f"keyframe stride {self.p['keyframe_stride']}, model "
             f"{self.pipeline.header.get('preset')} on {self.p['device']}")
+
+    def deactivate(self) -> None:
+        # No new input, queued groups dropped, the group in progress finishes (and is still
+        # published: the publishers are disabled after this hook).
+        if self.inputs is not None:
+            self.inputs.destroy()  # the object stays: a job in progress may read intrinsics
+        if self.sync is not None:
+            self.sync.reset()
+        if self.worker is not None:
+            self.worker.discard()
+            self.worker.wait_idle(timeout=30.0)
+        # Keep the pose; the first group after re-activation starts a new chain from it.
+        with self.state_lock:
+            if self.odometry is not None:
+                self.odometry.restart_chain()
+            self._feature_cache = {}
+
+    def cleanup(self) -> None:
+        self.stop_worker()
+        if self.inputs is not None:
+            self.inputs.destroy()
+        for srv in self.srvs:
+            self.destroy_service(srv)
+        if self.tf_listener is not None:
+            self.tf_listener.destroy()
+        if self.tf_broadcaster is not None:
+            self.tf_broadcaster.destroy()
+        if self.odom_pub is not None:
+            self.destroy_lifecycle_publisher(self.odom_pub)
+        self.srvs, self.inputs, self.tf_listener, self.tf_broadcaster = [], None, None, None
+        self.odom_pub = self.pipeline = self.odometry = self.rig = self.sync = None
+        self.tf_buffer = None
+        self._feature_cache = {}
+        self.last_update_wall, self.last_cameras = None, []
 
     def _log_rig(self) -> None:
         for line in format_rig_log_lines(self.rig):
@@ -356,8 +386,8 @@ class RigOdometryNode(Node):
     def _state(self):
         from g2g_msgs.msg import EstimatorStatus as S
 
-        if not self.configured:
-            return S.STATE_LOST, "not configured"
+        if not self.active:
+            return S.STATE_LOST, self.lifecycle_text()
         if self.last_update_wall is None:
             return S.STATE_LOST, "waiting for synchronized images"
         age = time.monotonic() - self.last_update_wall
@@ -372,7 +402,7 @@ class RigOdometryNode(Node):
 
         from g2g_msgs.msg import EstimatorStatus
 
-        if self.configured and hasattr(self, "inputs") and self.last_update_wall is not None:
+        if self.active and self.last_update_wall is not None:
             for cam, age in self.inputs.silent(self.p["lost_after_s"]).items():
                 self.problems.report(f"camera {cam}", "no images received" if age is None
                                      else f"no images for {age:.1f} s")
@@ -384,16 +414,16 @@ class RigOdometryNode(Node):
         stages = self.stages.snapshot()
         status = EstimatorStatus(state=state, message=text, cameras_used=list(self.last_cameras),
                                  groups_processed=self.groups_processed,
-                                 groups_dropped=self.groups_dropped + sum(
-                                     self.worker.dropped.values()),
+                                 groups_dropped=self.groups_dropped + self.jobs_dropped(),
                                  stage_names=list(stages),
                                  stage_latency_ms=[float(v) for v in stages.values()])
         status.header.stamp = now
         self.status_pub.publish(status)
-        values = {"state": state, "groups_processed": self.groups_processed,
+        values = {"state": state, "lifecycle_state": self.lifecycle_state,
+                  "groups_processed": self.groups_processed,
                   "groups_dropped": status.groups_dropped,
                   "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained)}
-        if self.configured and hasattr(self, "inputs"):
+        if self.active:
             stats = self.sync.stats()
             for cam, hz in self.inputs.rates_hz().items():
                 values[f"{cam} rate_hz"] = f"{hz:.2f}"
@@ -415,15 +445,12 @@ class RigOdometryNode(Node):
         level = {EstimatorStatus.STATE_OK: DiagnosticStatus.OK,
                  EstimatorStatus.STATE_DEGRADED: DiagnosticStatus.WARN}.get(
                      state, DiagnosticStatus.ERROR)
+        level = self.lifecycle_level(level)
         arr = DiagnosticArray()
         arr.header.stamp = now
         arr.status = [diagnostic_status(f"{self.get_name()}: rig odometry", "g2g_rig",
                                         level, text, values)]
         self.diag_pub.publish(arr)
-
-    def destroy_node(self):
-        self.worker.stop()
-        return super().destroy_node()
 
 
 def p_image(p: Dict) -> str:

@@ -1,0 +1,246 @@
+"""Managed (lifecycle) node base shared by the G2G nodes.
+
+The standard ROS 2 state machine (``unconfigured -> inactive -> active``, ``finalized``) with its
+services ``~/change_state``, ``~/get_state``, ``~/get_available_transitions`` comes from
+:class:`rclpy.lifecycle.LifecycleNode`. This base maps the transitions onto four plain hooks a
+node implements, and makes every transition safe:
+
+* ``configure()``: read and validate parameters, load the model / map, create what lives while
+  the node is configured (lifecycle publishers, services, TF listener, worker). Any exception
+  makes the transition return FAILURE: the reason is logged and reported in the node's
+  diagnostics (problem ``configuration``), what was half-created is released, and the node stays
+  up in ``unconfigured`` so that it can be configured again, e.g. after ``ros2 param set``.
+* ``activate()``: subscribe the inputs, start the timers. Lifecycle publishers are enabled by
+  the base before the hook runs.
+* ``deactivate()``: stop the inputs and timers; the node keeps its state (pose, map, buffers).
+  The base then disables the lifecycle publishers, so nothing is published while inactive.
+* ``cleanup()``: release what ``configure()`` created and forget the state.
+
+``on_shutdown`` runs ``deactivate`` / ``cleanup`` as needed. Status and ``/diagnostics`` are
+ordinary publishers: a node reports its health (and why it is not configured) in every state.
+
+Parameters declared with ``at_configure=True`` are read by ``configure()``; changing one is
+refused while the node is configured (the change would silently not apply) and accepted while it
+is unconfigured. ``autostart`` (default true) configures and activates the node at start-up, so
+``ros2 launch``, ``g2g-bringup`` and scripts that expect a running node need no manager; with
+``autostart:=false`` an external manager (``ros2 lifecycle set``, nav2's lifecycle manager)
+drives it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Dict, List, Optional
+
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+
+from g2g_ros.node_common import ProblemLog, Worker
+
+AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
+                     "(transition 'cleanup' first, then change it and 'configure')")
+
+
+class ManagedNode(LifecycleNode):
+    """A lifecycle node whose transitions call ``configure / activate / deactivate / cleanup``.
+
+    Subclasses call :meth:`declare` for their parameters and :meth:`start_lifecycle` at the end
+    of their constructor. ``self.p`` holds the parameter values (re-read before every configure).
+    """
+
+    def __init__(self, node_name: str, **kwargs):
+        super().__init__(node_name, **kwargs)
+        self.problems = ProblemLog()
+        self.configured = False
+        self.active = False
+        self.lifecycle_state = "unconfigured"
+        self.last_failure = ""  # why the last configure/activate failed, until one succeeds
+        self.worker: Optional[Worker] = None
+        self.p: Dict[str, Any] = {}
+        self._at_configure: List[str] = []
+        self.autostart = self.declare("autostart", True,
+                                      "configure and activate at start-up (false: wait for a "
+                                      "lifecycle manager / ros2 lifecycle set)", fixed=True)
+        self.add_on_set_parameters_callback(self._refuse_configure_time_changes)
+        self.add_post_set_parameters_callback(self._keep_values)
+
+    # ------------------------------------------------------------------ parameters
+    def declare(self, name: str, default: Any, description: str, at_configure: bool = False,
+                fixed: bool = False) -> Any:
+        """Declare a parameter with a description and default; return its value.
+
+        ``at_configure``: read by ``configure()``, settable only while unconfigured.
+        ``fixed``: read-only after start-up (values from the command line / files only).
+        """
+        desc = ParameterDescriptor(description=description, read_only=fixed,
+                                   additional_constraints=AT_CONFIGURE_NOTE if at_configure
+                                   else "")
+        value = self.declare_parameter(name, default, desc).value
+        if at_configure:
+            self._at_configure.append(name)
+        self.p[name] = value
+        return value
+
+    def _refuse_configure_time_changes(self, params) -> SetParametersResult:
+        if self.configured:
+            for p in params:
+                if p.name in self._at_configure:
+                    return SetParametersResult(
+                        successful=False,
+                        reason=f"parameter {p.name} is {AT_CONFIGURE_NOTE}; the node is "
+                               f"{self.lifecycle_state}")
+        return SetParametersResult(successful=True)
+
+    def _keep_values(self, params) -> None:
+        # After a successful set (validation callbacks run before, in any order).
+        for p in params:
+            if p.name in self.p:
+                self.p[p.name] = p.value
+
+    def _read_parameters(self) -> None:
+        for name in list(self.p):
+            self.p[name] = self.get_parameter(name).value
+
+    # ------------------------------------------------------------------ hooks
+    def configure(self) -> None:
+        """Read/validate parameters and load resources; raise with the reason on failure."""
+
+    def activate(self) -> None:
+        """Subscribe inputs and start timers."""
+
+    def deactivate(self) -> None:
+        """Stop inputs and timers, keep the state."""
+
+    def cleanup(self) -> None:
+        """Release what configure() created (must tolerate a half-done configure)."""
+
+    # ------------------------------------------------------------------ start-up
+    def start_lifecycle(self) -> None:
+        """Configure and activate now when ``autostart`` is true (end of the constructor)."""
+        if not self.autostart:
+            self.get_logger().info("autostart is false: unconfigured, waiting for "
+                                   "~/change_state (e.g. ros2 lifecycle set)")
+            return
+        if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            self.trigger_activate()
+
+    # ------------------------------------------------------------------ transitions
+    def _failed(self, what: str, exc: BaseException) -> None:
+        message = str(exc) or repr(exc)
+        self.last_failure = f"{what} failed: {message}"
+        self.problems.report("configuration" if what == "configure" else what,
+                             f"{what} failed: {message}")
+        if isinstance(exc, (ValueError, OSError, KeyError)):
+            self.get_logger().error(f"{what} failed: {message}")
+        else:  # a programming error: keep the traceback
+            self.get_logger().error(f"{what} failed: {exc!r}\n{traceback.format_exc()}")
+
+    def _release(self, hook) -> None:
+        try:
+            hook()
+        except Exception as exc:  # releasing must not hide the original failure
+            self.get_logger().error(f"{hook.__name__} failed: {exc!r}")
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._read_parameters()
+        try:
+            self.configure()
+        except Exception as exc:
+            self._failed("configure", exc)
+            self._release(self.cleanup)
+            return TransitionCallbackReturn.FAILURE
+        self.configured = True
+        self.lifecycle_state = "inactive"
+        self.last_failure = ""
+        self.problems.clear("configuration")
+        self.get_logger().info("configured (inactive)")
+        return super().on_configure(state)
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        super().on_activate(state)  # enables the lifecycle publishers
+        try:
+            self.activate()
+        except Exception as exc:
+            self._failed("activate", exc)
+            self._release(self.deactivate)
+            super().on_deactivate(state)
+            return TransitionCallbackReturn.FAILURE
+        self.active = True
+        self.lifecycle_state = "active"
+        self.last_failure = ""
+        self.problems.clear("activate")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.active = False
+        self._release(self.deactivate)
+        self.lifecycle_state = "inactive"
+        self.get_logger().info("deactivated (inactive): outputs stopped, state kept")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release(self.cleanup)
+        self.configured = False
+        self.lifecycle_state = "unconfigured"
+        self.get_logger().info("cleaned up (unconfigured)")
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._shut_down()
+        self.get_logger().info("shut down (finalized)")
+        return super().on_shutdown(state)
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        # Reached only when a transition callback raised past the guards above: release
+        # everything and go back to unconfigured (the node stays up).
+        self._shut_down()
+        self.lifecycle_state = "unconfigured"
+        self.problems.report("lifecycle", f"error during a transition from {state.label}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def _shut_down(self) -> None:
+        if self.active:
+            self.active = False
+            self._release(self.deactivate)
+            super().on_deactivate(None)
+        if self.configured:
+            self.configured = False
+            self._release(self.cleanup)
+        self.lifecycle_state = "finalized"
+
+    # ------------------------------------------------------------------ helpers
+    def lifecycle_text(self) -> str:
+        """The lifecycle state for status messages, with the reason of the last failure."""
+        text = self.lifecycle_state
+        if self.lifecycle_state == "inactive":
+            text += " (lifecycle: outputs stopped, state kept)"
+        if self.last_failure:
+            text += f" ({self.last_failure})"
+        return text
+
+    def lifecycle_level(self, level: int) -> int:
+        """Diagnostics level: an active node keeps ``level``; one that is not active is WARN
+        when a manager keeps it so, ERROR when its configure/activate failed."""
+        from diagnostic_msgs.msg import DiagnosticStatus
+
+        if self.active:
+            return level
+        return DiagnosticStatus.ERROR if self.last_failure else DiagnosticStatus.WARN
+
+    def jobs_dropped(self) -> int:
+        return sum(self.worker.dropped.values()) if self.worker is not None else 0
+
+    def start_worker(self, name: str, maxlen: int, on_error) -> None:
+        """The inference worker lives while the node is configured (services use it too)."""
+        if self.worker is None:
+            self.worker = Worker(name, maxlen=maxlen, on_error=on_error)
+
+    def stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+    def destroy_node(self):
+        # Process exit (Ctrl-C): stop the worker thread; the entities go with the node.
+        self.stop_worker()
+        return super().destroy_node()

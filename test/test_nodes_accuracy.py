@@ -1,0 +1,110 @@
+"""rig_odometry against ground truth: the shipped rig model, a real node process, real DDS.
+
+A held-out simulator traversal (test seed, never trained on) with the rig the embedded model was
+trained on (ring4, 4 cameras) is streamed by the dataset player with /clock into the
+``rig_odometry`` node running the embedded default checkpoint. Every published odometry pose is
+compared with the ground-truth body pose at the same stamp.
+
+Stated tolerance for the embedded default (docs/TRAINING.md, "Rig odometry"), per keyframe
+step and relative to "no motion" on the same steps (the size of the true motion): mean
+translation error at most ``MAX_TRANS_RATIO`` of it, mean rotation error at most
+``MAX_ROT_RATIO`` of it. Be clear about what this measures: the shipped CPU-trained model has
+learned the simulator's typical keyframe motion (about 0.26 m forward and 2.8 deg) and does not
+yet use its images (its output for B = A is the same; docs/TRAINING.md), so its 0.03 m step
+translation error here reflects the steady walking speed, and the rotation bound only catches
+gross errors; the end drift is reported, not bounded. What the test checks is the node around
+the model: motion inverted (0.47 m step error, measured), composed in the camera instead of the
+body frame (99 deg, 0.28 m, measured) or through the wrong camera's extrinsics (a 90 deg turn
+of a 0.24 m step is a 0.34 m error) all break the bounds, and so does "no motion".
+"""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from nav_msgs.msg import Odometry  # noqa: E402
+
+from g2g_model.data.format import TrajectoryReader  # noqa: E402
+from g2g_model.geometry import make_pose, quat_xyzw_to_matrix, rotation_angle_deg  # noqa: E402,E501
+from sim_fixtures import tiny_trajectories  # noqa: E402
+from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
+
+FRAMES = 16
+MAX_TRANS_RATIO = 0.5
+MAX_ROT_RATIO = 1.5
+
+
+def _pose_matrix(msg: Odometry) -> np.ndarray:
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    return make_pose(quat_xyzw_to_matrix(np.array([q.x, q.y, q.z, q.w])),
+                     np.array([p.x, p.y, p.z]))
+
+
+def step_errors(pred: np.ndarray, gt: np.ndarray):
+    """Per-step rotation (deg) and translation (m) errors of ``pred`` vs ``gt`` ([K,4,4] each,
+    same stamps), and the same for "no motion" (the size of each true step)."""
+    rot, trans, rot0, trans0 = [], [], [], []
+    for k in range(1, len(gt)):
+        d_gt = np.linalg.inv(gt[k - 1]) @ gt[k]
+        d_pred = np.linalg.inv(pred[k - 1]) @ pred[k]
+        err = np.linalg.inv(d_gt) @ d_pred
+        rot.append(rotation_angle_deg(err[:3, :3]))
+        trans.append(np.linalg.norm(d_pred[:3, 3] - d_gt[:3, 3]))
+        rot0.append(rotation_angle_deg(d_gt[:3, :3]))
+        trans0.append(np.linalg.norm(d_gt[:3, 3]))
+    return (np.array(rot), np.array(trans)), (np.array(rot0), np.array(trans0))
+
+
+@pytest.fixture(scope="module")
+def held_out_traj(tmp_path_factory):
+    return tiny_trajectories(tmp_path_factory.mktemp("sim_acc"), seed=20002, frames=FRAMES,
+                             rig="ring4")[0]
+
+
+def test_rig_odometry_matches_ground_truth(held_out_traj, tmp_path):
+    reader = TrajectoryReader(held_out_traj)
+    stamp_index = {int(t): k for k, t in enumerate(reader.timestamps_ns)}
+    listener = Listener()
+    odoms = listener.collect(Odometry, "odometry")
+    cams = ["cam0", "cam1", "cam2", "cam3"]
+    node = Proc(node_cmd("g2g_ros.nodes.rig_odometry",
+                         {"use_sim_time": True, "cameras": cams,
+                          "sensor_qos_reliability": "reliable"},
+                         str(ROOT / "config" / "sim.yaml")), tmp_path / "node.log")
+    player = None
+    try:
+        player = Proc(player_cmd(held_out_traj, "--clock", "--rate", "1.5", "--cameras", *cams,
+                                 "--wait-subscribers", "90"), tmp_path / "player.log")
+        done = listener.spin_until(lambda: len(odoms) >= FRAMES - 1 or not player.alive(),
+                                   timeout=300)
+        listener.spin_until(lambda: False, timeout=3.0)  # the last group in flight
+        assert done and len(odoms) >= FRAMES // 2, (
+            f"{len(odoms)} odometry messages.\nnode:\n{node.output()[-3000:]}\n"
+            f"player:\n{player.output()[-2000:]}")
+    finally:
+        if player is not None:
+            player.stop()
+        log = node.stop()
+        listener.close()
+    assert "Traceback" not in log, log[-3000:]
+    assert "RANDOM weights" not in log, "the embedded rig model must be installed"
+
+    keys = [stamp_index[m.header.stamp.sec * 10**9 + m.header.stamp.nanosec] for m in odoms]
+    assert keys == sorted(keys), "odometry must come in stamp order"
+    pred = np.stack([_pose_matrix(m) for m in odoms])
+    world = reader.world_T_body[keys]
+    gt = np.linalg.inv(world[0])[None] @ world
+    (rot, trans), (rot0, trans0) = step_errors(pred, gt)
+    path = trans0.sum()
+    drift = np.linalg.norm(pred[-1, :3, 3] - gt[-1, :3, 3])
+    report = (f"{len(keys)} keyframes; step rotation error {rot.mean():.2f} deg "
+              f"(no motion {rot0.mean():.2f}), step translation error {trans.mean():.3f} m "
+              f"(no motion {trans0.mean():.3f}), end drift {drift:.2f} m over {path:.2f} m")
+    print(report)
+    assert trans.mean() <= MAX_TRANS_RATIO * trans0.mean(), report
+    assert rot.mean() <= MAX_ROT_RATIO * rot0.mean(), report

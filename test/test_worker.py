@@ -1,0 +1,36 @@
+"""The node worker thread (g2g_ros.node_common.Worker): discarding queued jobs on deactivation."""
+
+import threading
+
+import pytest
+
+pytest.importorskip("rclpy")
+from g2g_ros.node_common import Worker  # noqa: E402
+
+
+def test_discard_drops_queued_jobs_of_the_given_kinds_only():
+    release, started, ran = threading.Event(), threading.Event(), []
+
+    def blocking():
+        started.set()
+        release.wait(5.0)
+        ran.append("running")
+
+    worker = Worker("test_worker", maxlen=8)
+    try:
+        worker.submit("frame", blocking)
+        assert started.wait(5.0)
+        for kind in ("frame", "frame", "localize_request", "localize"):
+            worker.submit(kind, lambda kind=kind: ran.append(kind))
+        assert worker.discard(("frame", "localize")) == 3
+        assert worker.dropped == {"frame": 2, "localize": 1}
+        release.set()
+        assert worker.wait_idle(5.0)
+        # The running job finished; of the queued ones only the kept kind ran.
+        assert ran == ["running", "localize_request"]
+        worker.submit("frame", lambda: ran.append("later"))
+        assert worker.wait_idle(5.0) and ran[-1] == "later"
+        assert worker.discard() == 0
+    finally:
+        release.set()
+        worker.stop()
