@@ -29,6 +29,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from benchmarks.common import DTYPES, FLOP_FORMULAS, machine_info
 from g2g_model.backbones.compact import CompactBackbone
 from g2g_model.backbones.compact_config import compact_config
+from g2g_model.model.config import preset as g2g_preset
+from g2g_model.model.g2g import G2GModel
 
 
 def timed(fn, warmup: int, reps: int, budget_s: float, min_runs: int = 3) -> List[float]:
@@ -76,16 +78,24 @@ class Setting:
     """One (preset, frames, dtype) measurement: inputs, FLOPs and the collected wall times."""
 
     def __init__(self, preset: str, model: CompactBackbone, groups: int, frames: int,
-                 dtype_name: str) -> None:
+                 dtype_name: str, g2g: Optional[G2GModel] = None) -> None:
+        if g2g is not None and groups != 2:
+            raise ValueError(f"--with-g2g needs two groups (frames 10 = 5 + 5), got {groups}")
         self.preset, self.model, self.dtype_name = preset, model, dtype_name
-        self.groups, self.frames = groups, frames
+        self.groups, self.frames, self.g2g = groups, frames, g2g
         self.inputs = make_inputs(groups, frames, model.image_size[0])
         self.times: List[float] = []
         with self._context():
             counter = FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS)
             with counter:
-                model(*self.inputs)
+                self._forward()
         self.flops = float(counter.get_total_flops())
+
+    def _forward(self) -> None:
+        """Backbone on all groups; with ``g2g``, then the G2G modules on group 0 vs group 1."""
+        features = self.model(*self.inputs)
+        if self.g2g is not None:
+            self.g2g(features[0:1].clone(), features[1:2].clone())
 
     def _context(self):
         dtype = DTYPES[self.dtype_name]
@@ -97,15 +107,18 @@ class Setting:
     def run_once(self) -> float:
         with self._context():
             start = time.perf_counter()
-            self.model(*self.inputs)
+            self._forward()
             return time.perf_counter() - start
 
 
 def run(presets: List[str], frames_list: List[int], dtypes: List[str], reps: int, warmup: int,
-        budget_s: float, overrides: Dict[str, object], peak_budget_s: float = 5.0) -> str:
-    """Markdown report. Settings are timed round-robin (one run each per round) so that load
-    from other processes affects all of them alike; rounds stop after ``reps`` or once the
-    total time exceeds ``budget_s`` times the number of settings (at least 3 rounds)."""
+        budget_s: float, overrides: Dict[str, object], peak_budget_s: float = 5.0,
+        with_g2g: Optional[str] = None) -> str:
+    """Markdown report (``with_g2g``: a G2G preset timed together with the backbone).
+
+    Settings are timed round-robin (one run each per round) so that load from other processes
+    affects all of them alike; rounds stop after ``reps`` or once the total time exceeds
+    ``budget_s`` times the number of settings (at least 3 rounds)."""
     lines = ["## Machine", *machine_info(),
              f"- load average before: {os.getloadavg()[0]:.2f} (1 min)", ""]
     peaks = {}
@@ -123,8 +136,13 @@ def run(presets: List[str], frames_list: List[int], dtypes: List[str], reps: int
         params[preset] = sum(p.numel() for p in model.parameters())
         for frames in frames_list:
             groups, per_group = (frames // 5, 5) if frames % 5 == 0 else (1, frames)
+            g2g = None
+            if with_g2g:
+                torch.manual_seed(0)
+                g2g = G2GModel(g2g_preset(with_g2g, input_dim=model.feature_dim)).eval()
+                g2g.requires_grad_(False)
             for name in dtypes:
-                settings.append(Setting(preset, model, groups, per_group, name))
+                settings.append(Setting(preset, model, groups, per_group, name, g2g))
     for setting in settings:
         for _ in range(warmup):
             setting.run_once()
@@ -135,7 +153,8 @@ def run(presets: List[str], frames_list: List[int], dtypes: List[str], reps: int
         elapsed = time.perf_counter() - start
         if round_index >= 2 and elapsed > budget_s * len(settings):
             break
-    lines += ["", "## Compact backbone, 224x224, inference_mode, settings timed round-robin",
+    what = f"compact backbone + G2G `{with_g2g}` (A vs B)" if with_g2g else "Compact backbone"
+    lines += ["", f"## {what}, 224x224, inference_mode, settings timed round-robin",
               "| preset | params | groups x frames | dtype | GFLOP | median ms | min ms | runs | "
               "GFLOP/s (median) | % of matmul peak |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -177,11 +196,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--override", nargs="*", type=parse_override, default=[],
                         help="config overrides applied to every preset, e.g. depth=4")
     parser.add_argument("--output", default=None, help="also write the report to this file")
+    parser.add_argument("--with-g2g", default=None, metavar="PRESET",
+                        help="also run this G2G preset on group 0 vs group 1 (frames 10)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     report = run(args.presets, args.frames, args.dtypes, args.reps, args.warmup, args.budget_s,
-                 dict(args.override))
+                 dict(args.override), with_g2g=args.with_g2g)
     command = "python -m benchmarks.bench_compact " + " ".join(
         sys.argv[1:] if argv is None else argv)
     text = f"# compact backbone benchmark\n\nCommand: `{command}`\n\n{report}\n"
