@@ -211,6 +211,10 @@ def bench_vs_g2g(frames: int, rounds: int, cache_dir, batch_size: int = 256, win
     n_win, pairs = len(groups_a), len(rows) * window
     ms = {name: _median_ms(t) for name, t in times.items()}
     score_ms = _median_ms(score_times)
+    # Ratios within each round (the methods ran back to back there) are less exposed to load
+    # that changes between rounds than the ratio of medians.
+    per_round = {name: sorted(g / c for g, c in zip(times[name], times["covisibility"]))
+                 for name in ("g2g_cached", "g2g_images")}
     true_ws = true_all[:, q_start]
     pick = picked["window"]
     return [
@@ -237,6 +241,9 @@ def bench_vs_g2g(frames: int, rounds: int, cache_dir, batch_size: int = 256, win
         f"scalar scoring alone: {score_ms:.1f} ms for {pairs} pairs = "
         f"{pairs / score_ms * 1e3:,.0f} pairs/s (selection: "
         f"{ms['covisibility'] - score_ms:.2f} ms)",
+        "per-round ratios to covisibility (min / median / max): " + "; ".join(
+            f"{name} {r[0]:.1f} / {statistics.median(r):.1f} / {r[-1]:.1f}"
+            for name, r in per_round.items()),
         f"picked map window {pick.map_start}-{pick.map_start + window - 1} (score "
         f"{pick.score:.3f}); its true overlap {true_ws[pick.map_start]:.3f}, best window "
         f"{int(np.argmax(true_ws))} with {true_ws.max():.3f}",
