@@ -1,0 +1,213 @@
+"""One end-to-end measurement of localizing a query in a simulated map (run in a fresh process).
+
+``bench_covisibility --end-to-end`` starts this module once per case, so that each case's peak
+resident memory (``getrusage(RUSAGE_SELF).ru_maxrss``, the high-water mark of the process) is
+its own. The last line printed is a JSON record.
+
+Cases (``--case``):
+
+* ``localize``: load the shipped models and the map (tokens precomputed), read the query's
+  images from disk, then, timed: encode the query frames one by one (per-frame tokens), score
+  them against every map frame and select the best ``W x W`` (map, query) window per camera with
+  the relocalize node's code path (``select_map_windows``; ``--coarse-stride 1`` = full scoring),
+  and run G2G on that map window (images decoded from the map) and query sub-window. After the
+  timed part (outside the timings and the peak figure): the true overlap of the chosen window
+  against the best one and the error of the predicted query pose.
+* ``encode-map``: decode every map image and encode them all (what building the map costs, and
+  what the paper's 9 s figure includes).
+
+    python -m benchmarks.covis_end_to_end --case localize --coarse-stride 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import sys
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+
+LOG = logging.getLogger(__name__)
+
+CASES = ("localize", "encode-map")
+
+
+def rss_mib() -> Dict[str, float]:
+    """Current and peak resident set size of this process (MiB)."""
+    current = float("nan")
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    current = int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    return {"rss_mib": round(current, 1), "peak_rss_mib": round(peak, 1)}
+
+
+class Stages:
+    """Wall time and memory after each named stage."""
+
+    def __init__(self):
+        self.records: List[Dict] = [{"stage": "start", "seconds": 0.0, **rss_mib()}]
+        self._t0 = time.perf_counter()
+
+    def mark(self, name: str, **extra) -> None:
+        now = time.perf_counter()
+        self.records.append({"stage": name, "seconds": round(now - self._t0, 4), **rss_mib(),
+                             **extra})
+        self._t0 = time.perf_counter()
+
+    def seconds(self, *names: str) -> float:
+        return sum(r["seconds"] for r in self.records if r["stage"] in names)
+
+
+def _pose_error(predicted: np.ndarray, true: np.ndarray) -> Dict[str, float]:
+    from g2g_model.geometry import relative_pose, rotation_angle_deg
+
+    rel = relative_pose(true, predicted)
+    return {"translation_m": round(float(np.linalg.norm(rel[:3, 3])), 3),
+            "rotation_deg": round(float(rotation_angle_deg(rel[:3, :3])), 2)}
+
+
+def localize(scene, query_camera: str, query_start: int, query_frames: int, window: int,
+             coarse_stride: int, batch_size: int) -> Dict:
+    """The ``localize`` case (see the module docstring)."""
+    from g2g_model.covisibility.checkpoint import load_checkpoint
+    from g2g_model.covisibility.front_end import select_map_windows
+    from g2g_model.covisibility.retrieval import select_windows, window_scores
+    from g2g_model.groups import Group
+    from g2g_model.inference import G2GPipeline, default_checkpoint
+    from g2g_model.maps import load_map
+
+    from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap
+
+    stages = Stages()
+    pipeline = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"))
+    encoder = pipeline.backbone_id()
+    covis, _ = load_checkpoint(default_checkpoint("covisibility"), expect_encoder=encoder)
+    covis.eval()
+    stages.mark("load models")
+    gmap = load_map(map_path(scene, encoder), expect_backbone=encoder)
+    stages.mark("load map", frames=len(gmap), features=list(gmap.features.shape))
+    reader_b = trajectory(scene, 1)
+    q_idx = list(range(query_start, query_start + query_frames))
+    query = query_group(reader_b, query_camera, q_idx)
+    stages.mark("read query images")
+
+    query_tokens = pipeline.encode_frames(query.images, query.intrinsics)
+    stages.mark("encode query")
+    best = None
+    scored_pairs = 0
+    per_camera = {}
+    for cam in gmap.cameras():
+        rows = gmap.camera_indices(cam)
+        picks, scores = select_map_windows(covis, gmap.features[torch.from_numpy(rows)],
+                                           query_tokens, window, top_k=1, threshold=-np.inf,
+                                           coarse_stride=coarse_stride, batch_size=batch_size)
+        scored_pairs += int(scores.score.any(axis=1).sum()) * query_frames
+        per_camera[cam] = (rows, scores.score)
+        if picks and (best is None or picks[0].score > best[1].score):
+            best = (cam, picks[0])
+    stages.mark("score + select", pairs_scored=scored_pairs,
+                pairs_full=len(gmap) * query_frames)
+    cam, pick = best
+    rows = per_camera[cam][0]
+    frames_a = [gmap.frames[int(i)] for i in rows[pick.map_indices]]
+    group_a = Group(images=[f.decode() for f in frames_a],
+                    intrinsics=np.stack([f.intrinsics for f in frames_a]),
+                    cam_to_world=np.stack([f.world_T_cam for f in frames_a]))
+    sub = pick.query_indices
+    group_b = Group(images=[query.images[j] for j in sub], intrinsics=query.intrinsics,
+                    cam_to_world=np.asarray(query.cam_to_world)[sub])
+    prediction = pipeline.predict(group_a, group_b)
+    stages.mark("g2g", g2g_timing_ms={k: round(v, 1) for k, v in
+                                      prediction.timing_ms.items()})
+    peak_localize = rss_mib()
+
+    # --- not timed: how good the choice was, and the selection cost alone
+    t0 = time.perf_counter()
+    select_windows(per_camera[cam][1], window, top_k=1, threshold=-np.inf)
+    select_ms = 1e3 * (time.perf_counter() - t0)
+    map_reader = trajectory(scene, 0)
+    best_true, chosen_true = -1.0, None
+    for c in per_camera:
+        ws = window_scores(true_overlap(map_reader, c, reader_b, query_camera, q_idx), window)
+        best_true = max(best_true, float(ws.max()))
+        if c == cam:
+            chosen_true = float(ws[pick.map_start, pick.query_start])
+    true_b0 = np.asarray(query.cam_to_world)[sub[0]]
+    return {
+        "case": "localize", "coarse_stride": coarse_stride, "window": window,
+        "query": {"camera": query_camera, "frames": [q_idx[0], q_idx[-1]]},
+        "stages": stages.records,
+        "localize_s": round(stages.seconds("encode query", "score + select", "g2g"), 3),
+        "peak_after_localize": peak_localize,
+        "chosen": {"camera": cam, "map_frames": [int(rows[pick.map_start]),
+                                                 int(rows[pick.map_start + window - 1])],
+                   "query_frames": [int(q_idx[sub[0]]), int(q_idx[sub[-1]])],
+                   "score": round(pick.score, 4)},
+        "selection_only_ms": round(select_ms, 2),
+        "true_window_overlap": {"chosen": round(chosen_true, 4), "best": round(best_true, 4)},
+        "query_b0_error": _pose_error(prediction.world_T_b[0], true_b0),
+    }
+
+
+def encode_map(scene, batch_size: int) -> Dict:
+    """The ``encode-map`` case: decode and encode every map frame."""
+    from g2g_model.inference import G2GPipeline, default_checkpoint
+    from g2g_model.maps import load_map
+
+    from benchmarks.sim_map import map_path
+
+    stages = Stages()
+    pipeline = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"))
+    stages.mark("load model")
+    path = map_path(scene, pipeline.backbone_id())
+    gmap = load_map(path, expect_backbone=pipeline.backbone_id(), load_features=False)
+    stages.mark("load map (no features)", frames=len(gmap))
+    images = [f.decode() for f in gmap.frames]
+    stages.mark("decode images")
+    tokens = pipeline.encode_frames(images, np.stack([f.intrinsics for f in gmap.frames]),
+                                    batch_size=batch_size)
+    stages.mark("encode all frames", tokens=list(tokens.shape))
+    stored = load_map(path, expect_backbone=pipeline.backbone_id()).features
+    return {"case": "encode-map", "batch_size": batch_size, "stages": stages.records,
+            "encode_s": round(stages.seconds("encode all frames"), 3),
+            "max_abs_diff_vs_stored_fp16": float((tokens - stored.float()).abs().max())}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--case", choices=CASES, required=True)
+    parser.add_argument("--scene", required=True, help="scene directory of benchmarks.sim_map")
+    parser.add_argument("--query-camera", default="cam0")
+    parser.add_argument("--query-start", type=int, default=0)
+    parser.add_argument("--query-frames", type=int, default=30)
+    parser.add_argument("--window", type=int, default=5)
+    parser.add_argument("--coarse-stride", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=256,
+                        help="pairs per decoder pass (localize) or frames per encoder pass")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.case == "localize":
+        record = localize(args.scene, args.query_camera, args.query_start, args.query_frames,
+                          args.window, args.coarse_stride, args.batch_size)
+    else:
+        record = encode_map(args.scene, args.batch_size)
+    record["torch_threads"] = torch.get_num_threads()
+    print(json.dumps(record), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
