@@ -20,9 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import pathlib
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
@@ -30,6 +28,8 @@ from typing import Dict, List, Optional, Sequence
 import cv2
 import numpy as np
 import torch
+
+from g2g_model.tagged_safetensors import write_tagged
 
 LOG = logging.getLogger(__name__)
 
@@ -119,8 +119,6 @@ def _sha256(t: torch.Tensor) -> str:
 
 def save_map(gmap: G2GMap, path) -> pathlib.Path:
     """Write ``gmap`` atomically to ``path`` (suffix ``.g2gmap`` added if missing)."""
-    from safetensors.torch import save_file
-
     path = pathlib.Path(path)
     if path.suffix != MAP_SUFFIX:
         path = path.with_suffix(path.suffix + MAP_SUFFIX) if path.suffix else \
@@ -159,17 +157,7 @@ def save_map(gmap: G2GMap, path) -> pathlib.Path:
         ],
         "sha256": {name: _sha256(t) for name, t in tensors.items()},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={"g2g_map": json.dumps(header)})
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_tagged(path, "g2g_map", header, tensors)
     LOG.info("saved map %s: %d frames, features=%s", path, len(gmap.frames),
              None if gmap.features is None else tuple(gmap.features.shape))
     return path

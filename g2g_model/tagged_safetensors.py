@@ -1,7 +1,7 @@
 """Safetensors files that carry a JSON header under one metadata key: atomic write, checked read.
 
-Our artefacts (covisibility checkpoints, covisibility sample files) share this layout. This is
-the one place that writes them atomically (a crash never leaves a truncated file under the final
+Our artefacts (covisibility checkpoints and sample files, maps) share this layout. This is the
+one place that writes them atomically (a crash never leaves a truncated file under the final
 name) and that turns "missing", "corrupt or truncated", "not this kind of file" and "other
 format version" into clear errors of the caller's exception type.
 """
