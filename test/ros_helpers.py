@@ -80,6 +80,16 @@ class Proc:
             return fh.read()
 
 
+def stop_all(listener: Listener, node: Proc, player: Optional[Proc] = None) -> str:
+    """End of a node test: stop the player (if started) and the node, close the listener; the
+    node's log."""
+    if player is not None:
+        player.stop()
+    log = node.stop()
+    listener.close()
+    return log
+
+
 def node_cmd(module: str, params: dict, params_file: Optional[str] = None) -> List[str]:
     cmd = [sys.executable, "-m", module, "--ros-args"]
     if params_file:

@@ -29,7 +29,7 @@ from nav_msgs.msg import Odometry  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import make_pose, quat_xyzw_to_matrix, rotation_angle_deg  # noqa: E402,E501
 from sim_fixtures import tiny_trajectories  # noqa: E402
-from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
+from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
@@ -87,10 +87,7 @@ def test_rig_odometry_matches_ground_truth(held_out_traj, tmp_path):
             f"{len(odoms)} odometry messages.\nnode:\n{node.output()[-3000:]}\n"
             f"player:\n{player.output()[-2000:]}")
     finally:
-        if player is not None:
-            player.stop()
-        log = node.stop()
-        listener.close()
+        log = stop_all(listener, node, player)
     assert "Traceback" not in log, log[-3000:]
     assert "RANDOM weights" not in log, "the embedded rig model must be installed"
 

@@ -27,7 +27,7 @@ from g2g_model.inference import G2GPipeline  # noqa: E402
 from g2g_model.map_cli import build_map_from_trajectory  # noqa: E402
 from g2g_model.maps import save_map  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
-from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
+from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIM_PARAMS = str(ROOT / "config" / "sim.yaml")
@@ -145,10 +145,7 @@ def test_rig_odometry_managed_from_outside(sim_traj, tmp_path):
         # A transition the state machine does not allow is refused, not crashed on.
         assert not change_state(listener, "/rig_odometry", Transition.TRANSITION_CONFIGURE)
     finally:
-        if player is not None:
-            player.stop()
-        log = node.stop()
-        listener.close()
+        log = stop_all(listener, node, player)
     assert "Traceback" not in log, log[-3000:]
 
 

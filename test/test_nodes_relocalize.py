@@ -22,7 +22,7 @@ from g2g_model.map_cli import build_map_from_trajectory  # noqa: E402
 from g2g_model.maps import save_map  # noqa: E402
 from g2g_ros.pose_msgs import matrix_to_pose_msg  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
-from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
+from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
@@ -156,8 +156,5 @@ def test_relocalize_end_to_end(scene, tmp_path):
         assert how in reply.message
         assert node.alive()
     finally:
-        if player is not None:
-            player.stop()
-        log = node.stop()
-        listener.close()
+        log = stop_all(listener, node, player)
     assert "Traceback" not in log, log[-3000:]

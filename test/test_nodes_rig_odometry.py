@@ -20,7 +20,7 @@ from g2g_msgs.msg import EstimatorStatus  # noqa: E402
 from g2g_msgs.srv import SetPose  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
-from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
+from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
@@ -104,8 +104,5 @@ def test_rig_odometry_end_to_end_with_faults(sim_traj, tmp_path):
         assert listener.spin_until(lambda: statuses[-1].state == EstimatorStatus.STATE_OK
                                    or "cam" not in statuses[-1].message, timeout=20)
     finally:
-        if player is not None:
-            player.stop()
-        log = node.stop()
-        listener.close()
+        log = stop_all(listener, node, player)
     assert "Traceback" not in log, log[-3000:]
