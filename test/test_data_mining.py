@@ -93,6 +93,13 @@ def test_rig_pairs_max_frame_gap_keeps_consecutive_keyframes():
         [(i, i + 1) for i in range(9)] + [(i, i + 2) for i in range(8)])
     with pytest.raises(ValueError, match="max_frame_gap"):
         rig_pairs(poses, poses, max_distance=5.0, max_frame_gap=2)
+    still = rig_pairs(poses, poses, max_distance=5.0, same_trajectory=True, min_frame_gap=0,
+                      max_frame_gap=1)
+    assert sorted((i, j) for i, j, *_ in still) == sorted(
+        [(i, i) for i in range(10)] + [(i, i + 1) for i in range(9)])
+    assert all(d == 0.0 for i, j, d, _ in still if i == j)
+    with pytest.raises(ValueError, match="min_frame_gap"):
+        rig_pairs(poses, poses, max_distance=5.0, same_trajectory=True, min_frame_gap=-1)
 
 
 def test_frames_pair_index_is_told_apart_from_window_pairs(tmp_path):

@@ -200,7 +200,9 @@ def rig_pairs(world_T_body_a: np.ndarray, world_T_body_b: np.ndarray, max_distan
 
     Args:
         world_T_body_a, world_T_body_b: ``[T_A,4,4]``, ``[T_B,4,4]``.
-        same_trajectory: A and B are the same traversal: keep ``j - i >= min_frame_gap`` only.
+        same_trajectory: A and B are the same traversal: keep ``j - i >= min_frame_gap`` only
+            (``min_frame_gap=0`` also keeps ``j == i``: standstill pairs, the rig seen twice at
+            the same place).
         max_frame_gap: with ``same_trajectory``, also keep ``j - i <= max_frame_gap`` only
             (consecutive keyframes, the rig-odometry regime).
         max_pairs: subsample uniformly at random (seeded) to at most this many.
@@ -208,8 +210,9 @@ def rig_pairs(world_T_body_a: np.ndarray, world_T_body_b: np.ndarray, max_distan
     if max_distance <= 0 or min_distance < 0 or min_distance > max_distance:
         raise ValueError(f"need 0 <= min_distance <= max_distance, max_distance > 0; got "
                          f"{min_distance}, {max_distance}")
-    if max_frame_gap is not None and (not same_trajectory
-                                      or max_frame_gap < max(1, min_frame_gap)):
+    if min_frame_gap < 0:
+        raise ValueError(f"min_frame_gap must be >= 0, got {min_frame_gap}")
+    if max_frame_gap is not None and (not same_trajectory or max_frame_gap < min_frame_gap):
         raise ValueError(f"max_frame_gap={max_frame_gap} needs same_trajectory and "
                          f">= min_frame_gap={min_frame_gap}")
     pa = np.asarray(world_T_body_a, dtype=np.float64)
@@ -218,7 +221,7 @@ def rig_pairs(world_T_body_a: np.ndarray, world_T_body_b: np.ndarray, max_distan
     ok = (dist <= max_distance) & (dist >= min_distance)
     if same_trajectory:
         ia, ib = np.meshgrid(np.arange(len(pa)), np.arange(len(pb)), indexing="ij")
-        ok &= (ib - ia) >= max(1, min_frame_gap)
+        ok &= (ib - ia) >= min_frame_gap
         if max_frame_gap is not None:
             ok &= (ib - ia) <= max_frame_gap
     i, j = np.nonzero(ok)
