@@ -79,11 +79,13 @@ def test_rig_odometry_matches_ground_truth(held_out_traj, tmp_path):
     player = None
     try:
         player = Proc(player_cmd(held_out_traj, "--clock", "--rate", "1.5", "--cameras", *cams,
-                                 "--wait-subscribers", "90"), tmp_path / "player.log")
-        done = listener.spin_until(lambda: len(odoms) >= FRAMES - 1 or not player.alive(),
-                                   timeout=300)
+                                 "--wait-subscribers", "90", "--exit-when-done"),
+                      tmp_path / "player.log")
+        # Every group, or the player is done (a group dropped under load leaves a longer step
+        # between two published poses, which is compared with the ground truth like any other).
+        listener.spin_until(lambda: len(odoms) >= FRAMES or not player.alive(), timeout=300)
         listener.spin_until(lambda: False, timeout=3.0)  # the last group in flight
-        assert done and len(odoms) >= FRAMES // 2, (
+        assert len(odoms) >= FRAMES // 2, (
             f"{len(odoms)} odometry messages.\nnode:\n{node.output()[-3000:]}\n"
             f"player:\n{player.output()[-2000:]}")
     finally:
