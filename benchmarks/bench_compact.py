@@ -26,26 +26,11 @@ from typing import Dict, List, Optional
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.common import DTYPES, FLOP_FORMULAS, machine_info
+from benchmarks.common import DTYPES, FLOP_FORMULAS, machine_info, timed
 from g2g_model.backbones.compact import CompactBackbone
 from g2g_model.backbones.compact_config import compact_config
 from g2g_model.model.config import preset as g2g_preset
 from g2g_model.model.g2g import G2GModel
-
-
-def timed(fn, warmup: int, reps: int, budget_s: float, min_runs: int = 3) -> List[float]:
-    """Wall times (s) of ``fn()``; stops early after ``budget_s`` once ``min_runs`` are done."""
-    for _ in range(warmup):
-        fn()
-    times: List[float] = []
-    start = time.perf_counter()
-    while len(times) < reps:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) >= min_runs and time.perf_counter() - start > budget_s:
-            break
-    return times
 
 
 def matmul_peak(dtype: torch.dtype, budget_s: float, size: int = 2048) -> Dict[str, float]:

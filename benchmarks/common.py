@@ -62,8 +62,8 @@ def cpu_sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, *
 FLOP_FORMULAS = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: cpu_sdpa_flops}
 
 
-def timed(fn, warmup: int, reps: int, budget_s: float) -> List[float]:
-    """Wall times (s) of ``fn()``; stops early after ``budget_s`` once 3 runs are done."""
+def timed(fn, warmup: int, reps: int, budget_s: float, min_runs: int = 3) -> List[float]:
+    """Wall times (s) of ``fn()``; stops early after ``budget_s`` once ``min_runs`` are done."""
     for _ in range(warmup):
         fn()
     times: List[float] = []
@@ -72,7 +72,7 @@ def timed(fn, warmup: int, reps: int, budget_s: float) -> List[float]:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-        if len(times) >= 3 and time.perf_counter() - start > budget_s:
+        if len(times) >= min_runs and time.perf_counter() - start > budget_s:
             break
     return times
 
