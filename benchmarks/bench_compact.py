@@ -26,7 +26,7 @@ from typing import Dict, List, Optional
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.common import DTYPES, FLOP_FORMULAS, machine_info, timed
+from benchmarks.common import DTYPES, FLOP_FORMULAS, emit_report, machine_info, timed
 from g2g_model.backbones.compact import CompactBackbone
 from g2g_model.backbones.compact_config import compact_config
 from g2g_model.model.config import preset as g2g_preset
@@ -188,13 +188,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     report = run(args.presets, args.frames, args.dtypes, args.reps, args.warmup, args.budget_s,
                  dict(args.override), with_g2g=args.with_g2g)
-    command = "python -m benchmarks.bench_compact " + " ".join(
-        sys.argv[1:] if argv is None else argv)
-    text = f"# compact backbone benchmark\n\nCommand: `{command}`\n\n{report}\n"
-    print(text)
-    if args.output:
-        with open(args.output, "w") as handle:
-            handle.write(text)
+    emit_report("compact backbone benchmark", "benchmarks.bench_compact", argv, report,
+                args.output)
     return 0
 
 

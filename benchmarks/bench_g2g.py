@@ -23,7 +23,8 @@ from typing import List, Optional
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.common import DTYPES, FLOP_FORMULAS, machine_info, matmul_peak, timed
+from benchmarks.common import (DTYPES, FLOP_FORMULAS, emit_report, machine_info, matmul_peak,
+                               timed)
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
 
@@ -124,13 +125,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
     parser.add_argument("--output", default=None, help="also write the report here")
     opts = parser.parse_args(argv)
-    report = ("# G2G benchmark\n\nCommand: `python -m benchmarks.bench_g2g "
-              + " ".join(argv if argv is not None else sys.argv[1:]) + "`\n\n"
-              + run(opts.reps, opts.budget_s, opts.dtypes))
-    print(report)
-    if opts.output:
-        with open(opts.output, "w") as fh:
-            fh.write(report)
+    emit_report("G2G benchmark", "benchmarks.bench_g2g", argv,
+                run(opts.reps, opts.budget_s, opts.dtypes), opts.output)
     return 0
 
 

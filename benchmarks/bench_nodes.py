@@ -28,7 +28,7 @@ from typing import List, Optional
 import cv2
 import numpy as np
 
-from benchmarks.common import machine_info
+from benchmarks.common import emit_report, machine_info
 
 CAMERAS = ["cam0", "cam1", "cam2", "cam3", "cam4"]
 
@@ -155,13 +155,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--rate", type=float, default=10.0)
     parser.add_argument("--output", default=None)
     opts = parser.parse_args(argv)
-    report = ("# Node benchmark\n\nCommand: `python -m benchmarks.bench_nodes "
-              + " ".join(argv if argv is not None else sys.argv[1:]) + "`\n\n"
-              + run(opts.duration, opts.rate))
-    print(report)
-    if opts.output:
-        with open(opts.output, "w") as fh:
-            fh.write(report)
+    emit_report("Node benchmark", "benchmarks.bench_nodes", argv,
+                run(opts.duration, opts.rate), opts.output)
     return 0
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 import time
-from typing import List
+from typing import List, Optional, Sequence
 
 import torch
 
@@ -83,3 +84,16 @@ def matmul_peak(dtype: torch.dtype, reps: int, budget_s: float, size: int = 2048
     b = torch.randn(size, size).to(dtype)
     times = timed(lambda: torch.mm(a, b), warmup=1, reps=reps, budget_s=budget_s)
     return 2.0 * size ** 3 / min(times)
+
+
+def emit_report(title: str, module: str, argv: Optional[Sequence[str]], body: str,
+                output: Optional[str]) -> str:
+    """``# title``, the command that produced it, then ``body``: printed, and written to
+    ``output`` when given. Returns the text."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    text = f"# {title}\n\nCommand: `python -m {module} {' '.join(args)}`\n\n{body}\n"
+    print(text)
+    if output:
+        with open(output, "w") as fh:
+            fh.write(text)
+    return text
