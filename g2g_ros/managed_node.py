@@ -81,6 +81,22 @@ class ManagedNode(LifecycleNode):
         self.p[name] = value
         return value
 
+    def declare_camera_params(self) -> None:
+        """The camera-input and extrinsics parameters every node of this package has (all read
+        at configure)."""
+        d = self.declare
+        d("image_topic", "image_raw", "image topic under each camera", True)
+        d("camera_info_topic", "camera_info", "camera_info topic under each camera", True)
+        d("use_compressed", False,
+          "subscribe sensor_msgs/CompressedImage (<image_topic>/compressed)", True)
+        d("sensor_qos_reliability", "best_effort",
+          "QoS of the camera streams: best_effort or reliable", True)
+        d("base_frame", "base_link", "robot body frame (REP-105)", True)
+        d("camera_frame_suffix", "_optical_frame",
+          "optical frame of camera c is <c><suffix> in TF", True)
+        d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
+        d("calibration_file", "", "YAML rig calibration (extrinsics_source=yaml)", True)
+
     def _refuse_configure_time_changes(self, params) -> SetParametersResult:
         if self.configured:
             for p in params:

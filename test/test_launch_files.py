@@ -127,15 +127,27 @@ def test_every_parameter_file_names_known_parameters():
     # Each YAML key must be a parameter the node declares (a typo would be silently ignored).
     import ast
 
+    def d_calls(tree):
+        return {call.args[0].value for call in ast.walk(tree)
+                if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "d"
+                and call.args and isinstance(call.args[0], ast.Constant)}
+
+    def calls(tree, method):
+        return any(isinstance(c, ast.Call) and getattr(c.func, "attr", "") == method
+                   for c in ast.walk(tree))
+
+    # The parameters every node declares through ManagedNode.declare_camera_params.
+    base = ast.parse((ROOT / "g2g_ros" / "managed_node.py").read_text())
+    shared = set()
+    for fn in ast.walk(base):
+        if isinstance(fn, ast.FunctionDef) and fn.name == "declare_camera_params":
+            shared = d_calls(fn)
+    assert shared, "ManagedNode.declare_camera_params declares nothing?"
     declared = {}
     for node in ("rig_odometry", "relocalize", "map_builder"):
         tree = ast.parse((ROOT / "g2g_ros" / "nodes" / f"{node}.py").read_text())
-        names = set()
-        for call in ast.walk(tree):
-            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "d" and call.args:
-                if isinstance(call.args[0], ast.Constant):
-                    names.add(call.args[0].value)
-        declared[node] = names
+        declared[node] = d_calls(tree) | (shared if calls(tree, "declare_camera_params")
+                                          else set())
     for path in sorted((ROOT / "config").glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
         for node, section in data.items():

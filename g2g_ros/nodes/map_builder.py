@@ -47,18 +47,10 @@ class MapBuilderNode(ManagedNode):
         self.pipeline = self.rig = self.tf_buffer = self.tf_listener = self.inputs = None
         self.srvs: list = []
         # A 4th argument True: read at configure (settable while unconfigured, see ManagedNode).
+        self.declare_camera_params()
         d = self.declare
         d("cameras", ["cam0"], "cameras to record", True)
-        d("image_topic", "image_raw", "image topic under each camera", True)
-        d("camera_info_topic", "camera_info", "camera_info topic", True)
-        d("use_compressed", False, "subscribe CompressedImage", True)
-        d("sensor_qos_reliability", "best_effort", "QoS of the camera streams", True)
         d("map_frame", "map", "frame the keyframe poses are expressed in", True)
-        d("base_frame", "base_link", "robot body frame", True)
-        d("camera_frame_suffix", "_optical_frame",
-          "optical frame of camera c is <c><suffix>", True)
-        d("extrinsics_source", "tf_static", "'tf_static' or 'yaml'", True)
-        d("calibration_file", "", "YAML rig calibration", True)
         d("min_translation_m", 0.2, "keyframe spacing (translation)", True)
         d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True)
         d("max_keyframes", 20000, "stop recording beyond this", True)

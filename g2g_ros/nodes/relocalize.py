@@ -113,22 +113,13 @@ class RelocalizeNode(ManagedNode):
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
         # A 4th argument True: read at configure (settable while unconfigured, see ManagedNode).
+        self.declare_camera_params()
         d = self.declare
         d("cameras", ["cam0"], "rig cameras; relocalization uses reloc_camera", True)
         d("reloc_camera", "", "camera used for relocalization "
           "(empty = the first of cameras)", True)
-        d("image_topic", "image_raw", "image topic under the camera", True)
-        d("camera_info_topic", "camera_info", "camera_info topic", True)
-        d("use_compressed", False, "subscribe CompressedImage", True)
-        d("sensor_qos_reliability", "best_effort",
-          "QoS of the camera stream: best_effort or reliable", True)
         d("map_frame", "map", "map frame (REP-105)", True)
         d("odom_frame", "odom", "odometry frame (REP-105)", True)
-        d("base_frame", "base_link", "robot body frame", True)
-        d("camera_frame_suffix", "_optical_frame",
-          "optical frame of camera c is <c><suffix>", True)
-        d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
-        d("calibration_file", "", "YAML rig calibration", True)
         d("odom_source", "tf", "odometry from 'tf' (odom->base_link) or "
           "'topic' (nav_msgs/Odometry on odom_topic)", True)
         d("odom_topic", "odometry", "odometry topic (odom_source=topic)", True)

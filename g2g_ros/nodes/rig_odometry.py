@@ -76,21 +76,11 @@ class RigOdometryNode(ManagedNode):
     def _declare_parameters(self) -> None:
         # A 4th argument True: read at configure (settable while unconfigured, see
         # ManagedNode); keyframe_stride and max_spread_m apply at once.
+        self.declare_camera_params()
         d = self.declare
         d("cameras", ["cam0", "cam1", "cam2", "cam3", "cam4"],
           "camera names in rig order; topics <cam>/image_raw, <cam>/camera_info", True)
-        d("image_topic", "image_raw", "image topic under each camera", True)
-        d("camera_info_topic", "camera_info", "camera_info topic under each camera", True)
-        d("use_compressed", False,
-          "subscribe sensor_msgs/CompressedImage (<image_topic>/compressed)", True)
-        d("sensor_qos_reliability", "best_effort",
-          "QoS of the camera streams: best_effort or reliable", True)
-        d("base_frame", "base_link", "robot body frame (REP-105)", True)
         d("odom_frame", "odom", "odometry frame (REP-105)", True)
-        d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
-        d("calibration_file", "", "YAML rig calibration (extrinsics_source=yaml)", True)
-        d("camera_frame_suffix", "_optical_frame",
-          "optical frame of camera c is <c><suffix> in TF", True)
         d("sync_slop_ms", 20.0, "max stamp spread within a rig group", True)
         d("sync_min_interval_ms", 50.0, "lower bound of the camera frame interval", True)
         d("sync_max_wait_ms", 300.0, "how long (stamp time) a group waits for a late camera", True)
