@@ -82,16 +82,21 @@ def _train(args) -> int:
     return 0
 
 
+def _report(metrics: dict, json_path) -> None:
+    """Print ``metrics`` as JSON; also write them to ``json_path`` when given."""
+    text = json.dumps(metrics, indent=2)
+    print(text)
+    if json_path:
+        with open(json_path, "w") as fh:
+            fh.write(text + "\n")
+
+
 def _eval(args) -> int:
     meta = read_checkpoint_meta(args.checkpoint)
     samples = load_samples(args.samples, expect_encoder=meta.get("encoder") or None)
     model, _ = load_checkpoint(args.checkpoint)
     metrics = evaluate(model, samples, batch_size=args.batch_size, bf16=args.bf16)
-    text = json.dumps(metrics, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as fh:
-            fh.write(text + "\n")
+    _report(metrics, args.json)
     return 0
 
 
@@ -143,11 +148,7 @@ def _sim_eval(args) -> int:
                               cache_dir=args.cache)
     metrics["checkpoint"] = str(args.checkpoint)
     metrics["encoder"] = pipeline.backbone_id()
-    text = json.dumps(metrics, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as fh:
-            fh.write(text + "\n")
+    _report(metrics, args.json)
     return 0
 
 
