@@ -247,6 +247,7 @@ def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "aut
 def spin_node(node_class, args=None, threads: int = 2) -> None:
     """The standard node entry point: init, spin a multi-threaded executor, clean shutdown."""
     import rclpy
+    from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
     rclpy.init(args=args)
@@ -258,6 +259,12 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RCLError:
+        # SIGINT shuts the context down from rclpy's signal handler; an executor that is
+        # building its next wait set at that moment raises instead of returning. Only then is
+        # it a clean shutdown.
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
             node.destroy_node()
