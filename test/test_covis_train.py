@@ -81,6 +81,29 @@ def test_window_selection_accuracy():
         window_selection_accuracy([true], [true[:5]], window=4)
 
 
+def test_window_selection_accuracy_with_a_position_hint():
+    true = np.zeros((20, 4))
+    true[5:9] = 0.8
+    wrong = np.zeros_like(true)
+    wrong[0:4] = 1.0  # without a hint this picks a window of true overlap 0 ...
+    wrong[5:9] = 0.5  # ... and the best window only second
+    map_positions = np.stack([np.arange(20.0), np.zeros(20), np.zeros(20)], 1)
+    near_best = (map_positions, np.array([6.5, 0.0, 0.0]))
+    nowhere = (map_positions, np.array([100.0, 0.0, 0.0]))
+    assert window_selection_accuracy([true], [wrong], window=4)["within_tolerance"] == 0.0
+    # The hint rules out the wrongly preferred window: frames 4-9 are eligible.
+    out = window_selection_accuracy([true], [wrong], window=4, hints=[near_best], radius=2.6)
+    assert out == {"within_tolerance": 1.0, "mean_gap": 0.0, "queries": 1,
+                   "no_eligible_window": 0}
+    # A hint far from every map frame leaves no window: a miss with the full gap.
+    out = window_selection_accuracy([true, true], [true, true], window=4,
+                                    hints=[near_best, nowhere], radius=2.6)
+    assert out["within_tolerance"] == 0.5 and out["no_eligible_window"] == 1
+    assert out["mean_gap"] == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="together"):
+        window_selection_accuracy([true], [true], window=4, hints=[near_best])
+
+
 def test_training_learns_synthetic_covisibility(tmp_path, one_thread):
     torch.manual_seed(0)
     train = synthetic_samples(num_places=12, frames_per_place=16, seed=0)

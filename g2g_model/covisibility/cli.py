@@ -145,7 +145,8 @@ def _sim_eval(args) -> int:
     metrics = evaluate_scenes(model, pipeline, scene_dirs(args.root, args.scenes),
                               model.config.dense_hw, stride=args.stride,
                               pairs_per_scene=args.pairs_per_scene, window=args.window,
-                              cache_dir=args.cache)
+                              cache_dir=args.cache, hint_radius=args.hint_radius,
+                              hint_sigma=args.hint_sigma)
     metrics["checkpoint"] = str(args.checkpoint)
     metrics["encoder"] = pipeline.backbone_id()
     _report(metrics, args.json)
@@ -227,6 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             sp.add_argument("--checkpoint", required=True)
             sp.add_argument("--window", type=int, default=4, help="window-selection W")
+            sp.add_argument("--hint-radius", type=float,
+                            help="also report window selection restricted to map windows "
+                                 "within this many metres of a position hint")
+            sp.add_argument("--hint-sigma", type=float, default=0.0,
+                            help="noise of the position hint (m per axis, Gaussian)")
             sp.add_argument("--json", help="also write the metrics to this file")
             sp.set_defaults(func=_sim_eval)
 

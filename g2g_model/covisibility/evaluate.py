@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -64,7 +64,9 @@ def frame_retrieval_hits(query_ids: np.ndarray, true_scores: np.ndarray,
 
 def window_selection_accuracy(true_overlaps: Sequence[np.ndarray],
                               predicted_scores: Sequence[np.ndarray], window: int,
-                              tolerance: float = 0.1) -> Dict[str, float]:
+                              tolerance: float = 0.1,
+                              hints: Optional[Sequence[Tuple[np.ndarray, np.ndarray]]] = None,
+                              radius: Optional[float] = None) -> Dict[str, float]:
     """How often the window picked from predicted scores is (nearly) the truly best one.
 
     Args:
@@ -72,24 +74,44 @@ def window_selection_accuracy(true_overlaps: Sequence[np.ndarray],
         predicted_scores: per query, the predicted ``[T_A, T_B]`` scores.
         window: W.
         tolerance: a pick is good when its true window score is within this of the best.
+        hints, radius: optional position hint per query, ``(map_positions [T_A, 3],
+            hint_position [3])``: only map windows within ``radius`` of the hint may be picked
+            (as the relocalize node does with a hint). The best window is still the best of
+            all windows, so a hint that excludes it costs; a query with no eligible window
+            counts as a miss with the full gap.
     Returns:
-        ``{"within_tolerance": fraction, "mean_gap": mean true-score gap, "queries": n}``.
+        ``{"within_tolerance": fraction, "mean_gap": mean true-score gap, "queries": n}``
+        (plus ``"no_eligible_window"``: the number of such queries, with hints).
     """
     if len(true_overlaps) != len(predicted_scores) or not len(true_overlaps):
         raise ValueError(
             f"need equal, non-zero numbers of true ({len(true_overlaps)}) and predicted "
             f"({len(predicted_scores)}) matrices"
         )
-    gaps = []
-    for true, pred in zip(true_overlaps, predicted_scores):
+    if (hints is None) != (radius is None):
+        raise ValueError("hints and radius go together")
+    if hints is not None and len(hints) != len(true_overlaps):
+        raise ValueError(f"{len(hints)} hints for {len(true_overlaps)} queries")
+    gaps, empty = [], 0
+    for i, (true, pred) in enumerate(zip(true_overlaps, predicted_scores)):
         if np.shape(true) != np.shape(pred):
             raise ValueError(f"true {np.shape(true)} and predicted {np.shape(pred)} differ")
         true_ws = window_scores(true, window)
-        pick = select_windows(pred, window, top_k=1, threshold=-np.inf)[0]
-        gaps.append(true_ws.max() - true_ws[pick.map_start, pick.query_start])
+        restrict = {}
+        if hints is not None:
+            restrict = dict(map_positions=hints[i][0], hint_position=hints[i][1], radius=radius)
+        picks = select_windows(pred, window, top_k=1, threshold=-np.inf, **restrict)
+        if not picks:
+            empty += 1
+            gaps.append(true_ws.max())
+            continue
+        gaps.append(true_ws.max() - true_ws[picks[0].map_start, picks[0].query_start])
     gaps = np.asarray(gaps)
-    return {"within_tolerance": float(np.mean(gaps <= tolerance + 1e-12)),
-            "mean_gap": float(gaps.mean()), "queries": len(gaps)}
+    out = {"within_tolerance": float(np.mean(gaps <= tolerance + 1e-12)),
+           "mean_gap": float(gaps.mean()), "queries": len(gaps)}
+    if hints is not None:
+        out["no_eligible_window"] = empty
+    return out
 
 
 def evaluate(model: CovisibilityDecoder, samples: CovisibilitySamples, batch_size: int = 256,

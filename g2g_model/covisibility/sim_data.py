@@ -28,7 +28,7 @@ import hashlib
 import json
 import logging
 import pathlib
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -255,9 +255,24 @@ def retrieval_pairs(frames: SceneFrames, query_every: int = 5) -> np.ndarray:
     return np.stack(np.meshgrid(queries, cands, indexing="ij"), -1).reshape(-1, 2)
 
 
+class WindowQueries(NamedTuple):
+    """The window-selection queries of a scene, in the same order in every field.
+
+    Attributes:
+        trues: per query, the true ``[T_map, W]`` symmetric overlap matrix.
+        preds: per query, the predicted ``[T_map, W]`` scores.
+        positions: per query, ``(map_positions [T_map, 3], query_position [3])``: the map
+            frames' camera centres and the mean camera centre of the query frames (world
+            frame), from which position hints are made.
+    """
+
+    trues: List[np.ndarray]
+    preds: List[np.ndarray]
+    positions: List[Tuple[np.ndarray, np.ndarray]]
+
+
 def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, window: int,
-                   min_best: float = DEFAULT_THRESHOLD
-                   ) -> Tuple[List[np.ndarray], List[np.ndarray]]:
+                   min_best: float = DEFAULT_THRESHOLD) -> WindowQueries:
     """True and predicted ``[T_map, W]`` matrices of every window-selection query of a scene.
 
     Per camera, the map is traversal 0 and each query is a run of ``window`` consecutive
@@ -265,7 +280,7 @@ def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, wi
     below ``min_best`` (nothing of the map is seen) are left out. ``model=None`` scores with the
     fallback of the relocalize node, :func:`g2g_model.window_selection.descriptor_similarity`.
     """
-    trues, preds = [], []
+    out = WindowQueries([], [], [])
     for cam in np.unique(frames.camera):
         m, q = frames.select(0, cam), frames.select(1, cam)
         if len(m) < window or len(q) < window:
@@ -277,25 +292,42 @@ def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, wi
             pred = descriptor_similarity(frames.tokens[m], frames.tokens[q])
         else:
             pred = score_matrix(model, frames.tokens[m], frames.tokens[q]).score
+        map_positions = frames.world_T_cam[m][:, :3, 3]
         for start in range(0, len(q) - window + 1):
             t, p = true[:, start:start + window], pred[:, start:start + window]
             if window_scores(t, window).max() >= min_best:
-                trues.append(t)
-                preds.append(p)
-    return trues, preds
+                out.trues.append(t)
+                out.preds.append(p)
+                query_position = frames.world_T_cam[q[start:start + window], :3, 3].mean(0)
+                out.positions.append((map_positions, query_position))
+    return out
+
+
+def noisy_hints(positions: Sequence[Tuple[np.ndarray, np.ndarray]], sigma: float,
+                rng: np.random.Generator) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Position hints: each query's true position plus isotropic Gaussian noise (``sigma`` m
+    per axis), as a pose prior from odometry or ``/initialpose`` would give."""
+    if sigma < 0:
+        raise ValueError(f"sigma must be >= 0, got {sigma}")
+    return [(m, q + rng.normal(0.0, sigma, 3) if sigma > 0 else q) for m, q in positions]
 
 
 def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dense_hw,
                     stride: int = 2, pairs_per_scene: int = 2000, window: int = 4,
-                    seed: int = 12345, cache_dir=None, query_every: int = 5) -> Dict:
+                    seed: int = 12345, cache_dir=None, query_every: int = 5,
+                    hint_radius: Optional[float] = None, hint_sigma: float = 0.0) -> Dict:
     """Held-out metrics on sim scenes (tokens of ``pipeline``'s encoder).
 
     Returns ``{"balanced": evaluate() on balanced pairs, "retrieval": evaluate() on the
     retrieval pairs (natural distribution; its retrieval_top1/5 are the frame-retrieval
     numbers), "window": window_selection_accuracy(), "baseline_descriptor": retrieval and window
-    numbers of the descriptor-similarity fallback, "scenes": names}``.
+    numbers of the descriptor-similarity fallback, "scenes": names}``. With ``hint_radius``,
+    also ``"window_hint"`` (and the baseline's): the same queries when only map windows within
+    ``hint_radius`` of a position hint (true position + ``hint_sigma`` noise, seeded) may be
+    picked.
     """
-    balanced, natural, trues, preds, base_preds, base_hits = [], [], [], [], [], []
+    balanced, natural, base_hits = [], [], []
+    queries, base_preds = WindowQueries([], [], []), []
     for sid, scene in enumerate(scenes):
         frames = load_scene_frames(pipeline, scene, stride, cache_dir=cache_dir)
         overlap = scene_overlap(frames)
@@ -304,22 +336,31 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
                                       dense_hw, sid))
         pairs = retrieval_pairs(frames, query_every)
         natural.append(scene_samples(frames, pairs, dense_hw, sid))
-        t, p = window_queries(model, frames, window)
-        trues += t
-        preds += p
-        base_preds += window_queries(None, frames, window)[1]
+        for field, values in zip(queries, window_queries(model, frames, window)):
+            field.extend(values)
+        base_preds += window_queries(None, frames, window).preds
         desc = descriptor_similarity(frames.tokens, frames.tokens)
         true = natural[-1].ratios.min(1).values.numpy()
         base_hits.append((pairs[:, 0] + 100_000 * sid, true, desc[pairs[:, 0], pairs[:, 1]]))
     nat = concat_samples(natural)
+    trues = queries.trues
     # Query ids must be unique over scenes: concat_samples shifted the frame indices already.
-    return {
+    out = {
         "balanced": evaluate(model, concat_samples(balanced)),
         "retrieval": evaluate(model, nat),
-        "window": dict(window_selection_accuracy(trues, preds, window), window=window),
+        "window": dict(window_selection_accuracy(trues, queries.preds, window), window=window),
         "baseline_descriptor": {
             "retrieval": frame_retrieval_hits(*(np.concatenate(x) for x in zip(*base_hits))),
             "window": window_selection_accuracy(trues, base_preds, window),
         },
         "scenes": [pathlib.Path(s).name for s in scenes],
     }
+    if hint_radius is not None:
+        hints = noisy_hints(queries.positions, hint_sigma, np.random.default_rng([seed, 7]))
+        restrict = dict(hints=hints, radius=hint_radius)
+        out["window_hint"] = dict(
+            window_selection_accuracy(trues, queries.preds, window, **restrict),
+            window=window, radius=hint_radius, sigma=hint_sigma)
+        out["baseline_descriptor"]["window_hint"] = window_selection_accuracy(
+            trues, base_preds, window, **restrict)
+    return out
