@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from typing import Dict, List, Optional, Sequence
@@ -22,25 +21,11 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.common import machine_line
 from g2g_model.backbones.mapanything.config import MapAnythingV1Config, preset
 from g2g_model.backbones.mapanything_v1 import MapAnythingV1Backbone
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}
-
-
-def machine_description() -> str:
-    """One line naming the CPU, the platform and the torch thread count."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (f"{cpu} | {platform.platform()} | torch {torch.__version__} | "
-            f"{torch.get_num_threads()} threads")
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10,
@@ -179,7 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
         parser.error(f"unknown dtypes {unknown}; choose from {sorted(DTYPES)}")
-    print(f"machine: {machine_description()}")
+    print(f"machine: {machine_line()}")
     rows = bench_mapanything_v1(config, args.views, dtypes, args.repeats, args.max_seconds)
     print(f"{'backbone':16s} {'dtype':5s} {'N':>2s} {'size':>4s} {'latency':>9s} {'GFLOP':>8s} "
           f"{'GFLOP/s':>8s} {'peak':>8s} {'of peak':>7s}")
@@ -193,7 +178,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{r['matmul_peak_gflops_s']:8.1f} {100 * r['fraction_of_peak']:6.1f}%")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"machine": machine_description(), "rows": rows}, handle, indent=1)
+            json.dump({"machine": machine_line(), "rows": rows}, handle, indent=1)
     return 0
 
 

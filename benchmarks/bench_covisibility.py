@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -38,33 +37,12 @@ import numpy as np
 import torch
 
 from benchmarks.common import machine_info as common_machine_info
+from benchmarks.common import machine_line
 from benchmarks.sim_map import DEFAULT_CACHE
 from g2g_model.covisibility.front_end import select_map_windows
 from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
 from g2g_model.covisibility.retrieval import select_windows, window_scores
 from g2g_model.covisibility.scoring import score_matrix
-
-
-def machine_info() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            names = [ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")]
-        cpu = f"{names[0]} x {len(names)}" if names else cpu
-    except OSError:
-        pass
-    flags = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            line = next((ln for ln in fh if ln.startswith("flags")), "")
-        simd = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f" {f}" in line]
-        flags = f" ({', '.join(simd) or 'no AVX2'})"
-    except OSError:
-        pass
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"{platform.system()} {platform.machine()}, {cpu}{flags}, python "
-            f"{platform.python_version()}, torch {torch.__version__}, "
-            f"{torch.get_num_threads()} torch threads, load average {load}")
 
 
 def bench_scoring(preset: str, bf16: bool, batch_size: int, budget_s: float,
@@ -395,7 +373,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(machine_info())
+    print(machine_line())
     if not args.only_shipped:
         random_weight_tables(args)
     if args.vs_g2g or args.end_to_end:

@@ -13,28 +13,10 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
-import platform
 import tempfile
 import time
 
-import numpy as np
-
-
-def machine_info() -> str:
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-    return (f"{platform.platform()} | {cpu} | {os.cpu_count()} logical CPUs | "
-            f"python {platform.python_version()} | numpy {np.__version__} | "
-            f"load average {tuple(round(v, 2) for v in load)}")
+from benchmarks.common import machine_line
 
 
 def _render_job(args: tuple) -> tuple[int, float]:
@@ -63,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rig", default="ring8")
     p.add_argument("--workers", type=int, default=2)
     args = p.parse_args(argv)
-    print("machine:", machine_info())
+    print("machine:", machine_line())
 
     done = total = 0.0
     for seed in args.seeds:

@@ -53,6 +53,14 @@ def machine_info() -> List[str]:
     ]
 
 
+def machine_line() -> str:
+    """:func:`machine_info` in one line, with the load average (for console output)."""
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return (f"{cpu_model()} x {os.cpu_count()} ({cpu_flags()}) | {platform.platform()} | "
+            f"python {platform.python_version()} | torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads | load average {load}")
+
+
 def cpu_sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
     """FLOPs of the fused CPU attention kernel (QK^T and AV), which FlopCounterMode omits."""
     batch, heads, queries, head_dim = query_shape
