@@ -1,10 +1,16 @@
 """Choosing the map window to align a query window against, from per-frame scores.
 
-Two sources of frame-pair scores feed the same window scoring:
+Three sources of frame-pair scores feed the same window scoring:
 
 * the covisibility front-end (:mod:`g2g_model.covisibility`), whose scores are overlap ratios;
-* as a fallback when no covisibility model is available, the cosine similarity of mean-pooled
-  per-frame encoder tokens (a global descriptor; its scores are NOT overlaps).
+* map-whitened token similarity (:func:`whitened_similarity`, the relocalize node's default): each
+  frame's flattened tokens are standardised and PCA-whitened with statistics of the map itself,
+  then compared by cosine. What all frames of the map share (the encoder's bias, the scene's
+  look) drops out, and what tells one place of this map from another is kept. No training; the
+  map's statistics are fitted once when the map is loaded;
+* the cosine similarity of mean-pooled per-frame encoder tokens (a global descriptor).
+
+The last two give similarities, NOT overlaps.
 
 A window's score is the max-mean aggregation of DESIGN section 3: the mean over the window's
 frames of their best match in the query, and the mean over the query frames of their best match
@@ -31,6 +37,75 @@ def descriptor_similarity(map_tokens: torch.Tensor, query_tokens: torch.Tensor) 
     a = torch.nn.functional.normalize(a - centre, dim=-1)
     b = torch.nn.functional.normalize(b - centre, dim=-1)
     return (a @ b.T).numpy()
+
+
+WHITENING_DIMS = 48
+WHITENING_SHRINKAGE = 0.3
+
+
+class MapWhitening:
+    """Per-map statistics of flattened frame tokens: standardisation, then PCA whitening.
+
+    ``transform(tokens)`` = unit-norm ``((x - mean) / std) @ basis.T / sqrt(var + s * mean var)``
+    with ``x`` a frame's ``P x D`` tokens flattened, ``basis`` the first ``dims`` principal
+    directions of the map's standardised frames and ``var`` their variances; the shrinkage ``s``
+    keeps weak directions from being blown up. Dims 48 and shrinkage 0.3 were chosen on
+    simulator scenes 0-5 (training split) and 10000-10001 (validation); docs/COVISIBILITY.md.
+    """
+
+    def __init__(self, mean: torch.Tensor, std: torch.Tensor, basis: torch.Tensor,
+                 scale: torch.Tensor):
+        self.mean, self.std, self.basis, self.scale = mean, std, basis, scale
+
+    @property
+    def dims(self) -> int:
+        return int(self.basis.shape[0])
+
+    @classmethod
+    def fit(cls, map_tokens: torch.Tensor, dims: int = WHITENING_DIMS,
+            shrinkage: float = WHITENING_SHRINKAGE, max_frames: int = 2000,
+            min_std: float = 1e-3, seed: int = 0) -> "MapWhitening":
+        """Fit on the map's tokens ``[F, P, D]`` (a seeded subset of ``max_frames`` if larger).
+
+        Raises ``ValueError`` on fewer than 2 frames, a wrong shape or non-finite tokens.
+        """
+        x = torch.as_tensor(map_tokens)
+        if x.dim() != 3 or x.shape[0] < 2:
+            raise ValueError(f"map tokens must be [F >= 2, P, D], got {list(x.shape)}")
+        if dims < 1 or shrinkage < 0 or max_frames < 2:
+            raise ValueError(f"need dims >= 1, shrinkage >= 0, max_frames >= 2 (got {dims}, "
+                             f"{shrinkage}, {max_frames})")
+        if x.shape[0] > max_frames:
+            gen = torch.Generator().manual_seed(seed)
+            x = x[torch.randperm(x.shape[0], generator=gen)[:max_frames]]
+        x = x.double()
+        if not torch.isfinite(x).all():
+            raise ValueError("map tokens contain NaN or Inf")
+        mean, std = x.mean(0), x.std(0).clamp(min=min_std)
+        z = ((x - mean) / std).flatten(1)
+        z = z - z.mean(0)
+        _, sing, vh = torch.linalg.svd(z, full_matrices=False)
+        k = min(dims, len(sing))
+        var = sing[:k] ** 2 / x.shape[0]
+        scale = 1.0 / torch.sqrt(var + shrinkage * var.mean() + 1e-12)
+        return cls(mean.float(), std.float(), vh[:k].float(), scale.float())
+
+    def transform(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Unit-norm whitened descriptors ``[T, dims]`` of frames ``[T, P, D]``."""
+        x = torch.as_tensor(tokens).float()
+        if x.dim() != 3 or x.shape[1:] != self.mean.shape:
+            raise ValueError(f"tokens must be [T, {self.mean.shape[0]}, {self.mean.shape[1]}] "
+                             f"like the map's, got {list(x.shape)}")
+        z = ((x - self.mean) / self.std).flatten(1)
+        return torch.nn.functional.normalize((z @ self.basis.T) * self.scale, dim=-1)
+
+
+def whitened_similarity(map_tokens: torch.Tensor, query_tokens: torch.Tensor,
+                        whitening: Optional[MapWhitening] = None) -> np.ndarray:
+    """Cosine similarity ``[T_A, T_B]`` of map-whitened frame descriptors (:class:`MapWhitening`,
+    fitted on ``map_tokens`` when not given; fit it once per map and pass it)."""
+    whitening = whitening if whitening is not None else MapWhitening.fit(map_tokens)
+    return (whitening.transform(map_tokens) @ whitening.transform(query_tokens).T).numpy()
 
 
 def max_mean(block: np.ndarray) -> float:

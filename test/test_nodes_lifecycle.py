@@ -172,6 +172,12 @@ def test_relocalize_missing_map_fails_configure_then_recovers(sim_traj, tmp_path
         assert listener.node.count_publishers("/relocalize/pose") == 0
 
         assert set_parameter(listener, "/relocalize", "map_path", str(map_path)).successful
+        # A bad choice fails configure with the allowed values; the decoder scorer configures.
+        assert set_parameter(listener, "/relocalize", "window_scorer", "bogus").successful
+        assert not change_state(listener, "/relocalize", Transition.TRANSITION_CONFIGURE)
+        assert listener.spin_until(lambda: "window_scorer must be one of" in
+                                   statuses[-1].message, 10), statuses[-1].message
+        assert set_parameter(listener, "/relocalize", "window_scorer", "covisibility").successful
         assert change_state(listener, "/relocalize", Transition.TRANSITION_CONFIGURE)
         assert get_state(listener, "/relocalize") == "inactive"
         # Inactive: maps can be (re)loaded, localization is refused with the reason.
@@ -196,3 +202,4 @@ def test_relocalize_missing_map_fails_configure_then_recovers(sim_traj, tmp_path
         listener.close()
     assert "Traceback" not in log, log[-3000:]
     assert "configure failed: map file" in log and "does not exist" in log
+    assert "covisibility front-end:" in log

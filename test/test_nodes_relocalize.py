@@ -146,14 +146,10 @@ def test_relocalize_end_to_end(scene, tmp_path):
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request())
         assert not reply.success and "paused" in reply.message
         assert listener.call(Trigger, "/relocalize/resume", Trigger.Request()).success
-        # Without a hint the window comes from the shipped covisibility front-end, or from
-        # descriptor similarity when none is shipped (the gate may reject it: the answer must
-        # say why).
-        from g2g_model.inference import default_checkpoint
-
-        how = "covisibility" if default_checkpoint("covisibility") else "descriptor similarity"
+        # Without a hint the window comes from the default window_scorer (the gate may reject
+        # the result: the answer must say why).
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request(), timeout=120)
-        assert how in reply.message
+        assert "map-whitened similarity" in reply.message
         assert node.alive()
     finally:
         log = stop_all(listener, node, player)

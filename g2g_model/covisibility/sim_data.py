@@ -24,11 +24,12 @@ window selection (per camera, a query segment of W frames against the whole map 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import pathlib
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -43,7 +44,8 @@ from g2g_model.covisibility.samples import (CovisibilitySamples, concat_samples,
 from g2g_model.covisibility.scoring import score_matrix
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.overlap import overlap_matrix
-from g2g_model.window_selection import descriptor_similarity
+from g2g_model.window_selection import (MapWhitening, descriptor_similarity,
+                                        whitened_similarity)
 
 LOG = logging.getLogger(__name__)
 
@@ -272,13 +274,15 @@ class WindowQueries(NamedTuple):
 
 
 def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, window: int,
-                   min_best: float = DEFAULT_THRESHOLD) -> WindowQueries:
+                   min_best: float = DEFAULT_THRESHOLD,
+                   similarity: Callable = descriptor_similarity) -> WindowQueries:
     """True and predicted ``[T_map, W]`` matrices of every window-selection query of a scene.
 
     Per camera, the map is traversal 0 and each query is a run of ``window`` consecutive
     (subsampled) frames of traversal 1 (every start). Queries whose best true window overlap is
-    below ``min_best`` (nothing of the map is seen) are left out. ``model=None`` scores with the
-    fallback of the relocalize node, :func:`g2g_model.window_selection.descriptor_similarity`.
+    below ``min_best`` (nothing of the map is seen) are left out. ``model=None`` scores with
+    ``similarity(map_tokens, query_tokens) -> [T_map, T_query]`` instead (default: the
+    mean-pooled descriptor cosine; see :func:`map_whitened` for the node's default scorer).
     """
     out = WindowQueries([], [], [])
     for cam in np.unique(frames.camera):
@@ -289,7 +293,7 @@ def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, wi
                               frames.depth[q], frames.intrinsics[q], frames.world_T_cam[q],
                               size=None)
         if model is None:
-            pred = descriptor_similarity(frames.tokens[m], frames.tokens[q])
+            pred = similarity(frames.tokens[m], frames.tokens[q])
         else:
             pred = score_matrix(model, frames.tokens[m], frames.tokens[q]).score
         map_positions = frames.world_T_cam[m][:, :3, 3]
@@ -301,6 +305,13 @@ def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, wi
                 query_position = frames.world_T_cam[q[start:start + window], :3, 3].mean(0)
                 out.positions.append((map_positions, query_position))
     return out
+
+
+def map_whitened(frames: SceneFrames) -> Callable:
+    """:func:`~g2g_model.window_selection.whitened_similarity` with the whitening fitted on the
+    map traversal (0, all cameras), as the relocalize node fits it on its map."""
+    whitening = MapWhitening.fit(frames.tokens[torch.from_numpy(frames.traversal == 0)])
+    return functools.partial(whitened_similarity, whitening=whitening)
 
 
 def noisy_hints(positions: Sequence[Tuple[np.ndarray, np.ndarray]], sigma: float,
@@ -321,13 +332,14 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
     Returns ``{"balanced": evaluate() on balanced pairs, "retrieval": evaluate() on the
     retrieval pairs (natural distribution; its retrieval_top1/5 are the frame-retrieval
     numbers), "window": window_selection_accuracy(), "baseline_descriptor": retrieval and window
-    numbers of the descriptor-similarity fallback, "scenes": names}``. With ``hint_radius``,
+    numbers of the descriptor-similarity fallback, "whitened": the same for the map-whitened
+    similarity (the relocalize node's default scorer), "scenes": names}``. With ``hint_radius``,
     also ``"window_hint"`` (and the baseline's): the same queries when only map windows within
     ``hint_radius`` of a position hint (true position + ``hint_sigma`` noise, seeded) may be
     picked.
     """
-    balanced, natural, base_hits = [], [], []
-    queries, base_preds = WindowQueries([], [], []), []
+    balanced, natural, base_hits, white_hits = [], [], [], []
+    queries, base_preds, white_preds = WindowQueries([], [], []), [], []
     for sid, scene in enumerate(scenes):
         frames = load_scene_frames(pipeline, scene, stride, cache_dir=cache_dir)
         overlap = scene_overlap(frames)
@@ -339,9 +351,12 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
         for field, values in zip(queries, window_queries(model, frames, window)):
             field.extend(values)
         base_preds += window_queries(None, frames, window).preds
-        desc = descriptor_similarity(frames.tokens, frames.tokens)
+        whitened = map_whitened(frames)
+        white_preds += window_queries(None, frames, window, similarity=whitened).preds
         true = natural[-1].ratios.min(1).values.numpy()
-        base_hits.append((pairs[:, 0] + 100_000 * sid, true, desc[pairs[:, 0], pairs[:, 1]]))
+        for hits, sim in ((base_hits, descriptor_similarity), (white_hits, whitened)):
+            full = sim(frames.tokens, frames.tokens)
+            hits.append((pairs[:, 0] + 100_000 * sid, true, full[pairs[:, 0], pairs[:, 1]]))
     nat = concat_samples(natural)
     trues = queries.trues
     # Query ids must be unique over scenes: concat_samples shifted the frame indices already.
@@ -353,6 +368,10 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
             "retrieval": frame_retrieval_hits(*(np.concatenate(x) for x in zip(*base_hits))),
             "window": window_selection_accuracy(trues, base_preds, window),
         },
+        "whitened": {
+            "retrieval": frame_retrieval_hits(*(np.concatenate(x) for x in zip(*white_hits))),
+            "window": window_selection_accuracy(trues, white_preds, window),
+        },
         "scenes": [pathlib.Path(s).name for s in scenes],
     }
     if hint_radius is not None:
@@ -361,6 +380,7 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
         out["window_hint"] = dict(
             window_selection_accuracy(trues, queries.preds, window, **restrict),
             window=window, radius=hint_radius, sigma=hint_sigma)
-        out["baseline_descriptor"]["window_hint"] = window_selection_accuracy(
-            trues, base_preds, window, **restrict)
+        for name, preds in (("baseline_descriptor", base_preds), ("whitened", white_preds)):
+            out[name]["window_hint"] = window_selection_accuracy(trues, preds, window,
+                                                                 **restrict)
     return out

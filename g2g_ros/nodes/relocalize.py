@@ -2,8 +2,9 @@
 
 Buffers the last W frames of one camera with their odometry poses (TF odom->base_link at each
 image stamp, or a nav_msgs/Odometry topic) as group B, chooses the best map window (around a pose
-hint when one is given; otherwise by the covisibility front-end, or by encoder-descriptor
-similarity when no covisibility model is available), runs G2G, gates the correction and publishes:
+hint when one is given; otherwise by ``window_scorer``: map-whitened token similarity by default,
+or the covisibility decoder, or the mean-pooled descriptor), runs G2G, gates the correction and
+publishes:
 
 * TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
 * ``~/pose`` (PoseWithCovarianceStamped: base_link in the map at the query anchor's stamp);
@@ -44,7 +45,8 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from g2g_model.geometry import invert_pose
 from g2g_model.groups import Group
 from g2g_model.maps import MapError, load_map, map_windows, nearest_window
-from g2g_model.window_selection import best_window, descriptor_similarity
+from g2g_model.window_selection import (MapWhitening, best_window, descriptor_similarity,
+                                        whitened_similarity)
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
@@ -62,6 +64,7 @@ from g2g_ros.tf_buffer import ExtrapolationError, TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 
 STAGES = ("convert", "select", "g2g", "total")
+WINDOW_SCORERS = ("whitened", "covisibility", "descriptor")
 
 
 class RelocalizeNode(ManagedNode):
@@ -102,7 +105,7 @@ class RelocalizeNode(ManagedNode):
         self.start_lifecycle()
 
     def _forget_state(self) -> None:
-        self.gmap = self.windows = self.map_tokens = None
+        self.gmap = self.windows = self.map_tokens = self.map_whitening = None
         self.map_path = ""
         self.hint: Optional[np.ndarray] = None  # provisional map->odom from /initialpose
         self.pending_initialpose = None         # (stamp, map_T_base) awaiting its odometry
@@ -143,9 +146,12 @@ class RelocalizeNode(ManagedNode):
         d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
         d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
         d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
+        d("window_scorer", "whitened",
+          "how map windows are scored without a pose hint: 'whitened' (map-whitened token "
+          "similarity, best on held-out sim scenes), 'covisibility' (the decoder of "
+          "covis_checkpoint) or 'descriptor' (mean-pooled token cosine)", True)
         d("covis_checkpoint", "",
-          "covisibility front-end checkpoint; empty = embedded default "
-          "if shipped, else descriptor similarity; 'none' disables", True)
+          "covisibility decoder for window_scorer=covisibility; empty = embedded default", True)
         d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
         d("device", "cpu", "torch device", True)
         d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
@@ -170,6 +176,9 @@ class RelocalizeNode(ManagedNode):
         if p["localize_pacing"] not in ("wall", "stamps"):
             raise ValueError(f"localize_pacing must be 'wall' or 'stamps', "
                              f"got {p['localize_pacing']!r}")
+        if p["window_scorer"] not in WINDOW_SCORERS:
+            raise ValueError(f"window_scorer must be one of {WINDOW_SCORERS}, "
+                             f"got {p['window_scorer']!r}")
         self.gate = CorrectionGate(GateConfig(
             max_jump_translation_m=p["max_jump_translation_m"],
             max_jump_rotation_deg=p["max_jump_rotation_deg"],
@@ -197,11 +206,12 @@ class RelocalizeNode(ManagedNode):
         if self.pipeline.untrained:
             self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
                                       "corrections are meaningless (wiring only)")
-        self.covis = self._load_covisibility(p["covis_checkpoint"])
+        self.covis = None
+        if p["window_scorer"] == "covisibility":
+            self.covis = self._load_covisibility(p["covis_checkpoint"])
         if p["map_path"]:
             # The map named at configure is part of the configuration: without it, no configure.
-            gmap, windows = self._read_map(p["map_path"])
-            message = self._install_map(p["map_path"], gmap, windows)
+            message = self._install_map(p["map_path"], *self._read_map(p["map_path"]))
             self.get_logger().info(message)
         from geometry_msgs.msg import PoseWithCovarianceStamped
         from std_srvs.srv import Trigger
@@ -473,17 +483,14 @@ class RelocalizeNode(ManagedNode):
                            replace_same_kind=True)
 
     def _load_covisibility(self, path: str):
-        """The covisibility decoder, or None (then windows come from descriptor similarity)."""
+        """The covisibility decoder (``ValueError`` when none is available)."""
         from g2g_model.covisibility.checkpoint import load_checkpoint
         from g2g_model.inference import default_checkpoint
 
-        if path == "none":
-            return None
         path = path or default_checkpoint("covisibility")
-        if not path:
-            self.get_logger().info("no covisibility checkpoint: map windows are chosen by "
-                                   "encoder-descriptor similarity")
-            return None
+        if not path or path == "none":
+            raise ValueError("window_scorer=covisibility needs a covisibility checkpoint "
+                             "(covis_checkpoint), and none is shipped or given")
         model, _ = load_checkpoint(path, expect_encoder=self.pipeline.backbone_id())
         self.get_logger().info(f"covisibility front-end: {path}")
         return model.eval()
@@ -505,7 +512,7 @@ class RelocalizeNode(ManagedNode):
         if self.map_tokens is None:
             raise ValueError("the map has no cached features; rebuild it with g2g-map build")
         query_tokens = self.pipeline.encode_frames(query.images, query.intrinsics)
-        if self.covis is not None:
+        if self.p["window_scorer"] == "covisibility":
             from g2g_model.covisibility.front_end import select_map_windows
 
             best = None
@@ -525,9 +532,14 @@ class RelocalizeNode(ManagedNode):
                                  f"{self.p['min_overlap_score']}")
             idx = next(i for i, w in enumerate(windows) if int(w[0]) == best[0])
             return idx, best[1], "covisibility"
-        scores = descriptor_similarity(self.map_tokens, query_tokens)
+        if self.p["window_scorer"] == "whitened":
+            scores = whitened_similarity(self.map_tokens, query_tokens, self.map_whitening)
+            how = "map-whitened similarity"
+        else:
+            scores = descriptor_similarity(self.map_tokens, query_tokens)
+            how = "descriptor similarity"
         idx, _ = best_window(scores, windows)
-        return idx, float("nan"), "descriptor similarity"
+        return idx, float("nan"), how
 
     def _localize(self, hint: Optional[np.ndarray]):
         """Run one relocalization; returns (accepted, message, map_T_odom or None, score)."""
@@ -623,7 +635,8 @@ class RelocalizeNode(ManagedNode):
 
     # ------------------------------------------------------------------ maps
     def _read_map(self, path: str):
-        """(map, its windows); raises ``MapError`` / ``ValueError`` saying what is wrong."""
+        """(map, its windows, its whitening or None); raises ``MapError`` / ``ValueError``
+        saying what is wrong."""
         gmap = load_map(path, expect_backbone=self.pipeline.backbone_id())
         # The query camera is matched against windows of EVERY map camera: a place revisited
         # in the other direction is seen by another camera of the mapping run.
@@ -631,11 +644,18 @@ class RelocalizeNode(ManagedNode):
         if not windows:
             raise ValueError(f"map {path} has no camera with {self.p['window_size']} frames "
                              f"(cameras: {gmap.cameras()})")
-        return gmap, windows
+        whitening = None
+        if gmap.features is not None and self.p["window_scorer"] == "whitened":
+            try:
+                whitening = MapWhitening.fit(gmap.features)
+            except ValueError as exc:
+                raise ValueError(f"map {path}: its cached features are unusable: {exc}") from exc
+        return gmap, windows, whitening
 
-    def _install_map(self, path: str, gmap, windows) -> str:
+    def _install_map(self, path: str, gmap, windows, whitening) -> str:
         with self.lock:
             self.gmap, self.windows, self.map_path = gmap, windows, path
+            self.map_whitening = whitening
             self.map_tokens = None if gmap.features is None else gmap.features.float()
             self.gate.reset()
         self.problems.clear("map")
@@ -643,11 +663,11 @@ class RelocalizeNode(ManagedNode):
 
     def _load_map(self, path: str):
         try:
-            gmap, windows = self._read_map(path)
+            loaded = self._read_map(path)
         except (MapError, ValueError) as exc:
             self.problems.report("map", str(exc))
             return False, f"map not loaded, keeping the previous one: {exc}"
-        return True, self._install_map(path, gmap, windows)
+        return True, self._install_map(path, *loaded)
 
     # ------------------------------------------------------------------ services
     def _srv_load_map(self, request, response):

@@ -1,0 +1,87 @@
+"""Map-window selection quality on held-out simulator scenes (issue 6).
+
+The scenes are generated here from seeds that no model saw and no setting was chosen on:
+training used 0-23, validation 10000+, the test numbers in docs/COVISIBILITY.md 20000+. They use
+the simulator settings of the training data (ring4 rig, 224 px, 100 frames per traversal). The
+protocol is ``g2g-covis sim-eval``'s: per camera, every run of W = 4 (every-2nd) frames of
+traversal 1 is a query against the whole traversal 0 of that camera; a pick is good when its
+true max-mean overlap is within 0.1 of the best window's.
+
+Scorers: the relocalize node's default (map-whitened token similarity), the shipped covisibility
+decoder, and the mean-pooled descriptor.
+"""
+
+import numpy as np
+import pytest
+
+from g2g_model.covisibility.checkpoint import load_checkpoint
+from g2g_model.covisibility.evaluate import window_selection_accuracy
+from g2g_model.covisibility.sim_data import (load_scene_frames, map_whitened, noisy_hints,
+                                             window_queries)
+from g2g_model.data.sim.generate import SimConfig, generate_trajectory
+from g2g_model.inference import G2GPipeline, default_checkpoint
+
+HELD_OUT_SEEDS = (30000, 30001)
+WINDOW = 4
+GOAL = 0.90  # issue 6: within 0.1 of the best window in at least 90 % of held-out queries
+# Measured on these scenes (docs/COVISIBILITY.md); the floors sit ~0.03 under them, so that a
+# regression fails and machine-to-machine float noise does not.
+MEASURED = {"whitened": 0.654, "decoder": 0.269, "descriptor": 0.184, "whitened_hint": 0.779}
+FLOOR = 0.03
+HINT_RADIUS, HINT_SIGMA = 2.0, 0.5
+
+
+@pytest.fixture(scope="module")
+def queries(tmp_path_factory):
+    root = tmp_path_factory.mktemp("covis_quality")
+    cfg = SimConfig(scene_preset="small", rig_preset="ring4", traversals=2, frames=100,
+                    image_size=224, with_depth=True)
+    pipeline = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"))
+    model, _ = load_checkpoint(default_checkpoint("covisibility"),
+                               expect_encoder=pipeline.backbone_id())
+    out = {"trues": [], "positions": [], "whitened": [], "decoder": [], "descriptor": []}
+    for seed in HELD_OUT_SEEDS:
+        for traversal in range(2):
+            generate_trajectory(root, seed, traversal, cfg)
+        frames = load_scene_frames(pipeline, root / f"scene_{seed:05d}", stride=2)
+        decoder = window_queries(model, frames, WINDOW)
+        out["trues"] += decoder.trues
+        out["positions"] += decoder.positions
+        out["decoder"] += decoder.preds
+        out["descriptor"] += window_queries(None, frames, WINDOW).preds
+        out["whitened"] += window_queries(None, frames, WINDOW,
+                                          similarity=map_whitened(frames)).preds
+    return out
+
+
+def _accuracy(queries, scorer, **hint):
+    return window_selection_accuracy(queries["trues"], queries[scorer], WINDOW, **hint)
+
+
+def test_every_scorer_holds_its_measured_level(queries):
+    assert len(queries["trues"]) > 200
+    results = {name: _accuracy(queries, name) for name in ("whitened", "decoder", "descriptor")}
+    print(results)
+    for name, result in results.items():
+        assert result["within_tolerance"] >= MEASURED[name] - FLOOR, (name, result)
+
+
+def test_default_scorer_beats_the_alternatives(queries):
+    whitened, decoder, descriptor = (_accuracy(queries, name)
+                                     for name in ("whitened", "decoder", "descriptor"))
+    assert whitened["within_tolerance"] >= decoder["within_tolerance"] + 0.1
+    assert whitened["within_tolerance"] >= descriptor["within_tolerance"] + 0.1
+    assert whitened["mean_gap"] < min(decoder["mean_gap"], descriptor["mean_gap"])
+
+
+def test_default_scorer_with_a_position_hint(queries):
+    hints = noisy_hints(queries["positions"], HINT_SIGMA, np.random.default_rng(0))
+    out = _accuracy(queries, "whitened", hints=hints, radius=HINT_RADIUS)
+    print(f"map-whitened, {HINT_RADIUS} m hint (sigma {HINT_SIGMA} m): {out}")
+    assert out["within_tolerance"] >= MEASURED["whitened_hint"] - FLOOR
+
+
+@pytest.mark.xfail(strict=True, reason="issue 6 goal (90 %) not reached: see MEASURED and "
+                   "docs/COVISIBILITY.md; the compact backbone's tokens are the limit")
+def test_window_selection_reaches_the_issue_goal(queries):
+    assert _accuracy(queries, "whitened")["within_tolerance"] >= GOAL
