@@ -13,6 +13,9 @@ Cases (``--case``):
   and run G2G on that map window (images decoded from the map) and query sub-window. After the
   timed part (outside the timings and the peak figure): the true overlap of the chosen window
   against the best one and the error of the predicted query pose.
+  ``--scorer whitened`` scores with the relocalize node's default instead, map-whitened token
+  similarity; its per-map fit is a separate stage ("fit map whitening", done once when the node
+  loads the map) outside ``localize_s``.
 * ``encode-map``: decode every map image and encode them all (what building the map costs, and
   what the paper's 9 s figure includes).
 
@@ -77,7 +80,7 @@ def _pose_error(predicted: np.ndarray, true: np.ndarray) -> Dict[str, float]:
 
 
 def localize(scene, query_camera: str, query_start: int, query_frames: int, window: int,
-             coarse_stride: int, batch_size: int) -> Dict:
+             coarse_stride: int, batch_size: int, scorer: str = "covisibility") -> Dict:
     """The ``localize`` case (see the module docstring)."""
     from g2g_model.covisibility.checkpoint import load_checkpoint
     from g2g_model.covisibility.front_end import select_map_windows
@@ -85,6 +88,7 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     from g2g_model.groups import Group
     from g2g_model.inference import G2GPipeline, default_checkpoint
     from g2g_model.maps import load_map
+    from g2g_model.window_selection import MapWhitening, whitened_similarity
 
     from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap
 
@@ -96,6 +100,10 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     stages.mark("load models")
     gmap = load_map(map_path(scene, encoder), expect_backbone=encoder)
     stages.mark("load map", frames=len(gmap), features=list(gmap.features.shape))
+    whitening = None
+    if scorer == "whitened":
+        whitening = MapWhitening.fit(gmap.features)
+        stages.mark("fit map whitening", dims=whitening.dims)
     reader_b = trajectory(scene, 1)
     q_idx = list(range(query_start, query_start + query_frames))
     query = query_group(reader_b, query_camera, q_idx)
@@ -108,11 +116,18 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     per_camera = {}
     for cam in gmap.cameras():
         rows = gmap.camera_indices(cam)
-        picks, scores = select_map_windows(covis, gmap.features[torch.from_numpy(rows)],
-                                           query_tokens, window, top_k=1, threshold=-np.inf,
-                                           coarse_stride=coarse_stride, batch_size=batch_size)
-        scored_pairs += int(scores.score.any(axis=1).sum()) * query_frames
-        per_camera[cam] = (rows, scores.score)
+        map_tokens = gmap.features[torch.from_numpy(rows)]
+        if whitening is not None:
+            score = whitened_similarity(map_tokens, query_tokens, whitening)
+            picks = select_windows(score, window, top_k=1, threshold=-np.inf)
+        else:
+            picks, scores = select_map_windows(covis, map_tokens, query_tokens, window,
+                                               top_k=1, threshold=-np.inf,
+                                               coarse_stride=coarse_stride,
+                                               batch_size=batch_size)
+            score = scores.score
+        scored_pairs += int(score.any(axis=1).sum()) * query_frames
+        per_camera[cam] = (rows, score)
         if picks and (best is None or picks[0].score > best[1].score):
             best = (cam, picks[0])
     stages.mark("score + select", pairs_scored=scored_pairs,
@@ -144,7 +159,7 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
             chosen_true = float(ws[pick.map_start, pick.query_start])
     true_b0 = np.asarray(query.cam_to_world)[sub[0]]
     return {
-        "case": "localize", "coarse_stride": coarse_stride, "window": window,
+        "case": "localize", "scorer": scorer, "coarse_stride": coarse_stride, "window": window,
         "query": {"camera": query_camera, "frames": [q_idx[0], q_idx[-1]]},
         "stages": stages.records,
         "localize_s": round(stages.seconds("encode query", "score + select", "g2g"), 3),
@@ -192,6 +207,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--query-frames", type=int, default=30)
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--coarse-stride", type=int, default=1)
+    parser.add_argument("--scorer", choices=("covisibility", "whitened"), default="covisibility",
+                        help="localize: the covisibility decoder or map-whitened similarity")
     parser.add_argument("--batch-size", type=int, default=256,
                         help="pairs per decoder pass (localize) or frames per encoder pass")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
@@ -201,7 +218,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     if args.case == "localize":
         record = localize(args.scene, args.query_camera, args.query_start, args.query_frames,
-                          args.window, args.coarse_stride, args.batch_size)
+                          args.window, args.coarse_stride, args.batch_size, args.scorer)
     else:
         record = encode_map(args.scene, args.batch_size)
     record["torch_threads"] = torch.get_num_threads()
