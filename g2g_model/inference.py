@@ -35,6 +35,7 @@ DEFAULT_CHECKPOINTS = {
     "relocalization": ASSETS / "g2g_reloc_compact.safetensors",
     "rig_odometry": ASSETS / "g2g_rig_compact.safetensors",
     "covisibility": ASSETS / "covis_compact.safetensors",
+    "covisibility_embedding": ASSETS / "covis_embedding_compact.safetensors",
 }
 
 

@@ -7,17 +7,18 @@ protocol is ``g2g-covis sim-eval``'s: per camera, every run of W = 4 (every-2nd)
 traversal 1 is a query against the whole traversal 0 of that camera; a pick is good when its
 true max-mean overlap is within 0.1 of the best window's.
 
-Scorers: the relocalize node's default (map-whitened token similarity), the shipped covisibility
-decoder, and the mean-pooled descriptor.
+Scorers: the relocalize node's default (the shipped covisibility embedding), map-whitened token
+similarity, the shipped covisibility decoder, and the mean-pooled descriptor.
 """
 
 import numpy as np
 import pytest
 
 from g2g_model.covisibility.checkpoint import load_checkpoint
+from g2g_model.covisibility.embedding import load_embedding
 from g2g_model.covisibility.evaluate import window_selection_accuracy
-from g2g_model.covisibility.sim_data import (load_scene_frames, map_whitened, noisy_hints,
-                                             window_queries)
+from g2g_model.covisibility.sim_data import (load_scene_frames, map_embedded, map_whitened,
+                                             noisy_hints, window_queries)
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
 from g2g_model.inference import G2GPipeline, default_checkpoint
 
@@ -26,7 +27,9 @@ WINDOW = 4
 GOAL = 0.90  # issue 6: within 0.1 of the best window in at least 90 % of held-out queries
 # Measured on these scenes (docs/COVISIBILITY.md); the floors sit ~0.03 under them, so that a
 # regression fails and machine-to-machine float noise does not.
-MEASURED = {"whitened": 0.654, "decoder": 0.269, "descriptor": 0.184, "whitened_hint": 0.779}
+MEASURED = {"embedding": 0.625, "whitened": 0.654, "decoder": 0.269, "descriptor": 0.184,
+            "embedding_hint": 0.742}
+SCORERS = ("embedding", "whitened", "decoder", "descriptor")
 FLOOR = 0.03
 HINT_RADIUS, HINT_SIGMA = 2.0, 0.5
 
@@ -39,7 +42,9 @@ def queries(tmp_path_factory):
     pipeline = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"))
     model, _ = load_checkpoint(default_checkpoint("covisibility"),
                                expect_encoder=pipeline.backbone_id())
-    out = {"trues": [], "positions": [], "whitened": [], "decoder": [], "descriptor": []}
+    embedding, _ = load_embedding(default_checkpoint("covisibility_embedding"),
+                                  expect_encoder=pipeline.backbone_id())
+    out = {name: [] for name in ("trues", "positions", *SCORERS)}
     for seed in HELD_OUT_SEEDS:
         for traversal in range(2):
             generate_trajectory(root, seed, traversal, cfg)
@@ -51,6 +56,8 @@ def queries(tmp_path_factory):
         out["descriptor"] += window_queries(None, frames, WINDOW).preds
         out["whitened"] += window_queries(None, frames, WINDOW,
                                           similarity=map_whitened(frames)).preds
+        out["embedding"] += window_queries(None, frames, WINDOW,
+                                           similarity=map_embedded(embedding, frames)).preds
     return out
 
 
@@ -60,28 +67,32 @@ def _accuracy(queries, scorer, **hint):
 
 def test_every_scorer_holds_its_measured_level(queries):
     assert len(queries["trues"]) > 200
-    results = {name: _accuracy(queries, name) for name in ("whitened", "decoder", "descriptor")}
+    results = {name: _accuracy(queries, name) for name in SCORERS}
     print(results)
     for name, result in results.items():
         assert result["within_tolerance"] >= MEASURED[name] - FLOOR, (name, result)
 
 
-def test_default_scorer_beats_the_alternatives(queries):
-    whitened, decoder, descriptor = (_accuracy(queries, name)
-                                     for name in ("whitened", "decoder", "descriptor"))
-    assert whitened["within_tolerance"] >= decoder["within_tolerance"] + 0.1
-    assert whitened["within_tolerance"] >= descriptor["within_tolerance"] + 0.1
-    assert whitened["mean_gap"] < min(decoder["mean_gap"], descriptor["mean_gap"])
+def test_map_relative_scorers_beat_the_decoder_and_the_descriptor(queries):
+    # On these two scenes the embedding and map-whitened similarity are within 0.03 of each
+    # other (0.625 / 0.654); on the 4 test scenes and the 2 validation scenes the embedding
+    # leads by 0.10 and 0.09, which is why it is the default (docs/COVISIBILITY.md).
+    for name in ("embedding", "whitened"):
+        ours = _accuracy(queries, name)
+        for other in ("decoder", "descriptor"):
+            theirs = _accuracy(queries, other)
+            assert ours["within_tolerance"] >= theirs["within_tolerance"] + 0.2, (name, other)
+            assert ours["mean_gap"] < theirs["mean_gap"]
 
 
 def test_default_scorer_with_a_position_hint(queries):
     hints = noisy_hints(queries["positions"], HINT_SIGMA, np.random.default_rng(0))
-    out = _accuracy(queries, "whitened", hints=hints, radius=HINT_RADIUS)
-    print(f"map-whitened, {HINT_RADIUS} m hint (sigma {HINT_SIGMA} m): {out}")
-    assert out["within_tolerance"] >= MEASURED["whitened_hint"] - FLOOR
+    out = _accuracy(queries, "embedding", hints=hints, radius=HINT_RADIUS)
+    print(f"embedding, {HINT_RADIUS} m hint (sigma {HINT_SIGMA} m): {out}")
+    assert out["within_tolerance"] >= MEASURED["embedding_hint"] - FLOOR
 
 
 @pytest.mark.xfail(strict=True, reason="issue 6 goal (90 %) not reached: see MEASURED and "
                    "docs/COVISIBILITY.md; the compact backbone's tokens are the limit")
 def test_window_selection_reaches_the_issue_goal(queries):
-    assert _accuracy(queries, "whitened")["within_tolerance"] >= GOAL
+    assert _accuracy(queries, "embedding")["within_tolerance"] >= GOAL

@@ -149,7 +149,7 @@ def test_relocalize_end_to_end(scene, tmp_path):
         # Without a hint the window comes from the default window_scorer (the gate may reject
         # the result: the answer must say why).
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request(), timeout=120)
-        assert "map-whitened similarity" in reply.message
+        assert "covisibility embedding" in reply.message
         assert node.alive()
     finally:
         log = stop_all(listener, node, player)

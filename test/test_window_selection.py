@@ -46,8 +46,10 @@ def test_whitening_is_fitted_on_the_map_only_and_is_deterministic():
     out = a.transform(tokens[:3])
     assert out.shape == (3, 8)
     torch.testing.assert_close(out.norm(dim=-1), torch.ones(3))
-    # Fewer frames than dims: as many directions as the frames span.
-    assert MapWhitening.fit(tokens[:4], dims=48).dims == 4
+    # Fewer frames than dims: as many directions as the centred frames span.
+    assert MapWhitening.fit(tokens[:4], dims=48).dims == 3
+    # The directions are orthonormal.
+    torch.testing.assert_close(a.basis @ a.basis.T, torch.eye(8), atol=1e-4, rtol=0)
     # A large map is fitted on a seeded subset.
     sub = MapWhitening.fit(tokens, dims=8, max_frames=10, seed=1)
     again = MapWhitening.fit(tokens, dims=8, max_frames=10, seed=1)
@@ -67,6 +69,8 @@ def test_whitening_rejects_bad_tokens_with_a_reason():
     whitening = MapWhitening.fit(tokens)
     with pytest.raises(ValueError, match="like the map's"):
         whitening.transform(tokens[:, :4])
+    with pytest.raises(ValueError, match="do not vary"):
+        MapWhitening.fit(tokens[:1].repeat(5, 1, 1))
 
 
 def test_best_window_uses_max_mean():

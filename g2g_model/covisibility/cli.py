@@ -30,6 +30,7 @@ import sys
 from typing import List, Optional
 
 from g2g_model.covisibility.checkpoint import load_checkpoint, read_checkpoint_meta
+from g2g_model.covisibility.embedding import EMBEDDING_DEFAULTS
 from g2g_model.covisibility.evaluate import evaluate
 from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
 from g2g_model.covisibility.samples import load_samples, save_samples
@@ -100,6 +101,19 @@ def _eval(args) -> int:
     return 0
 
 
+def _train_embedding(args) -> int:
+    from g2g_model.covisibility.embedding import save_embedding, train_embedding
+
+    samples = load_samples(args.train)
+    model, record = train_embedding(samples, dim=args.dim, pca_dims=args.pca_dims,
+                                    steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                                    seed=args.seed, progress=not args.quiet)
+    record["train"] = str(args.train)
+    path = save_embedding(args.out, model, samples.encoder, record)
+    print(f"wrote {path}: {record}")
+    return 0
+
+
 def _synth(args) -> int:
     samples = synthetic_samples(num_places=args.places, frames_per_place=args.frames_per_place,
                                 grid_hw=tuple(args.grid), dim=args.dim, seed=args.seed,
@@ -142,11 +156,16 @@ def _sim_eval(args) -> int:
 
     pipeline = _sim_pipeline(args.pipeline)
     model, meta = load_checkpoint(args.checkpoint, expect_encoder=pipeline.backbone_id())
+    embedding = None
+    if args.embedding:
+        from g2g_model.covisibility.embedding import load_embedding
+
+        embedding = load_embedding(args.embedding, expect_encoder=pipeline.backbone_id())[0]
     metrics = evaluate_scenes(model, pipeline, scene_dirs(args.root, args.scenes),
                               model.config.dense_hw, stride=args.stride,
                               pairs_per_scene=args.pairs_per_scene, window=args.window,
                               cache_dir=args.cache, hint_radius=args.hint_radius,
-                              hint_sigma=args.hint_sigma)
+                              hint_sigma=args.hint_sigma, embedding=embedding)
     metrics["checkpoint"] = str(args.checkpoint)
     metrics["encoder"] = pipeline.backbone_id()
     _report(metrics, args.json)
@@ -197,6 +216,20 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", help="also write the metrics to this file")
     ev.set_defaults(func=_eval)
 
+    te = sub.add_parser("train-embedding",
+                        help="train the covisibility embedding (per-frame descriptors) on a "
+                             "sample file")
+    te.add_argument("--train", required=True, help="training sample file (.safetensors)")
+    te.add_argument("--out", required=True, help="embedding file to write")
+    te.add_argument("--dim", type=int, default=EMBEDDING_DEFAULTS["dim"])
+    te.add_argument("--pca-dims", type=int, default=EMBEDDING_DEFAULTS["pca_dims"])
+    te.add_argument("--steps", type=int, default=EMBEDDING_DEFAULTS["steps"])
+    te.add_argument("--batch-size", type=int, default=512)
+    te.add_argument("--lr", type=float, default=1e-3)
+    te.add_argument("--seed", type=int, default=0)
+    te.add_argument("--quiet", action="store_true", help="no progress bar")
+    te.set_defaults(func=_train_embedding)
+
     sy = sub.add_parser("synth", help="write a synthetic sample file (sanity checks)")
     sy.add_argument("--out", required=True)
     sy.add_argument("--places", type=int, default=16)
@@ -231,6 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--hint-radius", type=float,
                             help="also report window selection restricted to map windows "
                                  "within this many metres of a position hint")
+            sp.add_argument("--embedding",
+                            help="also score with this covisibility embedding file")
             sp.add_argument("--hint-sigma", type=float, default=0.0,
                             help="noise of the position hint (m per axis, Gaussian)")
             sp.add_argument("--json", help="also write the metrics to this file")

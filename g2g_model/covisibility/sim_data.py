@@ -45,7 +45,7 @@ from g2g_model.covisibility.scoring import score_matrix
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.overlap import overlap_matrix
 from g2g_model.window_selection import (MapWhitening, descriptor_similarity,
-                                        whitened_similarity)
+                                        token_statistics, whitened_similarity)
 
 LOG = logging.getLogger(__name__)
 
@@ -314,6 +314,15 @@ def map_whitened(frames: SceneFrames) -> Callable:
     return functools.partial(whitened_similarity, whitening=whitening)
 
 
+def map_embedded(embedding, frames: SceneFrames) -> Callable:
+    """:func:`~g2g_model.covisibility.embedding.embedding_similarity` with the statistics of the
+    map traversal (0, all cameras), as the relocalize node computes them from its map."""
+    from g2g_model.covisibility.embedding import embedding_similarity
+
+    stats = token_statistics(frames.tokens[torch.from_numpy(frames.traversal == 0)])
+    return functools.partial(embedding_similarity, embedding, stats=stats)
+
+
 def noisy_hints(positions: Sequence[Tuple[np.ndarray, np.ndarray]], sigma: float,
                 rng: np.random.Generator) -> List[Tuple[np.ndarray, np.ndarray]]:
     """Position hints: each query's true position plus isotropic Gaussian noise (``sigma`` m
@@ -326,7 +335,8 @@ def noisy_hints(positions: Sequence[Tuple[np.ndarray, np.ndarray]], sigma: float
 def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dense_hw,
                     stride: int = 2, pairs_per_scene: int = 2000, window: int = 4,
                     seed: int = 12345, cache_dir=None, query_every: int = 5,
-                    hint_radius: Optional[float] = None, hint_sigma: float = 0.0) -> Dict:
+                    hint_radius: Optional[float] = None, hint_sigma: float = 0.0,
+                    embedding=None) -> Dict:
     """Held-out metrics on sim scenes (tokens of ``pipeline``'s encoder).
 
     Returns ``{"balanced": evaluate() on balanced pairs, "retrieval": evaluate() on the
@@ -336,10 +346,12 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
     similarity (the relocalize node's default scorer), "scenes": names}``. With ``hint_radius``,
     also ``"window_hint"`` (and the baseline's): the same queries when only map windows within
     ``hint_radius`` of a position hint (true position + ``hint_sigma`` noise, seeded) may be
-    picked.
+    picked. With ``embedding`` (a :class:`~g2g_model.covisibility.embedding.
+    CovisibilityEmbedding`), also ``"embedding"``: the same for it (map statistics of
+    traversal 0).
     """
-    balanced, natural, base_hits, white_hits = [], [], [], []
-    queries, base_preds, white_preds = WindowQueries([], [], []), [], []
+    balanced, natural, base_hits, white_hits, emb_hits = [], [], [], [], []
+    queries, base_preds, white_preds, emb_preds = WindowQueries([], [], []), [], [], []
     for sid, scene in enumerate(scenes):
         frames = load_scene_frames(pipeline, scene, stride, cache_dir=cache_dir)
         overlap = scene_overlap(frames)
@@ -354,7 +366,12 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
         whitened = map_whitened(frames)
         white_preds += window_queries(None, frames, window, similarity=whitened).preds
         true = natural[-1].ratios.min(1).values.numpy()
-        for hits, sim in ((base_hits, descriptor_similarity), (white_hits, whitened)):
+        scorers = [(base_hits, descriptor_similarity), (white_hits, whitened)]
+        if embedding is not None:
+            embedded = map_embedded(embedding, frames)
+            emb_preds += window_queries(None, frames, window, similarity=embedded).preds
+            scorers.append((emb_hits, embedded))
+        for hits, sim in scorers:
             full = sim(frames.tokens, frames.tokens)
             hits.append((pairs[:, 0] + 100_000 * sid, true, full[pairs[:, 0], pairs[:, 1]]))
     nat = concat_samples(natural)
@@ -374,13 +391,20 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
         },
         "scenes": [pathlib.Path(s).name for s in scenes],
     }
+    others = [("baseline_descriptor", base_preds), ("whitened", white_preds)]
+    if embedding is not None:
+        out["embedding"] = {
+            "retrieval": frame_retrieval_hits(*(np.concatenate(x) for x in zip(*emb_hits))),
+            "window": window_selection_accuracy(trues, emb_preds, window),
+        }
+        others.append(("embedding", emb_preds))
     if hint_radius is not None:
         hints = noisy_hints(queries.positions, hint_sigma, np.random.default_rng([seed, 7]))
         restrict = dict(hints=hints, radius=hint_radius)
         out["window_hint"] = dict(
             window_selection_accuracy(trues, queries.preds, window, **restrict),
             window=window, radius=hint_radius, sigma=hint_sigma)
-        for name, preds in (("baseline_descriptor", base_preds), ("whitened", white_preds)):
+        for name, preds in others:
             out[name]["window_hint"] = window_selection_accuracy(trues, preds, window,
                                                                  **restrict)
     return out

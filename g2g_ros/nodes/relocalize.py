@@ -2,9 +2,9 @@
 
 Buffers the last W frames of one camera with their odometry poses (TF odom->base_link at each
 image stamp, or a nav_msgs/Odometry topic) as group B, chooses the best map window (around a pose
-hint when one is given; otherwise by ``window_scorer``: map-whitened token similarity by default,
-or the covisibility decoder, or the mean-pooled descriptor), runs G2G, gates the correction and
-publishes:
+hint when one is given; otherwise by ``window_scorer``: the covisibility embedding by default,
+map-whitened token similarity, the covisibility decoder or the mean-pooled descriptor), runs G2G,
+gates the correction and publishes:
 
 * TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
 * ``~/pose`` (PoseWithCovarianceStamped: base_link in the map at the query anchor's stamp);
@@ -46,7 +46,7 @@ from g2g_model.geometry import invert_pose
 from g2g_model.groups import Group
 from g2g_model.maps import MapError, load_map, map_windows, nearest_window
 from g2g_model.window_selection import (MapWhitening, best_window, descriptor_similarity,
-                                        whitened_similarity)
+                                        token_statistics, whitened_similarity)
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
@@ -64,7 +64,7 @@ from g2g_ros.tf_buffer import ExtrapolationError, TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 
 STAGES = ("convert", "select", "g2g", "total")
-WINDOW_SCORERS = ("whitened", "covisibility", "descriptor")
+WINDOW_SCORERS = ("embedding", "whitened", "covisibility", "descriptor")
 
 
 class RelocalizeNode(ManagedNode):
@@ -79,7 +79,7 @@ class RelocalizeNode(ManagedNode):
         self.frames_dropped = 0
         self._forget_state()
         # Created by configure(), released by cleanup().
-        self.pipeline = self.covis = self.rig = None
+        self.pipeline = self.covis = self.embedding = self.rig = None
         self.gate: Optional[CorrectionGate] = None
         self.buffer: Optional[QueryBuffer] = None
         self.tf_buffer: Optional[TFBuffer] = None
@@ -105,7 +105,7 @@ class RelocalizeNode(ManagedNode):
         self.start_lifecycle()
 
     def _forget_state(self) -> None:
-        self.gmap = self.windows = self.map_tokens = self.map_whitening = None
+        self.gmap = self.windows = self.map_tokens = self.map_scoring = None
         self.map_path = ""
         self.hint: Optional[np.ndarray] = None  # provisional map->odom from /initialpose
         self.pending_initialpose = None         # (stamp, map_T_base) awaiting its odometry
@@ -146,10 +146,13 @@ class RelocalizeNode(ManagedNode):
         d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
         d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
         d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
-        d("window_scorer", "whitened",
-          "how map windows are scored without a pose hint: 'whitened' (map-whitened token "
-          "similarity, best on held-out sim scenes), 'covisibility' (the decoder of "
-          "covis_checkpoint) or 'descriptor' (mean-pooled token cosine)", True)
+        d("window_scorer", "embedding",
+          "how map windows are scored without a pose hint: 'embedding' (the covisibility "
+          "embedding of covis_embedding, best on held-out sim scenes), 'whitened' (map-whitened "
+          "token similarity, no model), 'covisibility' (the decoder of covis_checkpoint) or "
+          "'descriptor' (mean-pooled token cosine)", True)
+        d("covis_embedding", "",
+          "covisibility embedding for window_scorer=embedding; empty = embedded default", True)
         d("covis_checkpoint", "",
           "covisibility decoder for window_scorer=covisibility; empty = embedded default", True)
         d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
@@ -206,9 +209,11 @@ class RelocalizeNode(ManagedNode):
         if self.pipeline.untrained:
             self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
                                       "corrections are meaningless (wiring only)")
-        self.covis = None
+        self.covis = self.embedding = None
         if p["window_scorer"] == "covisibility":
             self.covis = self._load_covisibility(p["covis_checkpoint"])
+        if p["window_scorer"] == "embedding":
+            self.embedding = self._load_embedding(p["covis_embedding"])
         if p["map_path"]:
             # The map named at configure is part of the configuration: without it, no configure.
             message = self._install_map(p["map_path"], *self._read_map(p["map_path"]))
@@ -283,7 +288,8 @@ class RelocalizeNode(ManagedNode):
                 self.destroy_lifecycle_publisher(pub)
         self.srvs, self.odom_sub, self.tf_listener, self.tf_broadcaster = [], None, None, None
         self.pose_pub = self.align_pub = self.processed_pub = self.inputs = None
-        self.pipeline = self.covis = self.rig = self.gate = self.buffer = self.tf_buffer = None
+        self.pipeline = self.covis = self.embedding = self.rig = None
+        self.gate = self.buffer = self.tf_buffer = None
         self.paused = False
         self._forget_state()
 
@@ -495,6 +501,19 @@ class RelocalizeNode(ManagedNode):
         self.get_logger().info(f"covisibility front-end: {path}")
         return model.eval()
 
+    def _load_embedding(self, path: str):
+        """The covisibility embedding (``ValueError`` when none is available)."""
+        from g2g_model.covisibility.embedding import load_embedding
+        from g2g_model.inference import default_checkpoint
+
+        path = path or default_checkpoint("covisibility_embedding")
+        if not path:
+            raise ValueError("window_scorer=embedding needs a covisibility embedding "
+                             "(covis_embedding), and none is shipped or given")
+        model, _ = load_embedding(path, expect_encoder=self.pipeline.backbone_id())
+        self.get_logger().info(f"window scorer: covisibility embedding {path}")
+        return model
+
     def _select_window(self, windows, query: Group, hint: Optional[np.ndarray]):
         """(window index, overlap score or NaN, how)."""
         if hint is not None:
@@ -532,8 +551,14 @@ class RelocalizeNode(ManagedNode):
                                  f"{self.p['min_overlap_score']}")
             idx = next(i for i, w in enumerate(windows) if int(w[0]) == best[0])
             return idx, best[1], "covisibility"
-        if self.p["window_scorer"] == "whitened":
-            scores = whitened_similarity(self.map_tokens, query_tokens, self.map_whitening)
+        if self.p["window_scorer"] == "embedding":
+            from g2g_model.covisibility.embedding import embedding_similarity
+
+            scores = embedding_similarity(self.embedding, self.map_tokens, query_tokens,
+                                          self.map_scoring)
+            how = "covisibility embedding"
+        elif self.p["window_scorer"] == "whitened":
+            scores = whitened_similarity(self.map_tokens, query_tokens, self.map_scoring)
             how = "map-whitened similarity"
         else:
             scores = descriptor_similarity(self.map_tokens, query_tokens)
@@ -635,8 +660,8 @@ class RelocalizeNode(ManagedNode):
 
     # ------------------------------------------------------------------ maps
     def _read_map(self, path: str):
-        """(map, its windows, its whitening or None); raises ``MapError`` / ``ValueError``
-        saying what is wrong."""
+        """(map, its windows, what the window scorer needs of the whole map or None); raises
+        ``MapError`` / ``ValueError`` saying what is wrong."""
         gmap = load_map(path, expect_backbone=self.pipeline.backbone_id())
         # The query camera is matched against windows of EVERY map camera: a place revisited
         # in the other direction is seen by another camera of the mapping run.
@@ -644,18 +669,21 @@ class RelocalizeNode(ManagedNode):
         if not windows:
             raise ValueError(f"map {path} has no camera with {self.p['window_size']} frames "
                              f"(cameras: {gmap.cameras()})")
-        whitening = None
-        if gmap.features is not None and self.p["window_scorer"] == "whitened":
+        scoring = None
+        if gmap.features is not None:
             try:
-                whitening = MapWhitening.fit(gmap.features)
+                if self.p["window_scorer"] == "whitened":
+                    scoring = MapWhitening.fit(gmap.features)
+                elif self.p["window_scorer"] == "embedding":
+                    scoring = token_statistics(gmap.features)
             except ValueError as exc:
                 raise ValueError(f"map {path}: its cached features are unusable: {exc}") from exc
-        return gmap, windows, whitening
+        return gmap, windows, scoring
 
-    def _install_map(self, path: str, gmap, windows, whitening) -> str:
+    def _install_map(self, path: str, gmap, windows, scoring) -> str:
         with self.lock:
             self.gmap, self.windows, self.map_path = gmap, windows, path
-            self.map_whitening = whitening
+            self.map_scoring = scoring
             self.map_tokens = None if gmap.features is None else gmap.features.float()
             self.gate.reset()
         self.problems.clear("map")
