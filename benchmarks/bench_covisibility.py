@@ -253,10 +253,11 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
                      query_frames: int, window: int, coarse_strides: List[int],
                      batch_size: int, encode_batch: int,
                      threads: Optional[int] = None,
-                     whitened: bool = True) -> List[str]:
+                     map_relative: bool = True) -> List[str]:
     """A ``query_frames``-frame query in the ``frames x cameras``-frame simulated map, shipped
     weights, map tokens precomputed; each case in a fresh process: the covisibility decoder at
-    each coarse stride, then (``whitened``) map-whitened similarity. Returns the report lines."""
+    each coarse stride, then (``map_relative``) the covisibility embedding (the relocalize
+    node's default) and map-whitened similarity. Returns the report lines."""
     from g2g_model.inference import G2GPipeline
 
     from benchmarks.sim_map import SimMapSpec, build_map, generate
@@ -272,7 +273,9 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
            f"run: {prep:.1f} s" + (f", of which map build {build_s:.1f} s" if build_s else
                                    ", all reused") + ")"]
     localize_s = {}
-    cases = [("covisibility", s) for s in coarse_strides] + ([("whitened", 1)] if whitened else [])
+    cases = [("covisibility", s) for s in coarse_strides]
+    if map_relative:
+        cases += [("embedding", 1), ("whitened", 1)]
     for scorer, stride in cases:
         load = os.getloadavg()[0]
         rec = _run_case(["--case", "localize", "--query-camera", query_camera,
@@ -280,8 +283,10 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
                          str(query_frames), "--window", str(window), "--coarse-stride",
                          str(stride), "--batch-size", str(batch_size), "--scorer", scorer,
                          *common])
-        if scorer == "whitened":
-            how = "map-whitened similarity (the relocalize node's default)"
+        if scorer == "embedding":
+            how = "covisibility embedding (the relocalize node's default)"
+        elif scorer == "whitened":
+            how = "map-whitened similarity"
         else:
             how = "covisibility decoder, " + (
                 "full scoring" if stride == 1 else f"coarse-to-fine, stride {stride}")
@@ -374,8 +379,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--query-frames", type=int, default=30)
     parser.add_argument("--e2e-strides", nargs="+", type=int, default=[1, 8],
                         help="--end-to-end: coarse strides (1 = full scoring)")
-    parser.add_argument("--no-whitened", action="store_true",
-                        help="--end-to-end: skip the map-whitened similarity case")
+    parser.add_argument("--no-map-relative", action="store_true",
+                        help="--end-to-end: skip the embedding and map-whitened cases")
     parser.add_argument("--encode-batch", type=int, default=16,
                         help="--end-to-end: frames per encoder pass")
     parser.add_argument("--only-shipped", action="store_true",
@@ -402,7 +407,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("\n".join(bench_end_to_end(
             args.map_frames, args.cache_dir, args.query_camera, args.query_start,
             args.query_frames, args.window, args.e2e_strides, 256, args.encode_batch,
-            args.threads, whitened=not args.no_whitened)), flush=True)
+            args.threads, map_relative=not args.no_map_relative)), flush=True)
     return 0
 
 

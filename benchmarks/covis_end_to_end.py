@@ -13,9 +13,10 @@ Cases (``--case``):
   and run G2G on that map window (images decoded from the map) and query sub-window. After the
   timed part (outside the timings and the peak figure): the true overlap of the chosen window
   against the best one and the error of the predicted query pose.
-  ``--scorer whitened`` scores with the relocalize node's default instead, map-whitened token
-  similarity; its per-map fit is a separate stage ("fit map whitening", done once when the node
-  loads the map) outside ``localize_s``.
+  ``--scorer embedding`` (the relocalize node's default: the shipped covisibility embedding) or
+  ``--scorer whitened`` (map-whitened token similarity) score without the decoder; what they
+  need of the whole map (its token statistics, its whitening) is a separate stage, done once
+  when the node loads the map, outside ``localize_s``.
 * ``encode-map``: decode every map image and encode them all (what building the map costs, and
   what the paper's 9 s figure includes).
 
@@ -88,7 +89,8 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     from g2g_model.groups import Group
     from g2g_model.inference import G2GPipeline, default_checkpoint
     from g2g_model.maps import load_map
-    from g2g_model.window_selection import MapWhitening, whitened_similarity
+    from g2g_model.covisibility.embedding import embedding_similarity, load_embedding
+    from g2g_model.window_selection import MapWhitening, token_statistics, whitened_similarity
 
     from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap
 
@@ -100,10 +102,15 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     stages.mark("load models")
     gmap = load_map(map_path(scene, encoder), expect_backbone=encoder)
     stages.mark("load map", frames=len(gmap), features=list(gmap.features.shape))
-    whitening = None
+    whitening = embedding = None
     if scorer == "whitened":
         whitening = MapWhitening.fit(gmap.features)
         stages.mark("fit map whitening", dims=whitening.dims)
+    elif scorer == "embedding":
+        embedding = load_embedding(default_checkpoint("covisibility_embedding"),
+                                   expect_encoder=encoder)[0]
+        stats = token_statistics(gmap.features)
+        stages.mark("load embedding, map statistics")
     reader_b = trajectory(scene, 1)
     q_idx = list(range(query_start, query_start + query_frames))
     query = query_group(reader_b, query_camera, q_idx)
@@ -117,8 +124,11 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     for cam in gmap.cameras():
         rows = gmap.camera_indices(cam)
         map_tokens = gmap.features[torch.from_numpy(rows)]
-        if whitening is not None:
-            score = whitened_similarity(map_tokens, query_tokens, whitening)
+        if whitening is not None or embedding is not None:
+            if embedding is not None:
+                score = embedding_similarity(embedding, map_tokens, query_tokens, stats)
+            else:
+                score = whitened_similarity(map_tokens, query_tokens, whitening)
             picks = select_windows(score, window, top_k=1, threshold=-np.inf)
         else:
             picks, scores = select_map_windows(covis, map_tokens, query_tokens, window,
@@ -207,8 +217,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--query-frames", type=int, default=30)
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--coarse-stride", type=int, default=1)
-    parser.add_argument("--scorer", choices=("covisibility", "whitened"), default="covisibility",
-                        help="localize: the covisibility decoder or map-whitened similarity")
+    parser.add_argument("--scorer", choices=("covisibility", "embedding", "whitened"),
+                        default="covisibility",
+                        help="localize: the covisibility decoder, the covisibility embedding "
+                             "or map-whitened similarity")
     parser.add_argument("--batch-size", type=int, default=256,
                         help="pairs per decoder pass (localize) or frames per encoder pass")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
