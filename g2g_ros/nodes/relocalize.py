@@ -142,7 +142,8 @@ class RelocalizeNode(ManagedNode):
         d("max_fusion_spread_m", 1.0,
           "reject when the per-frame corrections disagree by more",
           True)
-        d("min_overlap_score", 0.0, "reject windows whose covisibility score is lower", True)
+        d("min_overlap_score", 0.0, "reject windows whose covisibility score (window_scorer "
+          "covisibility or embedding: an estimated overlap in [0, 1]) is lower", True)
         d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
         d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
         d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
@@ -563,8 +564,10 @@ class RelocalizeNode(ManagedNode):
         else:
             scores = descriptor_similarity(self.map_tokens, query_tokens)
             how = "descriptor similarity"
-        idx, _ = best_window(scores, windows)
-        return idx, float("nan"), how
+        idx, score = best_window(scores, windows)
+        # The embedding's scores are trained to approximate overlaps, so min_overlap_score
+        # applies to them; the other two are similarities of no fixed scale.
+        return idx, (score if self.p["window_scorer"] == "embedding" else float("nan")), how
 
     def _localize(self, hint: Optional[np.ndarray]):
         """Run one relocalization; returns (accepted, message, map_T_odom or None, score)."""
@@ -598,7 +601,8 @@ class RelocalizeNode(ManagedNode):
         with self.lock:
             decision = self.gate.offer(cand)
         self.last_reason = f"{'accepted' if decision.accepted else 'rejected'}: " \
-                           f"{decision.reason} (window {idx} by {how})"
+                           f"{decision.reason} (window {idx} by {how}" + \
+                           (f", score {score:.2f})" if np.isfinite(score) else ")")
         if decision.accepted:
             self.last_fix_wall = time.monotonic()
             self.problems.clear("localization")
