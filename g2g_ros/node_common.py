@@ -15,7 +15,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 LOG = logging.getLogger(__name__)
 
@@ -45,6 +45,15 @@ def sensor_qos(reliability: str, depth: int = 5) -> QoSProfile:
                          f"got {reliability!r}")
     return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
                       reliability=policies[reliability])
+
+
+def tf_qos(static: bool, depth: int = 100) -> QoSProfile:
+    """QoS of tf2_ros on ``/tf`` (reliable, volatile) or ``/tf_static`` (reliable, transient
+    local, so that transforms latched before a subscriber existed still reach it)."""
+    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
+                      reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL if static
+                      else DurabilityPolicy.VOLATILE)
 
 
 def stamp_ns(stamp: Any) -> int:

@@ -12,20 +12,10 @@ from typing import Any, Dict, Iterable, Optional, Union
 
 import numpy as np
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile
 
+from g2g_ros.node_common import tf_qos
 from g2g_ros.tf_buffer import make_tf_message, matrix_to_transform_stamped
-
-
-def dynamic_broadcaster_qos() -> QoSProfile:
-    return QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST,
-                      reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
-
-
-def static_broadcaster_qos() -> QoSProfile:
-    return QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
-                      reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class TransformBroadcaster:
@@ -51,7 +41,7 @@ class TransformBroadcaster:
         self._publisher = create(
             TFMessage,
             topic or ("/tf_static" if static else "/tf"),
-            qos or (static_broadcaster_qos() if static else dynamic_broadcaster_qos()),
+            qos or tf_qos(static, depth=1 if static else 100),
         )
 
     def send(self, transforms: Union[Any, Iterable[Any]]) -> None:

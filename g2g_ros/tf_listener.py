@@ -11,20 +11,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-
+from g2g_ros.node_common import tf_qos
 from g2g_ros.tf_buffer import TFBuffer
-
-
-def dynamic_listener_qos() -> QoSProfile:
-    return QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST,
-                      reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
-
-
-def static_listener_qos() -> QoSProfile:
-    return QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST,
-                      reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class TransformListener:
@@ -45,10 +33,10 @@ class TransformListener:
         self.buffer = buffer
         self._node = node
         self._subscriptions = [
-            node.create_subscription(TFMessage, tf_topic, self._on_tf, dynamic_listener_qos(),
+            node.create_subscription(TFMessage, tf_topic, self._on_tf, tf_qos(static=False),
                                      callback_group=callback_group),
             node.create_subscription(TFMessage, tf_static_topic, self._on_tf_static,
-                                     static_listener_qos(), callback_group=callback_group),
+                                     tf_qos(static=True), callback_group=callback_group),
         ]
 
     def _on_tf(self, msg: Any) -> None:
