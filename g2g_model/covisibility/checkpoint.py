@@ -79,6 +79,21 @@ def read_checkpoint_meta(path) -> Dict:
     return _read(path)[0]
 
 
+def check_encoder(stored: Optional[Dict], expected: Optional[Dict], what: str) -> None:
+    """Raise ``CheckpointError`` when ``what`` (a decoder or embedding file) was trained on
+    tokens of another encoder than ``expected`` ``{"name", "config_hash"}`` (None: no check)."""
+    if not expected:
+        return
+    theirs = stored or {}
+    for key in ("name", "config_hash"):
+        if theirs.get(key) != expected.get(key):
+            raise CheckpointError(
+                f"{what} was trained on tokens of encoder {theirs.get('name')!r} (config "
+                f"{theirs.get('config_hash')}), but the tokens come from "
+                f"{expected.get('name')!r} (config {expected.get('config_hash')}): "
+                f"{key} differs")
+
+
 def load_checkpoint(
     path,
     model: Optional[CovisibilityDecoder] = None,
@@ -107,16 +122,7 @@ def load_checkpoint(
             f"checkpoint {path} was trained with a different decoder config; "
             f"field: (checkpoint, model) = {diff}"
         )
-    if expect_encoder:
-        theirs = meta.get("encoder") or {}
-        for key in ("name", "config_hash"):
-            if theirs.get(key) != expect_encoder.get(key):
-                raise CheckpointError(
-                    f"checkpoint {path} was trained on tokens of encoder {theirs.get('name')!r} "
-                    f"(config {theirs.get('config_hash')}), but the tokens come from "
-                    f"{expect_encoder.get('name')!r} (config {expect_encoder.get('config_hash')})"
-                    f": {key} differs"
-                )
+    check_encoder(meta.get("encoder"), expect_encoder, f"checkpoint {path}")
     weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     own = model.state_dict()
     missing = sorted(set(own) - set(weights))

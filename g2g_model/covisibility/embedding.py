@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from g2g_model.covisibility.checkpoint import CheckpointError
+from g2g_model.covisibility.checkpoint import CheckpointError, check_encoder
 from g2g_model.covisibility.samples import CovisibilitySamples
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 from g2g_model.window_selection import token_statistics
@@ -162,15 +162,7 @@ def load_embedding(path, expect_encoder: Optional[Dict] = None
     version, other encoder, wrong shape)."""
     header, tensors = read_tagged(path, HEADER_KEY, VERSION, "covisibility embedding",
                                   CheckpointError)
-    if expect_encoder:
-        theirs = header.get("encoder") or {}
-        for key in ("name", "config_hash"):
-            if theirs.get(key) != expect_encoder.get(key):
-                raise CheckpointError(
-                    f"covisibility embedding {path} was trained on tokens of encoder "
-                    f"{theirs.get('name')!r} (config {theirs.get('config_hash')}), but the "
-                    f"tokens come from {expect_encoder.get('name')!r} (config "
-                    f"{expect_encoder.get('config_hash')}): {key} differs")
+    check_encoder(header.get("encoder"), expect_encoder, f"covisibility embedding {path}")
     try:
         model = CovisibilityEmbedding(int(header["num_patches"]), int(header["in_dim"]),
                                       int(header["dim"]))
