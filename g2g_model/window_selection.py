@@ -1,9 +1,12 @@
 """Choosing the map window to align a query window against, from per-frame scores.
 
-Three sources of frame-pair scores feed the same window scoring:
+Four sources of frame-pair scores feed the same window scoring:
 
-* the covisibility front-end (:mod:`g2g_model.covisibility`), whose scores are overlap ratios;
-* map-whitened token similarity (:func:`whitened_similarity`, the relocalize node's default): each
+* the covisibility decoder (:mod:`g2g_model.covisibility.model`), whose scores are overlap ratios;
+* the covisibility embedding (:mod:`g2g_model.covisibility.embedding`, the relocalize node's
+  default): cosines of per-frame descriptors of map-standardised tokens (:func:`token_statistics`),
+  trained to approximate the overlap;
+* map-whitened token similarity (:func:`whitened_similarity`, no model): each
   frame's flattened tokens are standardised and PCA-whitened with statistics of the map itself,
   then compared by cosine. What all frames of the map share (the encoder's bias, the scene's
   look) drops out, and what tells one place of this map from another is kept. No training; the

@@ -282,7 +282,8 @@ def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, wi
     (subsampled) frames of traversal 1 (every start). Queries whose best true window overlap is
     below ``min_best`` (nothing of the map is seen) are left out. ``model=None`` scores with
     ``similarity(map_tokens, query_tokens) -> [T_map, T_query]`` instead (default: the
-    mean-pooled descriptor cosine; see :func:`map_whitened` for the node's default scorer).
+    mean-pooled descriptor cosine; see :func:`map_embedded` and :func:`map_whitened` for the
+    map-relative scorers of the relocalize node).
     """
     out = WindowQueries([], [], [])
     for cam in np.unique(frames.camera):
@@ -343,12 +344,12 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
     retrieval pairs (natural distribution; its retrieval_top1/5 are the frame-retrieval
     numbers), "window": window_selection_accuracy(), "baseline_descriptor": retrieval and window
     numbers of the descriptor-similarity fallback, "whitened": the same for the map-whitened
-    similarity (the relocalize node's default scorer), "scenes": names}``. With ``hint_radius``,
+    similarity, "scenes": names}``. With ``hint_radius``,
     also ``"window_hint"`` (and the baseline's): the same queries when only map windows within
     ``hint_radius`` of a position hint (true position + ``hint_sigma`` noise, seeded) may be
     picked. With ``embedding`` (a :class:`~g2g_model.covisibility.embedding.
-    CovisibilityEmbedding`), also ``"embedding"``: the same for it (map statistics of
-    traversal 0).
+    CovisibilityEmbedding`, the relocalize node's default scorer), also ``"embedding"``: the
+    same for it (map statistics of traversal 0).
     """
     balanced, natural, base_hits, white_hits, emb_hits = [], [], [], [], []
     queries, base_preds, white_preds, emb_preds = WindowQueries([], [], []), [], [], []
