@@ -17,10 +17,11 @@ import pytest
 from g2g_model.covisibility.checkpoint import load_checkpoint
 from g2g_model.covisibility.embedding import load_embedding
 from g2g_model.covisibility.evaluate import window_selection_accuracy
-from g2g_model.covisibility.sim_data import (load_scene_frames, map_embedded, map_whitened,
-                                             noisy_hints, window_queries)
+from g2g_model.covisibility.sim_data import (decoder_scorer, load_scene_frames, map_embedded,
+                                             map_whitened, noisy_hints, scored_window_queries)
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
 from g2g_model.inference import G2GPipeline, default_checkpoint
+from g2g_model.window_selection import descriptor_similarity
 
 HELD_OUT_SEEDS = (30000, 30001)
 WINDOW = 4
@@ -49,15 +50,13 @@ def queries(tmp_path_factory):
         for traversal in range(2):
             generate_trajectory(root, seed, traversal, cfg)
         frames = load_scene_frames(pipeline, root / f"scene_{seed:05d}", stride=2)
-        decoder = window_queries(model, frames, WINDOW)
-        out["trues"] += decoder.trues
-        out["positions"] += decoder.positions
-        out["decoder"] += decoder.preds
-        out["descriptor"] += window_queries(None, frames, WINDOW).preds
-        out["whitened"] += window_queries(None, frames, WINDOW,
-                                          similarity=map_whitened(frames)).preds
-        out["embedding"] += window_queries(None, frames, WINDOW,
-                                           similarity=map_embedded(embedding, frames)).preds
+        queries, scored = scored_window_queries(frames, WINDOW, {
+            "embedding": map_embedded(embedding, frames), "whitened": map_whitened(frames),
+            "decoder": decoder_scorer(model), "descriptor": descriptor_similarity})
+        out["trues"] += queries.trues
+        out["positions"] += queries.positions
+        for name, preds in scored.items():
+            out[name] += preds
     return out
 
 

@@ -273,19 +273,22 @@ class WindowQueries(NamedTuple):
     positions: List[Tuple[np.ndarray, np.ndarray]]
 
 
-def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, window: int,
-                   min_best: float = DEFAULT_THRESHOLD,
-                   similarity: Callable = descriptor_similarity) -> WindowQueries:
-    """True and predicted ``[T_map, W]`` matrices of every window-selection query of a scene.
+def scored_window_queries(frames: SceneFrames, window: int, scorers: Dict[str, Callable],
+                          min_best: float = DEFAULT_THRESHOLD
+                          ) -> Tuple[WindowQueries, Dict[str, List[np.ndarray]]]:
+    """Every window-selection query of a scene, scored by several scorers at once.
 
     Per camera, the map is traversal 0 and each query is a run of ``window`` consecutive
     (subsampled) frames of traversal 1 (every start). Queries whose best true window overlap is
-    below ``min_best`` (nothing of the map is seen) are left out. ``model=None`` scores with
-    ``similarity(map_tokens, query_tokens) -> [T_map, T_query]`` instead (default: the
-    mean-pooled descriptor cosine; see :func:`map_embedded` and :func:`map_whitened` for the
-    map-relative scorers of the relocalize node).
+    below ``min_best`` (nothing of the map is seen) are left out. The true overlaps are computed
+    once; each scorer ``(map_tokens, query_tokens) -> [T_map, T_query]`` scores the same queries
+    (see :func:`decoder_scorer`, :func:`map_embedded`, :func:`map_whitened`).
+
+    Returns:
+        the queries (``preds`` empty) and ``{scorer name: per-query [T_map, W] scores}``.
     """
     out = WindowQueries([], [], [])
+    preds: Dict[str, List[np.ndarray]] = {name: [] for name in scorers}
     for cam in np.unique(frames.camera):
         m, q = frames.select(0, cam), frames.select(1, cam)
         if len(m) < window or len(q) < window:
@@ -293,19 +296,32 @@ def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, wi
         true = overlap_matrix(frames.depth[m], frames.intrinsics[m], frames.world_T_cam[m],
                               frames.depth[q], frames.intrinsics[q], frames.world_T_cam[q],
                               size=None)
-        if model is None:
-            pred = similarity(frames.tokens[m], frames.tokens[q])
-        else:
-            pred = score_matrix(model, frames.tokens[m], frames.tokens[q]).score
+        scored = {name: fn(frames.tokens[m], frames.tokens[q]) for name, fn in scorers.items()}
         map_positions = frames.world_T_cam[m][:, :3, 3]
         for start in range(0, len(q) - window + 1):
-            t, p = true[:, start:start + window], pred[:, start:start + window]
+            t = true[:, start:start + window]
             if window_scores(t, window).max() >= min_best:
                 out.trues.append(t)
-                out.preds.append(p)
+                for name, pred in scored.items():
+                    preds[name].append(pred[:, start:start + window])
                 query_position = frames.world_T_cam[q[start:start + window], :3, 3].mean(0)
                 out.positions.append((map_positions, query_position))
-    return out
+    return out, preds
+
+
+def decoder_scorer(model: CovisibilityDecoder) -> Callable:
+    """The covisibility decoder as a ``(map_tokens, query_tokens) -> [T_A, T_B]`` scorer."""
+    return lambda map_tokens, query_tokens: score_matrix(model, map_tokens, query_tokens).score
+
+
+def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, window: int,
+                   min_best: float = DEFAULT_THRESHOLD,
+                   similarity: Callable = descriptor_similarity) -> WindowQueries:
+    """:func:`scored_window_queries` with one scorer: ``model`` (the decoder), or when it is
+    None ``similarity`` (default: the mean-pooled descriptor cosine)."""
+    scorer = decoder_scorer(model) if model is not None else similarity
+    out, preds = scored_window_queries(frames, window, {"only": scorer}, min_best)
+    return out._replace(preds=preds["only"])
 
 
 def map_whitened(frames: SceneFrames) -> Callable:
@@ -351,8 +367,12 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
     CovisibilityEmbedding`, the relocalize node's default scorer), also ``"embedding"``: the
     same for it (map statistics of traversal 0).
     """
-    balanced, natural, base_hits, white_hits, emb_hits = [], [], [], [], []
-    queries, base_preds, white_preds, emb_preds = WindowQueries([], [], []), [], [], []
+    balanced, natural, trues, positions = [], [], [], []
+    names = ["decoder", "descriptor", "whitened"]
+    if embedding is not None:
+        names.append("embedding")
+    preds: Dict[str, List[np.ndarray]] = {name: [] for name in names}
+    hits: Dict[str, list] = {name: [] for name in names if name != "decoder"}
     for sid, scene in enumerate(scenes):
         frames = load_scene_frames(pipeline, scene, stride, cache_dir=cache_dir)
         overlap = scene_overlap(frames)
@@ -361,51 +381,48 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
                                       dense_hw, sid))
         pairs = retrieval_pairs(frames, query_every)
         natural.append(scene_samples(frames, pairs, dense_hw, sid))
-        for field, values in zip(queries, window_queries(model, frames, window)):
-            field.extend(values)
-        base_preds += window_queries(None, frames, window).preds
-        whitened = map_whitened(frames)
-        white_preds += window_queries(None, frames, window, similarity=whitened).preds
-        true = natural[-1].ratios.min(1).values.numpy()
-        scorers = [(base_hits, descriptor_similarity), (white_hits, whitened)]
+        scorers = {"decoder": decoder_scorer(model), "descriptor": descriptor_similarity,
+                   "whitened": map_whitened(frames)}
         if embedding is not None:
-            embedded = map_embedded(embedding, frames)
-            emb_preds += window_queries(None, frames, window, similarity=embedded).preds
-            scorers.append((emb_hits, embedded))
-        for hits, sim in scorers:
-            full = sim(frames.tokens, frames.tokens)
-            hits.append((pairs[:, 0] + 100_000 * sid, true, full[pairs[:, 0], pairs[:, 1]]))
+            scorers["embedding"] = map_embedded(embedding, frames)
+        queries, scored = scored_window_queries(frames, window, scorers)
+        trues += queries.trues
+        positions += queries.positions
+        true = natural[-1].ratios.min(1).values.numpy()
+        for name, values in scored.items():
+            preds[name] += values
+            if name in hits:  # frame retrieval of the similarity scorers
+                full = scorers[name](frames.tokens, frames.tokens)
+                hits[name].append((pairs[:, 0] + 100_000 * sid, true,
+                                   full[pairs[:, 0], pairs[:, 1]]))
     nat = concat_samples(natural)
-    trues = queries.trues
-    # Query ids must be unique over scenes: concat_samples shifted the frame indices already.
+
+    def similarity_report(name: str) -> Dict:
+        # Query ids are unique over scenes: offset by 100,000 per scene above.
+        return {"retrieval": frame_retrieval_hits(*(np.concatenate(x)
+                                                    for x in zip(*hits[name]))),
+                "window": window_selection_accuracy(trues, preds[name], window)}
+
     out = {
         "balanced": evaluate(model, concat_samples(balanced)),
         "retrieval": evaluate(model, nat),
-        "window": dict(window_selection_accuracy(trues, queries.preds, window), window=window),
-        "baseline_descriptor": {
-            "retrieval": frame_retrieval_hits(*(np.concatenate(x) for x in zip(*base_hits))),
-            "window": window_selection_accuracy(trues, base_preds, window),
-        },
-        "whitened": {
-            "retrieval": frame_retrieval_hits(*(np.concatenate(x) for x in zip(*white_hits))),
-            "window": window_selection_accuracy(trues, white_preds, window),
-        },
+        "window": dict(window_selection_accuracy(trues, preds["decoder"], window),
+                       window=window),
+        "baseline_descriptor": similarity_report("descriptor"),
+        "whitened": similarity_report("whitened"),
         "scenes": [pathlib.Path(s).name for s in scenes],
     }
-    others = [("baseline_descriptor", base_preds), ("whitened", white_preds)]
     if embedding is not None:
-        out["embedding"] = {
-            "retrieval": frame_retrieval_hits(*(np.concatenate(x) for x in zip(*emb_hits))),
-            "window": window_selection_accuracy(trues, emb_preds, window),
-        }
-        others.append(("embedding", emb_preds))
+        out["embedding"] = similarity_report("embedding")
     if hint_radius is not None:
-        hints = noisy_hints(queries.positions, hint_sigma, np.random.default_rng([seed, 7]))
+        hints = noisy_hints(positions, hint_sigma, np.random.default_rng([seed, 7]))
         restrict = dict(hints=hints, radius=hint_radius)
         out["window_hint"] = dict(
-            window_selection_accuracy(trues, queries.preds, window, **restrict),
+            window_selection_accuracy(trues, preds["decoder"], window, **restrict),
             window=window, radius=hint_radius, sigma=hint_sigma)
-        for name, preds in others:
-            out[name]["window_hint"] = window_selection_accuracy(trues, preds, window,
-                                                                 **restrict)
+        for key, name in (("baseline_descriptor", "descriptor"), ("whitened", "whitened"),
+                          ("embedding", "embedding")):
+            if name in preds:
+                out[key]["window_hint"] = window_selection_accuracy(trues, preds[name], window,
+                                                                    **restrict)
     return out
