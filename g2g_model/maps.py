@@ -113,6 +113,13 @@ def config_hash(config: Dict) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def encoder_mismatch(stored: Dict, expected: Dict) -> Optional[str]:
+    """The first of ``name`` / ``config_hash`` on which two encoder ids
+    (:meth:`G2GPipeline.backbone_id`) differ, or None when they are the same encoder."""
+    return next((key for key in ("name", "config_hash")
+                 if stored.get(key) != expected.get(key)), None)
+
+
 def _sha256(t: torch.Tensor) -> str:
     return hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 
@@ -207,14 +214,14 @@ def load_map(path, expect_backbone: Optional[Dict] = None, load_features: bool =
     header = read_map_header(path)
     if expect_backbone is not None and header.get("backbone"):
         mine, theirs = expect_backbone, header["backbone"]
-        for key in ("name", "config_hash"):
-            if mine.get(key) != theirs.get(key):
-                raise MapError(
-                    f"map {path} was built with backbone {theirs.get('name')!r} "
-                    f"(config {theirs.get('config_hash')}), but the model uses "
-                    f"{mine.get('name')!r} (config {mine.get('config_hash')}): {key} differs; "
-                    "rebuild the map with this model"
-                )
+        key = encoder_mismatch(theirs, mine)
+        if key:
+            raise MapError(
+                f"map {path} was built with backbone {theirs.get('name')!r} "
+                f"(config {theirs.get('config_hash')}), but the model uses "
+                f"{mine.get('name')!r} (config {mine.get('config_hash')}): {key} differs; "
+                "rebuild the map with this model"
+            )
     tensors = {}
     try:
         with safe_open(str(path), framework="pt") as fh:

@@ -19,6 +19,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from g2g_model.maps import encoder_mismatch
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 
 from g2g_model.covisibility.model import CovisibilityConfig, CovisibilityDecoder
@@ -85,13 +86,12 @@ def check_encoder(stored: Optional[Dict], expected: Optional[Dict], what: str) -
     if not expected:
         return
     theirs = stored or {}
-    for key in ("name", "config_hash"):
-        if theirs.get(key) != expected.get(key):
-            raise CheckpointError(
-                f"{what} was trained on tokens of encoder {theirs.get('name')!r} (config "
-                f"{theirs.get('config_hash')}), but the tokens come from "
-                f"{expected.get('name')!r} (config {expected.get('config_hash')}): "
-                f"{key} differs")
+    key = encoder_mismatch(theirs, expected)
+    if key:
+        raise CheckpointError(
+            f"{what} was trained on tokens of encoder {theirs.get('name')!r} (config "
+            f"{theirs.get('config_hash')}), but the tokens come from "
+            f"{expected.get('name')!r} (config {expected.get('config_hash')}): {key} differs")
 
 
 def load_checkpoint(

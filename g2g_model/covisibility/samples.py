@@ -26,6 +26,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from g2g_model.maps import encoder_mismatch
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 
 from g2g_model.covisibility.labels import pair_labels, resize_depth
@@ -136,13 +137,13 @@ def load_samples(path, expect_encoder: Optional[Dict] = None) -> CovisibilitySam
 def _check_encoder(theirs: Dict, mine: Optional[Dict], what: str) -> None:
     if not mine or not theirs:
         return
-    for key in ("name", "config_hash"):
-        if mine.get(key) != theirs.get(key):
-            raise SamplesError(
-                f"{what} holds tokens of encoder {theirs.get('name')!r} (config "
-                f"{theirs.get('config_hash')}), expected {mine.get('name')!r} (config "
-                f"{mine.get('config_hash')}): {key} differs"
-            )
+    key = encoder_mismatch(theirs, mine)
+    if key:
+        raise SamplesError(
+            f"{what} holds tokens of encoder {theirs.get('name')!r} (config "
+            f"{theirs.get('config_hash')}), expected {mine.get('name')!r} (config "
+            f"{mine.get('config_hash')}): {key} differs"
+        )
 
 
 def concat_samples(parts: Sequence[CovisibilitySamples]) -> CovisibilitySamples:
