@@ -91,8 +91,8 @@ class MapWhitening:
         if dims < 1 or shrinkage < 0 or max_frames < 2:
             raise ValueError(f"need dims >= 1, shrinkage >= 0, max_frames >= 2 (got {dims}, "
                              f"{shrinkage}, {max_frames})")
-        mean, std = token_statistics(map_tokens, min_std)
         x = torch.as_tensor(map_tokens).float()
+        mean, std = token_statistics(x, min_std)
         if x.shape[0] > max_frames:
             gen = torch.Generator().manual_seed(seed)
             x = x[torch.randperm(x.shape[0], generator=gen)[:max_frames]]
