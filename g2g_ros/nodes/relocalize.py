@@ -34,6 +34,7 @@ correction and the query window (``~/load_map`` also works while inactive); ``au
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Optional
@@ -46,7 +47,7 @@ from g2g_model.geometry import invert_pose
 from g2g_model.groups import Group
 from g2g_model.maps import MapError, load_map, map_windows, nearest_window
 from g2g_model.window_selection import (MapWhitening, best_window, descriptor_similarity,
-                                        token_statistics, whitened_similarity)
+                                        token_statistics)
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
@@ -552,15 +553,11 @@ class RelocalizeNode(ManagedNode):
                                  f"{self.p['min_overlap_score']}")
             idx = next(i for i, w in enumerate(windows) if int(w[0]) == best[0])
             return idx, best[1], "covisibility"
-        if self.p["window_scorer"] == "embedding":
-            from g2g_model.covisibility.embedding import embedding_similarity
-
-            scores = embedding_similarity(self.embedding, self.map_tokens, query_tokens,
-                                          self.map_scoring)
-            how = "covisibility embedding"
-        elif self.p["window_scorer"] == "whitened":
-            scores = whitened_similarity(self.map_tokens, query_tokens, self.map_scoring)
-            how = "map-whitened similarity"
+        if self.map_scoring is not None:  # embedding or whitened: map side described at load
+            describe, map_descriptors = self.map_scoring
+            scores = (map_descriptors @ describe(query_tokens).T).numpy()
+            how = {"embedding": "covisibility embedding",
+                   "whitened": "map-whitened similarity"}[self.p["window_scorer"]]
         else:
             scores = descriptor_similarity(self.map_tokens, query_tokens)
             how = "descriptor similarity"
@@ -674,14 +671,19 @@ class RelocalizeNode(ManagedNode):
             raise ValueError(f"map {path} has no camera with {self.p['window_size']} frames "
                              f"(cameras: {gmap.cameras()})")
         scoring = None
-        if gmap.features is not None:
+        scorer = self.p["window_scorer"]
+        if gmap.features is not None and scorer in ("embedding", "whitened"):
+            # Once per map: how to describe a frame (map statistics) and the map's descriptors;
+            # a localization then only describes the query frames.
             try:
-                if self.p["window_scorer"] == "whitened":
-                    scoring = MapWhitening.fit(gmap.features)
-                elif self.p["window_scorer"] == "embedding":
-                    scoring = token_statistics(gmap.features)
+                if scorer == "whitened":
+                    describe = MapWhitening.fit(gmap.features).transform
+                else:
+                    describe = functools.partial(self.embedding.describe,
+                                                 stats=token_statistics(gmap.features))
             except ValueError as exc:
                 raise ValueError(f"map {path}: its cached features are unusable: {exc}") from exc
+            scoring = (describe, describe(gmap.features))
         return gmap, windows, scoring
 
     def _install_map(self, path: str, gmap, windows, scoring) -> str:
