@@ -15,8 +15,8 @@ Cases (``--case``):
   against the best one and the error of the predicted query pose.
   ``--scorer embedding`` (the relocalize node's default: the shipped covisibility embedding) or
   ``--scorer whitened`` (map-whitened token similarity) score without the decoder; what they
-  need of the whole map (its token statistics, its whitening) is a separate stage, done once
-  when the node loads the map, outside ``localize_s``.
+  need of the whole map (its token statistics or whitening, and the descriptors of all map
+  frames) is a separate stage, done once when the node loads the map, outside ``localize_s``.
 * ``encode-map``: decode every map image and encode them all (what building the map costs, and
   what the paper's 9 s figure includes).
 
@@ -89,8 +89,8 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     from g2g_model.groups import Group
     from g2g_model.inference import G2GPipeline, default_checkpoint
     from g2g_model.maps import load_map
-    from g2g_model.covisibility.embedding import embedding_similarity, load_embedding
-    from g2g_model.window_selection import MapWhitening, token_statistics, whitened_similarity
+    from g2g_model.covisibility.embedding import load_embedding
+    from g2g_model.window_selection import MapWhitening, token_statistics
 
     from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap
 
@@ -102,15 +102,19 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     stages.mark("load models")
     gmap = load_map(map_path(scene, encoder), expect_backbone=encoder)
     stages.mark("load map", frames=len(gmap), features=list(gmap.features.shape))
-    whitening = embedding = None
+    describe = map_descriptors = None  # as the relocalize node prepares them at map load
     if scorer == "whitened":
         whitening = MapWhitening.fit(gmap.features)
-        stages.mark("fit map whitening", dims=whitening.dims)
+        describe = whitening.transform
+        map_descriptors = describe(gmap.features)
+        stages.mark("fit map whitening, describe map", dims=whitening.dims)
     elif scorer == "embedding":
         embedding = load_embedding(default_checkpoint("covisibility_embedding"),
                                    expect_encoder=encoder)[0]
         stats = token_statistics(gmap.features)
-        stages.mark("load embedding, map statistics")
+        describe = lambda tokens: embedding.describe(tokens, stats)  # noqa: E731
+        map_descriptors = describe(gmap.features)
+        stages.mark("load embedding, map statistics, describe map")
     reader_b = trajectory(scene, 1)
     q_idx = list(range(query_start, query_start + query_frames))
     query = query_group(reader_b, query_camera, q_idx)
@@ -123,14 +127,12 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     per_camera = {}
     for cam in gmap.cameras():
         rows = gmap.camera_indices(cam)
-        map_tokens = gmap.features[torch.from_numpy(rows)]
-        if whitening is not None or embedding is not None:
-            if embedding is not None:
-                score = embedding_similarity(embedding, map_tokens, query_tokens, stats)
-            else:
-                score = whitened_similarity(map_tokens, query_tokens, whitening)
+        if describe is not None:
+            query_descriptors = describe(query_tokens)
+            score = (map_descriptors[torch.from_numpy(rows)] @ query_descriptors.T).numpy()
             picks = select_windows(score, window, top_k=1, threshold=-np.inf)
         else:
+            map_tokens = gmap.features[torch.from_numpy(rows)]
             picks, scores = select_map_windows(covis, map_tokens, query_tokens, window,
                                                top_k=1, threshold=-np.inf,
                                                coarse_stride=coarse_stride,

@@ -37,7 +37,8 @@ def test_vs_g2g_and_end_to_end_run_on_a_tiny_map(tmp_path, capsys):
     # they compute once per map is its own stage.
     assert "### localize, covisibility embedding (the relocalize node's default)" in out
     assert "### localize, map-whitened similarity (" in out
-    assert "| fit map whitening |" in out and "| load embedding, map statistics |" in out
+    assert "| fit map whitening, describe map |" in out
+    assert "| load embedding, map statistics, describe map |" in out
     assert out.count("pairs scored 192 of 192") >= 2
     # Generated data and the map are cached for the next run.
     assert list(tmp_path.glob("*/scene_*/map_compact_*.g2gmap"))
