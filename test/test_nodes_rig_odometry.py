@@ -106,3 +106,54 @@ def test_rig_odometry_end_to_end_with_faults(sim_traj, tmp_path):
     finally:
         log = stop_all(listener, node, player)
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_group_before_calibration_is_held_not_lost(sim_traj, tmp_path):
+    """Images and camera_info come first, /tf_static only seconds later (a late static
+    publisher, or a loaded machine): the node says what it waits for, and once the extrinsics
+    arrive it processes that first group instead of dropping it."""
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from g2g_ros.dataset_player import camera_info_msg, image_msg
+    from g2g_ros.tf_broadcaster import TransformBroadcaster
+    from g2g_ros.tf_buffer import matrix_to_transform_stamped
+
+    reader = TrajectoryReader(sim_traj)
+    stamp = int(reader.timestamps_ns[0])
+    listener = Listener()
+    odoms = listener.collect(Odometry, "odometry")
+    statuses = listener.collect(EstimatorStatus, "rig_odometry/status")
+    qos = rclpy.qos.QoSProfile(depth=10, reliability=rclpy.qos.ReliabilityPolicy.RELIABLE)
+    info_pubs = {c: listener.node.create_publisher(CameraInfo, f"{c}/camera_info", qos)
+                 for c in reader.cameras}
+    image_pubs = {c: listener.node.create_publisher(Image, f"{c}/image_raw", qos)
+                  for c in reader.cameras}
+    node = Proc(node_cmd("g2g_ros.nodes.rig_odometry",
+                         {"sensor_qos_reliability": "reliable", "status_period_s": 0.5},
+                         str(ROOT / "config" / "sim.yaml")), tmp_path / "node.log")
+    try:
+        assert listener.spin_until(lambda: all(
+            p.get_subscription_count() > 0 for p in image_pubs.values()), timeout=90), \
+            node.output()
+        for cam in reader.cameras:
+            spec, frame = reader.rig[cam], f"{cam}_optical_frame"
+            info_pubs[cam].publish(camera_info_msg(spec.K, spec.width, spec.height, frame, stamp))
+            image_pubs[cam].publish(image_msg(reader.image(cam, 0), frame, stamp))
+        assert listener.spin_until(lambda: any("calibration" in s.message and "tf_static" in
+                                               s.message for s in statuses), timeout=30), \
+            f"{_status_text(statuses)}\n{node.output()[-3000:]}"
+        # Well past the node's own short wait for the calibration (CALIBRATION_WAIT_S).
+        listener.spin_until(lambda: False, timeout=3.0)
+        assert not odoms, "no odometry can be computed without the extrinsics"
+        TransformBroadcaster(listener.node, static=True).send([
+            matrix_to_transform_stamped(reader.rig[c].T_body_cam, "base_link",
+                                        f"{c}_optical_frame", stamp) for c in reader.cameras])
+        assert listener.spin_until(lambda: odoms, timeout=30), node.output()[-3000:]
+        got = odoms[0].header.stamp
+        assert got.sec * 10**9 + got.nanosec == stamp
+        assert listener.spin_until(lambda: statuses[-1].groups_processed == 1
+                                   and statuses[-1].groups_dropped == 0, timeout=10), \
+            _status_text(statuses)
+    finally:
+        log = stop_all(listener, node)
+    assert "Traceback" not in log, log[-3000:]

@@ -61,6 +61,10 @@ class RigOdometryNode(ManagedNode):
         self.last_update_wall: Optional[float] = None
         self.last_cameras: List[str] = []
         self._feature_cache: Dict[int, object] = {}
+        # The newest group that arrived before the calibration (see _hold); guarded by its lock.
+        self._held_group = None
+        self._held_lock = threading.Lock()
+        self._held_timer = None
         self._declare_parameters()
         from diagnostic_msgs.msg import DiagnosticArray
 
@@ -175,6 +179,9 @@ class RigOdometryNode(ManagedNode):
             f"rig odometry active: cameras {self.cameras} (min {self.min_cameras}), "
             f"keyframe stride {self.p['keyframe_stride']}, model "
             f"{self.pipeline.header.get('preset')} on {self.p['device']}")
+        if self._held_timer is None:
+            self._held_timer = steady_timer(self, self.HELD_RETRY_S, self._retry_held,
+                                            "retry_held_group")
 
     def deactivate(self) -> None:
         # No new input, queued groups dropped, the group in progress finishes (and is still
@@ -186,6 +193,7 @@ class RigOdometryNode(ManagedNode):
         if self.worker is not None:
             self.worker.discard()
             self.worker.wait_idle(timeout=30.0)
+        self._drop_held()
         # Keep the pose; the first group after re-activation starts a new chain from it.
         with self.state_lock:
             if self.odometry is not None:
@@ -194,6 +202,10 @@ class RigOdometryNode(ManagedNode):
 
     def cleanup(self) -> None:
         self.stop_worker()
+        if self._held_timer is not None:
+            self.destroy_timer(self._held_timer)
+            self._held_timer = None
+        self._drop_held()
         if self.inputs is not None:
             self.inputs.destroy()
         for srv in self.srvs:
@@ -258,11 +270,54 @@ class RigOdometryNode(ManagedNode):
         self._log_rig()
         return True
 
-    def _process_group(self, group) -> None:
-        t0 = time.perf_counter()
-        if not self._resolve_rig():
+    # ------------------------------------------------------------------ held group
+    HELD_RETRY_S = 0.1
+
+    def _hold(self, group) -> None:
+        """Keep the newest group that came before the calibration (an older held one is
+        dropped and counted). It is processed as soon as camera_info and /tf_static are there
+        (:meth:`_retry_held`, or before the next group), so a calibration that arrives late
+        does not cost the first odometry step. Images sent again with the same stamp are
+        duplicates to the synchronizer, so a dropped first group would not come back."""
+        with self._held_lock:
+            if self._held_group is not None:
+                self.groups_dropped += 1
+            self._held_group = group
+
+    def _take_held(self):
+        with self._held_lock:
+            group, self._held_group = self._held_group, None
+            return group
+
+    def _drop_held(self) -> None:
+        if self._take_held() is not None:
             self.groups_dropped += 1
+
+    def _retry_held(self) -> None:
+        """Timer: hand the held group to the worker once the calibration has come (the worker
+        is idle then, so no queued group is pushed out)."""
+        with self._held_lock:
+            waiting = self._held_group is not None
+        if waiting and self.worker is not None and self.worker.pending() == 0:
+            self.worker.submit("held", self._process_held)
+
+    def _process_held(self) -> None:
+        if self._try_resolve_rig():
+            group = self._take_held()
+            if group is not None:
+                self._process_calibrated(group)
+
+    def _process_group(self, group) -> None:
+        if not self._resolve_rig():
+            self._hold(group)
             return
+        held = self._take_held()
+        if held is not None:
+            self._process_calibrated(held)
+        self._process_calibrated(group)
+
+    def _process_calibrated(self, group) -> None:
+        t0 = time.perf_counter()
         if self.odometry is None:
             self.odometry = RigOdometry(
                 self._estimate, {c.name: c.T_base_cam for c in self.rig.cameras},
