@@ -32,6 +32,7 @@ from typing import List, Optional
 from g2g_model.covisibility.checkpoint import load_checkpoint, read_checkpoint_meta
 from g2g_model.covisibility.embedding import EMBEDDING_DEFAULTS
 from g2g_model.covisibility.evaluate import evaluate
+from g2g_model.covisibility.image_embedding import IMAGE_EMBEDDING_DEFAULTS
 from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
 from g2g_model.covisibility.samples import load_samples, save_samples
 from g2g_model.covisibility.synthetic import synthetic_samples
@@ -114,6 +115,38 @@ def _train_embedding(args) -> int:
     return 0
 
 
+def _train_image_embedding(args) -> int:
+    from g2g_model.covisibility.image_embedding import (
+        save_image_embedding, train_image_embedding,
+    )
+    from g2g_model.covisibility.sim_data import load_scene_frames, scene_dirs, scene_image_data
+    import torch
+    from tqdm import tqdm
+
+    data_file = pathlib.Path(args.data) if args.data else None
+    if data_file is not None and data_file.is_file():
+        data = torch.load(str(data_file))
+        print(f"read the training images of {len(data)} scenes from {data_file}")
+    else:
+        pipeline = _sim_pipeline(args.pipeline)
+        data = []
+        for scene in tqdm(scene_dirs(args.root, args.scenes), desc="scenes",
+                          disable=args.quiet):
+            frames = load_scene_frames(pipeline, scene, args.stride, cache_dir=args.cache)
+            data.append(scene_image_data(scene, frames, args.size))
+        if data_file is not None:
+            data_file.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(data, str(data_file))
+    model, record = train_image_embedding(data, steps=args.steps, batch_size=args.batch_size,
+                                          width=args.width, dim=args.dim, lr=args.lr,
+                                          seed=args.seed, progress=not args.quiet,
+                                          checkpoint=args.out)
+    record.update(root=str(args.root), stride=args.stride)
+    path = save_image_embedding(args.out, model, record)
+    print(f"wrote {path}: {record}")
+    return 0
+
+
 def _synth(args) -> int:
     samples = synthetic_samples(num_places=args.places, frames_per_place=args.frames_per_place,
                                 grid_hw=tuple(args.grid), dim=args.dim, seed=args.seed,
@@ -161,11 +194,17 @@ def _sim_eval(args) -> int:
         from g2g_model.covisibility.embedding import load_embedding
 
         embedding = load_embedding(args.embedding, expect_encoder=pipeline.backbone_id())[0]
+    image_embedding = None
+    if args.image_embedding:
+        from g2g_model.covisibility.image_embedding import load_image_embedding
+
+        image_embedding = load_image_embedding(args.image_embedding)[0]
     metrics = evaluate_scenes(model, pipeline, scene_dirs(args.root, args.scenes),
                               model.config.dense_hw, stride=args.stride,
                               pairs_per_scene=args.pairs_per_scene, window=args.window,
                               cache_dir=args.cache, hint_radius=args.hint_radius,
-                              hint_sigma=args.hint_sigma, embedding=embedding)
+                              hint_sigma=args.hint_sigma, embedding=embedding,
+                              image_embedding=image_embedding)
     metrics["checkpoint"] = str(args.checkpoint)
     metrics["encoder"] = pipeline.backbone_id()
     _report(metrics, args.json)
@@ -230,6 +269,28 @@ def build_parser() -> argparse.ArgumentParser:
     te.add_argument("--quiet", action="store_true", help="no progress bar")
     te.set_defaults(func=_train_embedding)
 
+    ti = sub.add_parser("train-image-embedding",
+                        help="train the image covisibility embedding (a small CNN on the "
+                             "frames' pixels) on sim scenes")
+    ti.add_argument("--root", required=True, help="directory of sim scene_* folders")
+    ti.add_argument("--out", required=True, help="image embedding file to write")
+    ti.add_argument("--pipeline", help="G2G checkpoint whose backbone encodes the frames for "
+                    "the scene cache (default: the embedded relocalization default)")
+    ti.add_argument("--scenes", type=int, help="use only the first N scenes")
+    ti.add_argument("--stride", type=int, default=2, help="frame subsampling")
+    ti.add_argument("--cache", help="token cache directory (scene depth and poses)")
+    ti.add_argument("--data", help="keep the shrunk images and overlaps in this file (reused "
+                    "when it exists)")
+    ti.add_argument("--size", type=int, default=IMAGE_EMBEDDING_DEFAULTS["size"])
+    ti.add_argument("--width", type=int, default=IMAGE_EMBEDDING_DEFAULTS["width"])
+    ti.add_argument("--dim", type=int, default=IMAGE_EMBEDDING_DEFAULTS["dim"])
+    ti.add_argument("--steps", type=int, default=IMAGE_EMBEDDING_DEFAULTS["steps"])
+    ti.add_argument("--batch-size", type=int, default=IMAGE_EMBEDDING_DEFAULTS["batch_size"])
+    ti.add_argument("--lr", type=float, default=IMAGE_EMBEDDING_DEFAULTS["lr"])
+    ti.add_argument("--seed", type=int, default=0)
+    ti.add_argument("-q", "--quiet", action="store_true")
+    ti.set_defaults(func=_train_image_embedding)
+
     sy = sub.add_parser("synth", help="write a synthetic sample file (sanity checks)")
     sy.add_argument("--out", required=True)
     sy.add_argument("--places", type=int, default=16)
@@ -266,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "within this many metres of a position hint")
             sp.add_argument("--embedding",
                             help="also score with this covisibility embedding file")
+            sp.add_argument("--image-embedding",
+                            help="also score with this image covisibility embedding file "
+                                 "(and, with --embedding, with their mean)")
             sp.add_argument("--hint-sigma", type=float, default=0.0,
                             help="noise of the position hint (m per axis, Gaussian)")
             sp.add_argument("--json", help="also write the metrics to this file")

@@ -190,6 +190,25 @@ def scene_overlap(frames: SceneFrames, tol: float = 0.25, size: Optional[int] = 
                           size=size)
 
 
+def scene_images(scene, frames: SceneFrames) -> List[np.ndarray]:
+    """The RGB images ``[H, W, 3]`` uint8 of ``frames`` (read from the scene directory)."""
+    readers = [TrajectoryReader(p) for p in sorted(pathlib.Path(scene).glob("traj_*"))]
+    if len(readers) <= int(frames.traversal.max()):
+        raise ValueError(f"scene {scene} has {len(readers)} traversals, its frames need "
+                         f"{int(frames.traversal.max()) + 1}")
+    return [readers[t].image(readers[t].rig.names[c], int(f))
+            for t, c, f in zip(frames.traversal, frames.camera, frames.frame)]
+
+
+def scene_image_data(scene, frames: SceneFrames, size: int) -> Dict[str, torch.Tensor]:
+    """Training data of the image embedding for one scene: ``{"images": [F, 3, size, size]
+    uint8, "overlap": [F, F] float16}`` (all pairs, the reference labeller)."""
+    from g2g_model.covisibility.image_embedding import shrink
+
+    images = torch.stack([shrink(rgb, size) for rgb in scene_images(scene, frames)])
+    return {"images": images, "overlap": torch.from_numpy(scene_overlap(frames)).half()}
+
+
 def balanced_pairs(overlap: np.ndarray, num_pairs: int, rng: np.random.Generator,
                    threshold: float = DEFAULT_THRESHOLD,
                    bins: Sequence[float] = DEFAULT_BINS) -> np.ndarray:
@@ -274,7 +293,8 @@ class WindowQueries(NamedTuple):
 
 
 def scored_window_queries(frames: SceneFrames, window: int, scorers: Dict[str, Callable],
-                          min_best: float = DEFAULT_THRESHOLD
+                          min_best: float = DEFAULT_THRESHOLD,
+                          frame_scorers: Optional[Dict[str, Callable]] = None
                           ) -> Tuple[WindowQueries, Dict[str, List[np.ndarray]]]:
     """Every window-selection query of a scene, scored by several scorers at once.
 
@@ -282,13 +302,17 @@ def scored_window_queries(frames: SceneFrames, window: int, scorers: Dict[str, C
     (subsampled) frames of traversal 1 (every start). Queries whose best true window overlap is
     below ``min_best`` (nothing of the map is seen) are left out. The true overlaps are computed
     once; each scorer ``(map_tokens, query_tokens) -> [T_map, T_query]`` scores the same queries
-    (see :func:`decoder_scorer`, :func:`map_embedded`, :func:`map_whitened`).
+    (see :func:`decoder_scorer`, :func:`map_embedded`, :func:`map_whitened`); each of
+    ``frame_scorers`` ``(map_indices, query_indices) -> [T_map, T_query]`` scores them from
+    frame indices (scorers that do not look at the tokens: :func:`image_scorer`,
+    :func:`combined_scorer`).
 
     Returns:
         the queries (``preds`` empty) and ``{scorer name: per-query [T_map, W] scores}``.
     """
     out = WindowQueries([], [], [])
-    preds: Dict[str, List[np.ndarray]] = {name: [] for name in scorers}
+    frame_scorers = frame_scorers or {}
+    preds: Dict[str, List[np.ndarray]] = {name: [] for name in [*scorers, *frame_scorers]}
     for cam in np.unique(frames.camera):
         m, q = frames.select(0, cam), frames.select(1, cam)
         if len(m) < window or len(q) < window:
@@ -297,6 +321,7 @@ def scored_window_queries(frames: SceneFrames, window: int, scorers: Dict[str, C
                               frames.depth[q], frames.intrinsics[q], frames.world_T_cam[q],
                               size=None)
         scored = {name: fn(frames.tokens[m], frames.tokens[q]) for name, fn in scorers.items()}
+        scored.update({name: fn(m, q) for name, fn in frame_scorers.items()})
         map_positions = frames.world_T_cam[m][:, :3, 3]
         for start in range(0, len(q) - window + 1):
             t = true[:, start:start + window]
@@ -340,6 +365,23 @@ def map_embedded(embedding, frames: SceneFrames) -> Callable:
     return functools.partial(embedding_similarity, embedding, stats=stats)
 
 
+def image_scorer(image_model, scene, frames: SceneFrames) -> Callable:
+    """The image embedding's cosine (:mod:`g2g_model.covisibility.image_embedding`) as a
+    frame scorer ``(map_indices, query_indices) -> [T_map, T_query]`` of a scene's frames."""
+    desc = image_model.describe(scene_images(scene, frames))
+    return lambda m, q: (desc[m] @ desc[q].T).numpy()
+
+
+def combined_scorer(embedding, image_model, scene, frames: SceneFrames) -> Callable:
+    """The mean of the token embedding's and the image embedding's estimated overlaps, as the
+    relocalize node's ``window_scorer: combined`` computes it (map statistics of traversal
+    0), as a frame scorer."""
+    stats = token_statistics(frames.tokens[torch.from_numpy(frames.traversal == 0)])
+    tok = embedding.describe(frames.tokens, stats)
+    img = image_model.describe(scene_images(scene, frames))
+    return lambda m, q: (0.5 * (tok[m] @ tok[q].T + img[m] @ img[q].T)).numpy()
+
+
 def noisy_hints(positions: Sequence[Tuple[np.ndarray, np.ndarray]], sigma: float,
                 rng: np.random.Generator) -> List[Tuple[np.ndarray, np.ndarray]]:
     """Position hints: each query's true position plus isotropic Gaussian noise (``sigma`` m
@@ -353,7 +395,7 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
                     stride: int = 2, pairs_per_scene: int = 2000, window: int = 4,
                     seed: int = 12345, cache_dir=None, query_every: int = 5,
                     hint_radius: Optional[float] = None, hint_sigma: float = 0.0,
-                    embedding=None) -> Dict:
+                    embedding=None, image_embedding=None) -> Dict:
     """Held-out metrics on sim scenes (tokens of ``pipeline``'s encoder).
 
     Returns ``{"balanced": evaluate() on balanced pairs, "retrieval": evaluate() on the
@@ -365,12 +407,16 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
     ``hint_radius`` of a position hint (true position + ``hint_sigma`` noise, seeded) may be
     picked. With ``embedding`` (a :class:`~g2g_model.covisibility.embedding.
     CovisibilityEmbedding`, the relocalize node's default scorer), also ``"embedding"``: the
-    same for it (map statistics of traversal 0).
+    same for it (map statistics of traversal 0). With ``image_embedding`` (an
+    :class:`~g2g_model.covisibility.image_embedding.ImageEmbedding`), also ``"image"`` and,
+    with both, ``"combined"`` (their mean: the node's default ``window_scorer``).
     """
     balanced, natural, trues, positions = [], [], [], []
     names = ["decoder", "descriptor", "whitened"]
     if embedding is not None:
         names.append("embedding")
+    if image_embedding is not None:
+        names += ["image"] + (["combined"] if embedding is not None else [])
     preds: Dict[str, List[np.ndarray]] = {name: [] for name in names}
     hits: Dict[str, list] = {name: [] for name in names if name != "decoder"}
     for sid, scene in enumerate(scenes):
@@ -385,14 +431,23 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
                    "whitened": map_whitened(frames)}
         if embedding is not None:
             scorers["embedding"] = map_embedded(embedding, frames)
-        queries, scored = scored_window_queries(frames, window, scorers)
+        frame_scorers = {}
+        if image_embedding is not None:
+            frame_scorers["image"] = image_scorer(image_embedding, scene, frames)
+            if embedding is not None:
+                frame_scorers["combined"] = combined_scorer(embedding, image_embedding, scene,
+                                                            frames)
+        queries, scored = scored_window_queries(frames, window, scorers,
+                                                frame_scorers=frame_scorers)
         trues += queries.trues
         positions += queries.positions
         true = natural[-1].ratios.min(1).values.numpy()
         for name, values in scored.items():
             preds[name] += values
             if name in hits:  # frame retrieval of the similarity scorers
-                full = scorers[name](frames.tokens, frames.tokens)
+                every = np.arange(len(frames))
+                full = (frame_scorers[name](every, every) if name in frame_scorers
+                        else scorers[name](frames.tokens, frames.tokens))
                 hits[name].append((pairs[:, 0] + 100_000 * sid, true,
                                    full[pairs[:, 0], pairs[:, 1]]))
     nat = concat_samples(natural)
@@ -412,8 +467,9 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
         "whitened": similarity_report("whitened"),
         "scenes": [pathlib.Path(s).name for s in scenes],
     }
-    if embedding is not None:
-        out["embedding"] = similarity_report("embedding")
+    for name in ("embedding", "image", "combined"):
+        if name in preds:
+            out[name] = similarity_report(name)
     if hint_radius is not None:
         hints = noisy_hints(positions, hint_sigma, np.random.default_rng([seed, 7]))
         restrict = dict(hints=hints, radius=hint_radius)
@@ -421,7 +477,8 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
             window_selection_accuracy(trues, preds["decoder"], window, **restrict),
             window=window, radius=hint_radius, sigma=hint_sigma)
         for key, name in (("baseline_descriptor", "descriptor"), ("whitened", "whitened"),
-                          ("embedding", "embedding")):
+                          ("embedding", "embedding"), ("image", "image"),
+                          ("combined", "combined")):
             if name in preds:
                 out[key]["window_hint"] = window_selection_accuracy(trues, preds[name], window,
                                                                     **restrict)

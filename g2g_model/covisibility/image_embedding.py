@@ -1,0 +1,190 @@
+"""Image covisibility embedding: a small CNN whose descriptor cosine approximates overlap.
+
+The covisibility embedding (:mod:`g2g_model.covisibility.embedding`) describes a frame from the
+backbone's cached tokens. With the compact backbone those tokens tell places apart no better than
+a 32 px colour thumbnail (``tools/probe_covis_images.py``), so this model looks at the image
+itself:
+
+1. the RGB frame is shrunk (area interpolation) to ``size x size`` (64) pixels;
+2. four stride-2 convolution blocks (``width``, 2, 4, 4 x ``width`` channels, batch norm, ReLU)
+   give a 4 x 4 grid, flattened and projected linearly to ``dim`` (128) values, unit length;
+3. the score of two frames is the cosine of their descriptors.
+
+It is trained from scratch (:func:`train_image_embedding`) on simulator scenes so that the cosine
+regresses the symmetric overlap of frame pairs of the same scene (MSE): each batch is half
+covisible pairs (overlap > 0.05), half random pairs, with a random brightness and colour gain
+per image (seasons, exposure). It does not depend on the backbone, so it survives a backbone
+change. The relocalize node averages its score with the token embedding's
+(``window_scorer: combined``); the average picks better windows than either (docs/COVISIBILITY.md).
+
+Checkpoint: a tagged safetensors file (``g2g_covis_image_embedding``, version 1) with the network
+(float16), its architecture and the training settings; loading is strict (architecture, tensor
+names and shapes, finite values).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from g2g_model.covisibility.checkpoint import CheckpointError
+from g2g_model.tagged_safetensors import read_tagged, write_tagged
+
+LOG = logging.getLogger(__name__)
+
+HEADER_KEY = "g2g_covis_image_embedding"
+VERSION = 1
+# Measured on the validation scenes (docs/COVISIBILITY.md).
+IMAGE_EMBEDDING_DEFAULTS = {"size": 64, "width": 32, "dim": 128, "steps": 3000, "batch_size": 128,
+                            "lr": 2e-3}
+POSITIVE_OVERLAP = 0.05
+
+
+def _block(c_in: int, c_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, 2, 1, bias=False), nn.BatchNorm2d(c_out),
+                         nn.ReLU(), nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False),
+                         nn.BatchNorm2d(c_out), nn.ReLU())
+
+
+class ImageEmbedding(nn.Module):
+    """Unit descriptors ``[N, dim]`` of ``[N, 3, size, size]`` uint8 images (see the module
+    docstring)."""
+
+    def __init__(self, size: int = 64, width: int = 32, dim: int = 128):
+        super().__init__()
+        if size < 16 or size % 16 or width < 1 or dim < 1:
+            raise ValueError(f"size must be a multiple of 16 (>= 16), width and dim >= 1; got "
+                             f"size {size}, width {width}, dim {dim}")
+        self.size, self.width, self.dim = size, width, dim
+        self.features = nn.Sequential(_block(3, width), _block(width, 2 * width),
+                                      _block(2 * width, 4 * width), _block(4 * width, 4 * width))
+        self.head = nn.Linear(4 * width * (size // 16) ** 2, dim)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.float() / 127.5 - 1.0
+        return F.normalize(self.head(self.features(x).flatten(1)), dim=-1)
+
+    def describe(self, rgbs: Sequence[np.ndarray], batch: int = 256) -> torch.Tensor:
+        """Descriptors ``[N, dim]`` of RGB uint8 images ``[H, W, 3]`` (any size)."""
+        if not len(rgbs):
+            return torch.zeros(0, self.dim)
+        small = torch.stack([shrink(rgb, self.size) for rgb in rgbs])
+        with torch.no_grad():
+            return torch.cat([self(small[i:i + batch]) for i in range(0, len(small), batch)])
+
+
+def shrink(rgb: np.ndarray, size: int) -> torch.Tensor:
+    """``[3, size, size]`` uint8 from an RGB uint8 ``[H, W, 3]`` image (area interpolation)."""
+    rgb = np.asarray(rgb)
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ValueError(f"expected an RGB uint8 image [H, W, 3], got {rgb.dtype} {rgb.shape}")
+    x = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)[None].float()
+    return F.interpolate(x, size=(size, size), mode="area")[0].round().to(torch.uint8)
+
+
+def image_similarity(model: ImageEmbedding, map_images: Sequence[np.ndarray],
+                     query_images: Sequence[np.ndarray]) -> np.ndarray:
+    """``[T_A, T_B]`` cosine of the image descriptors (estimated overlaps)."""
+    return (model.describe(map_images) @ model.describe(query_images).T).numpy()
+
+
+def train_image_embedding(scenes: List[Dict[str, torch.Tensor]],
+                          steps: int = IMAGE_EMBEDDING_DEFAULTS["steps"],
+                          batch_size: int = IMAGE_EMBEDDING_DEFAULTS["batch_size"],
+                          width: int = IMAGE_EMBEDDING_DEFAULTS["width"],
+                          dim: int = IMAGE_EMBEDDING_DEFAULTS["dim"],
+                          lr: float = IMAGE_EMBEDDING_DEFAULTS["lr"], seed: int = 0,
+                          progress: bool = True,
+                          checkpoint: Optional[str] = None) -> Tuple[ImageEmbedding, Dict]:
+    """Train on per-scene ``{"images": [F, 3, S, S] uint8, "overlap": [F, F]}`` (all frames of
+    a scene, their symmetric overlaps; see :func:`g2g_model.covisibility.sim_data.
+    scene_image_data`). ``checkpoint``: also save there every 500 steps (training settings
+    say how far it got). Returns the model (eval mode) and the training record."""
+    if not scenes:
+        raise ValueError("no training scenes")
+    if steps < 1 or batch_size < 2:
+        raise ValueError(f"steps must be >= 1 and batch_size >= 2, got {steps}, {batch_size}")
+    size = int(scenes[0]["images"].shape[-1])
+    positives = [torch.nonzero(s["overlap"].float() > POSITIVE_OVERLAP) for s in scenes]
+    if any(len(p) == 0 for p in positives):
+        raise ValueError("every training scene needs covisible frame pairs")
+    torch.manual_seed(seed)
+    model = ImageEmbedding(size, width, dim)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
+                                                pct_start=0.05)
+    gen = torch.Generator().manual_seed(seed)
+    record = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
+              "scenes": len(scenes), "frames": int(sum(len(s["images"]) for s in scenes))}
+    t0, running = time.time(), None
+    bar = tqdm(range(steps), desc="image embedding", disable=not progress)
+    for step in bar:
+        a, b, y = [], [], []
+        for k, s in enumerate(torch.randint(len(scenes), (batch_size,), generator=gen).tolist()):
+            scene = scenes[s]
+            if k < batch_size // 2:
+                pos = positives[s]
+                i, j = pos[int(torch.randint(len(pos), (1,), generator=gen))].tolist()
+            else:
+                i, j = torch.randint(len(scene["images"]), (2,), generator=gen).tolist()
+            a.append(scene["images"][i])
+            b.append(scene["images"][j])
+            y.append(float(scene["overlap"][i, j]))
+        x = torch.stack(a + b).float()
+        gain = (torch.empty(len(x), 3, 1, 1).uniform_(0.8, 1.2, generator=gen)
+                * torch.empty(len(x), 1, 1, 1).uniform_(0.7, 1.3, generator=gen))
+        e = model((x * gain).clamp(0, 255))
+        loss = F.mse_loss((e[:batch_size] * e[batch_size:]).sum(-1), torch.tensor(y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        value = loss.item()
+        running = value if running is None else 0.98 * running + 0.02 * value
+        bar.set_postfix(loss=f"{running:.4f}")
+        if step % 100 == 0:
+            LOG.info("step %d loss %.4f (%.0f s)", step, running, time.time() - t0)
+        if checkpoint and (step % 500 == 499 or step == steps - 1):
+            save_image_embedding(checkpoint, model.eval(), dict(record, done_steps=step + 1,
+                                                                final_loss=running))
+            model.train()
+    record.update(final_loss=running, seconds=round(time.time() - t0, 1), done_steps=steps)
+    return model.eval(), record
+
+
+def save_image_embedding(path, model: ImageEmbedding, training: Dict):
+    header = {"version": VERSION, "size": model.size, "width": model.width, "dim": model.dim,
+              "training": training}
+    # float16 storage halves the file (1.7 MB for the default); descriptors move by ~1e-3.
+    tensors = {k: v.detach().to(torch.float16).contiguous()
+               for k, v in model.state_dict().items() if v.is_floating_point()}
+    return write_tagged(path, HEADER_KEY, header, tensors)
+
+
+def load_image_embedding(path) -> Tuple[ImageEmbedding, Dict]:
+    """Load strictly; ``CheckpointError`` names what is wrong (missing, corrupt, other version,
+    bad architecture, tensors that do not fit it)."""
+    header, tensors = read_tagged(path, HEADER_KEY, VERSION, "image covisibility embedding",
+                                  CheckpointError)
+    try:
+        model = ImageEmbedding(int(header["size"]), int(header["width"]), int(header["dim"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"image covisibility embedding {path} has a bad header "
+                              f"({exc})") from None
+    expected = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
+    wrong = sorted(k for k in set(expected) | set(tensors)
+                   if k not in expected or k not in tensors
+                   or tensors[k].shape != expected[k].shape
+                   or not torch.isfinite(tensors[k]).all())
+    if wrong:
+        raise CheckpointError(f"image covisibility embedding {path} does not fit its header: "
+                              f"missing, unexpected, misshapen or non-finite tensors {wrong}")
+    model.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=False)
+    return model.eval(), header
