@@ -256,8 +256,9 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
                      map_relative: bool = True) -> List[str]:
     """A ``query_frames``-frame query in the ``frames x cameras``-frame simulated map, shipped
     weights, map tokens precomputed; each case in a fresh process: the covisibility decoder at
-    each coarse stride, then (``map_relative``) the covisibility embedding (the relocalize
-    node's default) and map-whitened similarity. Returns the report lines."""
+    each coarse stride, then (``map_relative``) the token + image covisibility embeddings (the
+    relocalize node's default), each alone, and map-whitened similarity. Returns the report
+    lines."""
     from g2g_model.inference import G2GPipeline
 
     from benchmarks.sim_map import SimMapSpec, build_map, generate
@@ -275,7 +276,7 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
     localize_s = {}
     cases = [("covisibility", s) for s in coarse_strides]
     if map_relative:
-        cases += [("embedding", 1), ("whitened", 1)]
+        cases += [("combined", 1), ("embedding", 1), ("image", 1), ("whitened", 1)]
     for scorer, stride in cases:
         load = os.getloadavg()[0]
         rec = _run_case(["--case", "localize", "--query-camera", query_camera,
@@ -283,8 +284,12 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
                          str(query_frames), "--window", str(window), "--coarse-stride",
                          str(stride), "--batch-size", str(batch_size), "--scorer", scorer,
                          *common])
-        if scorer == "embedding":
-            how = "covisibility embedding (the relocalize node's default)"
+        if scorer == "combined":
+            how = "token + image covisibility embeddings (the relocalize node's default)"
+        elif scorer == "embedding":
+            how = "token covisibility embedding"
+        elif scorer == "image":
+            how = "image covisibility embedding"
         elif scorer == "whitened":
             how = "map-whitened similarity"
         else:

@@ -13,10 +13,11 @@ Cases (``--case``):
   and run G2G on that map window (images decoded from the map) and query sub-window. After the
   timed part (outside the timings and the peak figure): the true overlap of the chosen window
   against the best one and the error of the predicted query pose.
-  ``--scorer embedding`` (the relocalize node's default: the shipped covisibility embedding) or
-  ``--scorer whitened`` (map-whitened token similarity) score without the decoder; what they
-  need of the whole map (its token statistics or whitening, and the descriptors of all map
-  frames) is a separate stage, done once when the node loads the map, outside ``localize_s``.
+  ``--scorer combined`` (the relocalize node's default: the mean of the shipped token and image
+  covisibility embeddings), ``embedding``, ``image`` or ``whitened`` (map-whitened token
+  similarity) score without the decoder; what they need of the whole map (its token statistics
+  or whitening, its decoded images, and the descriptors of all map frames) is a separate stage,
+  done once when the node loads the map, outside ``localize_s``.
 * ``encode-map``: decode every map image and encode them all (what building the map costs, and
   what the paper's 9 s figure includes).
 
@@ -90,6 +91,7 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     from g2g_model.inference import G2GPipeline, default_checkpoint
     from g2g_model.maps import load_map
     from g2g_model.covisibility.embedding import load_embedding
+    from g2g_model.covisibility.image_embedding import load_image_embedding
     from g2g_model.window_selection import MapWhitening, token_statistics
 
     from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap
@@ -105,16 +107,27 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     describe = map_descriptors = None  # as the relocalize node prepares them at map load
     if scorer == "whitened":
         whitening = MapWhitening.fit(gmap.features)
-        describe = whitening.transform
-        map_descriptors = describe(gmap.features)
+        describe = lambda tokens, images: whitening.transform(tokens)  # noqa: E731
+        map_descriptors = describe(gmap.features, None)
         stages.mark("fit map whitening, describe map", dims=whitening.dims)
-    elif scorer == "embedding":
-        embedding = load_embedding(default_checkpoint("covisibility_embedding"),
-                                   expect_encoder=encoder)[0]
-        stats = token_statistics(gmap.features)
-        describe = lambda tokens: embedding.describe(tokens, stats)  # noqa: E731
-        map_descriptors = describe(gmap.features)
-        stages.mark("load embedding, map statistics, describe map")
+    elif scorer in ("embedding", "image", "combined"):
+        # One descriptor per frame; "combined" concatenates both unit descriptors scaled by
+        # 1/sqrt(2), so its cosine is the mean of the two cosines, as the node computes it.
+        parts = []
+        if scorer in ("embedding", "combined"):
+            embedding = load_embedding(default_checkpoint("covisibility_embedding"),
+                                       expect_encoder=encoder)[0]
+            stats = token_statistics(gmap.features)
+            parts.append(lambda tokens, images: embedding.describe(tokens, stats))
+        if scorer in ("image", "combined"):
+            image_model = load_image_embedding(
+                default_checkpoint("covisibility_image_embedding"))[0]
+            parts.append(lambda tokens, images: image_model.describe(images))
+
+        def describe(tokens, images):
+            return torch.cat([f(tokens, images) for f in parts], 1) / len(parts) ** 0.5
+        map_descriptors = describe(gmap.features, [f.decode() for f in gmap.frames])
+        stages.mark("load embedding(s), map statistics, decode and describe map")
     reader_b = trajectory(scene, 1)
     q_idx = list(range(query_start, query_start + query_frames))
     query = query_group(reader_b, query_camera, q_idx)
@@ -128,7 +141,7 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     for cam in gmap.cameras():
         rows = gmap.camera_indices(cam)
         if describe is not None:
-            query_descriptors = describe(query_tokens)
+            query_descriptors = describe(query_tokens, query.images)
             score = (map_descriptors[torch.from_numpy(rows)] @ query_descriptors.T).numpy()
             picks = select_windows(score, window, top_k=1, threshold=-np.inf)
         else:
@@ -219,7 +232,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--query-frames", type=int, default=30)
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--coarse-stride", type=int, default=1)
-    parser.add_argument("--scorer", choices=("covisibility", "embedding", "whitened"),
+    parser.add_argument("--scorer", choices=("covisibility", "combined", "embedding", "image",
+                                             "whitened"),
                         default="covisibility",
                         help="localize: the covisibility decoder, the covisibility embedding "
                              "or map-whitened similarity")

@@ -36,6 +36,7 @@ DEFAULT_CHECKPOINTS = {
     "rig_odometry": ASSETS / "g2g_rig_compact.safetensors",
     "covisibility": ASSETS / "covis_compact.safetensors",
     "covisibility_embedding": ASSETS / "covis_embedding_compact.safetensors",
+    "covisibility_image_embedding": ASSETS / "covis_image_embedding.safetensors",
 }
 
 

@@ -9,6 +9,7 @@ from g2g_model.covisibility.image_embedding import (HEADER_KEY, ImageEmbedding, 
                                                     load_image_embedding,
                                                     save_image_embedding, shrink,
                                                     train_image_embedding)
+from g2g_model.inference import default_checkpoint
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 
 SIZE = 32
@@ -117,3 +118,12 @@ def test_training_refuses_scenes_without_covisible_pairs():
         train_image_embedding([scene], steps=1, progress=False)
     with pytest.raises(ValueError, match="no training scenes"):
         train_image_embedding([], steps=1, progress=False)
+
+
+def test_shipped_image_embedding_is_small_and_loads():
+    path = default_checkpoint("covisibility_image_embedding")
+    assert path is not None, "the image covisibility embedding asset is not shipped"
+    assert path.stat().st_size < 2 * 2**20
+    model, header = load_image_embedding(path)
+    assert isinstance(model, ImageEmbedding) and header["training"]["done_steps"] == \
+        header["training"]["steps"]

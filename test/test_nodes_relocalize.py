@@ -150,7 +150,8 @@ def test_relocalize_end_to_end(scene, tmp_path):
         # Without a hint the window comes from the default window_scorer (the gate may reject
         # the result: the answer must say why).
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request(), timeout=120)
-        assert re.search(r"by covisibility embedding, score -?[01]\.\d\d\)", reply.message), \
+        assert re.search(r"by token \+ image covisibility embeddings, score -?[01]\.\d\d\)",
+                         reply.message), \
             reply.message
         assert node.alive()
     finally:

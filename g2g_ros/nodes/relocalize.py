@@ -2,8 +2,9 @@
 
 Buffers the last W frames of one camera with their odometry poses (TF odom->base_link at each
 image stamp, or a nav_msgs/Odometry topic) as group B, chooses the best map window (around a pose
-hint when one is given; otherwise by ``window_scorer``: the covisibility embedding by default,
-map-whitened token similarity, the covisibility decoder or the mean-pooled descriptor), runs G2G,
+hint when one is given; otherwise by ``window_scorer``: by default the mean of the token and the
+image covisibility embeddings, either one alone, map-whitened token similarity, the covisibility
+decoder or the mean-pooled descriptor), runs G2G,
 gates the correction and publishes:
 
 * TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
@@ -65,7 +66,9 @@ from g2g_ros.tf_buffer import ExtrapolationError, TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 
 STAGES = ("convert", "select", "g2g", "total")
-WINDOW_SCORERS = ("embedding", "whitened", "covisibility", "descriptor")
+WINDOW_SCORERS = ("combined", "embedding", "image", "whitened", "covisibility", "descriptor")
+# Scorers whose window score is an estimated overlap (min_overlap_score applies to them).
+OVERLAP_SCORERS = ("combined", "embedding", "image")
 
 
 class RelocalizeNode(ManagedNode):
@@ -80,7 +83,7 @@ class RelocalizeNode(ManagedNode):
         self.frames_dropped = 0
         self._forget_state()
         # Created by configure(), released by cleanup().
-        self.pipeline = self.covis = self.embedding = self.rig = None
+        self.pipeline = self.covis = self.embedding = self.image_embedding = self.rig = None
         self.gate: Optional[CorrectionGate] = None
         self.buffer: Optional[QueryBuffer] = None
         self.tf_buffer: Optional[TFBuffer] = None
@@ -144,17 +147,23 @@ class RelocalizeNode(ManagedNode):
           "reject when the per-frame corrections disagree by more",
           True)
         d("min_overlap_score", 0.0, "reject windows whose covisibility score (window_scorer "
-          "covisibility or embedding: an estimated overlap in [0, 1]) is lower", True)
+          "combined, embedding, image or covisibility: an estimated overlap in [0, 1]) is "
+          "lower", True)
         d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
         d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
         d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
-        d("window_scorer", "embedding",
-          "how map windows are scored without a pose hint: 'embedding' (the covisibility "
-          "embedding of covis_embedding, best on held-out sim scenes), 'whitened' (map-whitened "
-          "token similarity, no model), 'covisibility' (the decoder of covis_checkpoint) or "
-          "'descriptor' (mean-pooled token cosine)", True)
+        d("window_scorer", "combined",
+          "how map windows are scored without a pose hint: 'combined' (mean of the token "
+          "embedding of covis_embedding and the image embedding of covis_image_embedding, best "
+          "on held-out sim scenes), 'embedding' or 'image' (one of them), 'whitened' "
+          "(map-whitened token similarity, no model), 'covisibility' (the decoder of "
+          "covis_checkpoint) or 'descriptor' (mean-pooled token cosine)", True)
         d("covis_embedding", "",
-          "covisibility embedding for window_scorer=embedding; empty = embedded default", True)
+          "token covisibility embedding for window_scorer=combined/embedding; empty = embedded "
+          "default", True)
+        d("covis_image_embedding", "",
+          "image covisibility embedding for window_scorer=combined/image; empty = embedded "
+          "default", True)
         d("covis_checkpoint", "",
           "covisibility decoder for window_scorer=covisibility; empty = embedded default", True)
         d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
@@ -211,11 +220,13 @@ class RelocalizeNode(ManagedNode):
         if self.pipeline.untrained:
             self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
                                       "corrections are meaningless (wiring only)")
-        self.covis = self.embedding = None
+        self.covis = self.embedding = self.image_embedding = None
         if p["window_scorer"] == "covisibility":
             self.covis = self._load_covisibility(p["covis_checkpoint"])
-        if p["window_scorer"] == "embedding":
+        if p["window_scorer"] in ("combined", "embedding"):
             self.embedding = self._load_embedding(p["covis_embedding"])
+        if p["window_scorer"] in ("combined", "image"):
+            self.image_embedding = self._load_image_embedding(p["covis_image_embedding"])
         if p["map_path"]:
             # The map named at configure is part of the configuration: without it, no configure.
             message = self._install_map(p["map_path"], *self._read_map(p["map_path"]))
@@ -290,7 +301,7 @@ class RelocalizeNode(ManagedNode):
                 self.destroy_lifecycle_publisher(pub)
         self.srvs, self.odom_sub, self.tf_listener, self.tf_broadcaster = [], None, None, None
         self.pose_pub = self.align_pub = self.processed_pub = self.inputs = None
-        self.pipeline = self.covis = self.embedding = self.rig = None
+        self.pipeline = self.covis = self.embedding = self.image_embedding = self.rig = None
         self.gate = self.buffer = self.tf_buffer = None
         self.paused = False
         self._forget_state()
@@ -516,6 +527,20 @@ class RelocalizeNode(ManagedNode):
         self.get_logger().info(f"window scorer: covisibility embedding {path}")
         return model
 
+    def _load_image_embedding(self, path: str):
+        """The image covisibility embedding (``ValueError`` when none is available)."""
+        from g2g_model.covisibility.image_embedding import load_image_embedding
+        from g2g_model.inference import default_checkpoint
+
+        path = path or default_checkpoint("covisibility_image_embedding")
+        if not path:
+            raise ValueError(f"window_scorer={self.p['window_scorer']} needs an image "
+                             "covisibility embedding (covis_image_embedding), and none is "
+                             "shipped or given")
+        model, _ = load_image_embedding(path)
+        self.get_logger().info(f"window scorer: image covisibility embedding {path}")
+        return model
+
     def _select_window(self, windows, query: Group, hint: Optional[np.ndarray]):
         """(window index, overlap score or NaN, how)."""
         if hint is not None:
@@ -553,10 +578,11 @@ class RelocalizeNode(ManagedNode):
                                  f"{self.p['min_overlap_score']}")
             idx = next(i for i, w in enumerate(windows) if int(w[0]) == best[0])
             return idx, best[1], "covisibility"
-        if self.map_scoring is not None:  # embedding or whitened: map side described at load
-            describe, map_descriptors = self.map_scoring
-            scores = (map_descriptors @ describe(query_tokens).T).numpy()
-            how = {"embedding": "covisibility embedding",
+        if self.map_scoring is not None:  # map side described at load
+            scores = self.map_scoring(query_tokens, query.images)
+            how = {"combined": "token + image covisibility embeddings",
+                   "embedding": "covisibility embedding",
+                   "image": "image covisibility embedding",
                    "whitened": "map-whitened similarity"}[self.p["window_scorer"]]
         else:
             scores = descriptor_similarity(self.map_tokens, query_tokens)
@@ -564,7 +590,8 @@ class RelocalizeNode(ManagedNode):
         idx, score = best_window(scores, windows)
         # The embedding's scores are trained to approximate overlaps, so min_overlap_score
         # applies to them; the other two are similarities of no fixed scale.
-        return idx, (score if self.p["window_scorer"] == "embedding" else float("nan")), how
+        overlap = self.p["window_scorer"] in OVERLAP_SCORERS
+        return idx, (score if overlap else float("nan")), how
 
     def _localize(self, hint: Optional[np.ndarray]):
         """Run one relocalization; returns (accepted, message, map_T_odom or None, score)."""
@@ -671,20 +698,36 @@ class RelocalizeNode(ManagedNode):
             raise ValueError(f"map {path} has no camera with {self.p['window_size']} frames "
                              f"(cameras: {gmap.cameras()})")
         scoring = None
-        scorer = self.p["window_scorer"]
-        if gmap.features is not None and scorer in ("embedding", "whitened"):
-            # Once per map: how to describe a frame (map statistics) and the map's descriptors;
-            # a localization then only describes the query frames.
-            try:
-                if scorer == "whitened":
-                    describe = MapWhitening.fit(gmap.features).transform
-                else:
-                    describe = functools.partial(self.embedding.describe,
-                                                 stats=token_statistics(gmap.features))
-            except ValueError as exc:
-                raise ValueError(f"map {path}: its cached features are unusable: {exc}") from exc
-            scoring = (describe, describe(gmap.features))
+        if gmap.features is not None and self.p["window_scorer"] in (*OVERLAP_SCORERS,
+                                                                     "whitened"):
+            scoring = self._map_scoring(path, gmap)
         return gmap, windows, scoring
+
+    def _map_scoring(self, path: str, gmap):
+        """Once per map: describe its frames, and return ``score(query_tokens, query_images)
+        -> [T_map, T_query]``; a localization then only describes the query frames."""
+        scorer = self.p["window_scorer"]
+        parts = []  # (describe a query, the map's descriptors)
+        try:
+            if scorer == "whitened":
+                describe = MapWhitening.fit(gmap.features).transform
+                parts.append((lambda tokens, images: describe(tokens), describe(gmap.features)))
+            if scorer in ("combined", "embedding"):
+                describe_tokens = functools.partial(self.embedding.describe,
+                                                    stats=token_statistics(gmap.features))
+                parts.append((lambda tokens, images: describe_tokens(tokens),
+                              describe_tokens(gmap.features)))
+        except ValueError as exc:
+            raise ValueError(f"map {path}: its cached features are unusable: {exc}") from exc
+        if scorer in ("combined", "image"):
+            images = self.image_embedding.describe([f.decode() for f in gmap.frames])
+            parts.append((lambda tokens, images: self.image_embedding.describe(images), images))
+
+        def score(query_tokens, query_images) -> np.ndarray:
+            # The embeddings' cosines estimate overlaps: their mean is one too.
+            return sum((map_desc @ describe(query_tokens, query_images).T).numpy()
+                       for describe, map_desc in parts) / len(parts)
+        return score
 
     def _install_map(self, path: str, gmap, windows, scoring) -> str:
         with self.lock:
