@@ -126,7 +126,8 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
 
         def describe(tokens, images):
             return torch.cat([f(tokens, images) for f in parts], 1) / len(parts) ** 0.5
-        map_descriptors = describe(gmap.features, [f.decode() for f in gmap.frames])
+        images = None if scorer == "embedding" else [f.decode() for f in gmap.frames]
+        map_descriptors = describe(gmap.features, images)
         stages.mark("load embedding(s), map statistics, decode and describe map")
     reader_b = trajectory(scene, 1)
     q_idx = list(range(query_start, query_start + query_frames))
