@@ -710,8 +710,8 @@ class RelocalizeNode(ManagedNode):
         parts = []  # (describe a query, the map's descriptors)
         try:
             if scorer == "whitened":
-                describe = MapWhitening.fit(gmap.features).transform
-                parts.append((lambda tokens, images: describe(tokens), describe(gmap.features)))
+                whiten = MapWhitening.fit(gmap.features).transform
+                parts.append((lambda tokens, images: whiten(tokens), whiten(gmap.features)))
             if scorer in ("combined", "embedding"):
                 describe_tokens = functools.partial(self.embedding.describe,
                                                     stats=token_statistics(gmap.features))
@@ -720,8 +720,9 @@ class RelocalizeNode(ManagedNode):
         except ValueError as exc:
             raise ValueError(f"map {path}: its cached features are unusable: {exc}") from exc
         if scorer in ("combined", "image"):
-            images = self.image_embedding.describe([f.decode() for f in gmap.frames])
-            parts.append((lambda tokens, images: self.image_embedding.describe(images), images))
+            map_images = self.image_embedding.describe([f.decode() for f in gmap.frames])
+            parts.append((lambda tokens, images: self.image_embedding.describe(images),
+                          map_images))
 
         def score(query_tokens, query_images) -> np.ndarray:
             # The embeddings' cosines estimate overlaps: their mean is one too.
