@@ -19,7 +19,8 @@ from g2g_model.covisibility.checkpoint import load_checkpoint
 from g2g_model.covisibility.embedding import load_embedding
 from g2g_model.covisibility.image_embedding import load_image_embedding
 from g2g_model.covisibility.evaluate import window_selection_accuracy
-from g2g_model.covisibility.sim_data import (combined_scorer, decoder_scorer, image_scorer,
+from g2g_model.covisibility.sim_data import (combined_scorer, decoder_scorer,
+                                             image_descriptors, image_scorer,
                                              load_scene_frames, map_embedded, map_whitened,
                                              noisy_hints, scored_window_queries)
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
@@ -55,11 +56,12 @@ def queries(tmp_path_factory):
             generate_trajectory(root, seed, traversal, cfg)
         scene = root / f"scene_{seed:05d}"
         frames = load_scene_frames(pipeline, scene, stride=2)
+        image_desc = image_descriptors(image, scene, frames)
         queries, scored = scored_window_queries(frames, WINDOW, {
             "embedding": map_embedded(embedding, frames), "whitened": map_whitened(frames),
             "decoder": decoder_scorer(model), "descriptor": descriptor_similarity},
-            frame_scorers={"image": image_scorer(image, scene, frames),
-                           "combined": combined_scorer(embedding, image, scene, frames)})
+            frame_scorers={"image": image_scorer(image_desc),
+                           "combined": combined_scorer(embedding, frames, image_desc)})
         out["trues"] += queries.trues
         out["positions"] += queries.positions
         for name, preds in scored.items():

@@ -365,21 +365,25 @@ def map_embedded(embedding, frames: SceneFrames) -> Callable:
     return functools.partial(embedding_similarity, embedding, stats=stats)
 
 
-def image_scorer(image_model, scene, frames: SceneFrames) -> Callable:
+def image_descriptors(image_model, scene, frames: SceneFrames) -> torch.Tensor:
+    """``[F, dim]`` image-embedding descriptors of a scene's frames (images read once)."""
+    return image_model.describe(scene_images(scene, frames))
+
+
+def image_scorer(image_desc: torch.Tensor) -> Callable:
     """The image embedding's cosine (:mod:`g2g_model.covisibility.image_embedding`) as a
-    frame scorer ``(map_indices, query_indices) -> [T_map, T_query]`` of a scene's frames."""
-    desc = image_model.describe(scene_images(scene, frames))
-    return lambda m, q: (desc[m] @ desc[q].T).numpy()
+    frame scorer ``(map_indices, query_indices) -> [T_map, T_query]``, from
+    :func:`image_descriptors`."""
+    return lambda m, q: (image_desc[m] @ image_desc[q].T).numpy()
 
 
-def combined_scorer(embedding, image_model, scene, frames: SceneFrames) -> Callable:
+def combined_scorer(embedding, frames: SceneFrames, image_desc: torch.Tensor) -> Callable:
     """The mean of the token embedding's and the image embedding's estimated overlaps, as the
     relocalize node's ``window_scorer: combined`` computes it (map statistics of traversal
-    0), as a frame scorer."""
+    0), as a frame scorer; ``image_desc`` from :func:`image_descriptors`."""
     stats = token_statistics(frames.tokens[torch.from_numpy(frames.traversal == 0)])
     tok = embedding.describe(frames.tokens, stats)
-    img = image_model.describe(scene_images(scene, frames))
-    return lambda m, q: (0.5 * (tok[m] @ tok[q].T + img[m] @ img[q].T)).numpy()
+    return lambda m, q: (0.5 * (tok[m] @ tok[q].T + image_desc[m] @ image_desc[q].T)).numpy()
 
 
 def noisy_hints(positions: Sequence[Tuple[np.ndarray, np.ndarray]], sigma: float,
@@ -433,10 +437,10 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
             scorers["embedding"] = map_embedded(embedding, frames)
         frame_scorers = {}
         if image_embedding is not None:
-            frame_scorers["image"] = image_scorer(image_embedding, scene, frames)
+            image_desc = image_descriptors(image_embedding, scene, frames)
+            frame_scorers["image"] = image_scorer(image_desc)
             if embedding is not None:
-                frame_scorers["combined"] = combined_scorer(embedding, image_embedding, scene,
-                                                            frames)
+                frame_scorers["combined"] = combined_scorer(embedding, frames, image_desc)
         queries, scored = scored_window_queries(frames, window, scorers,
                                                 frame_scorers=frame_scorers)
         trues += queries.trues
