@@ -130,8 +130,8 @@ def _train_image_embedding(args) -> int:
     else:
         pipeline = _sim_pipeline(args.pipeline)
         data = []
-        for scene in tqdm(scene_dirs(args.root, args.scenes), desc="scenes",
-                          disable=args.quiet):
+        scenes = [scene for root in args.root for scene in scene_dirs(root)]
+        for scene in tqdm(scenes[:args.scenes], desc="scenes", disable=args.quiet):
             frames = load_scene_frames(pipeline, scene, args.stride, cache_dir=args.cache)
             data.append(scene_image_data(scene, frames, args.size))
         if data_file is not None:
@@ -141,7 +141,7 @@ def _train_image_embedding(args) -> int:
                                           width=args.width, dim=args.dim, lr=args.lr,
                                           seed=args.seed, progress=not args.quiet,
                                           checkpoint=args.out)
-    record.update(root=str(args.root), stride=args.stride)
+    record.update(root=" ".join(map(str, args.root)), stride=args.stride)
     path = save_image_embedding(args.out, model, record)
     print(f"wrote {path}: {record}")
     return 0
@@ -272,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     ti = sub.add_parser("train-image-embedding",
                         help="train the image covisibility embedding (a small CNN on the "
                              "frames' pixels) on sim scenes")
-    ti.add_argument("--root", required=True, help="directory of sim scene_* folders")
+    ti.add_argument("--root", required=True, nargs="+",
+                    help="directories of sim scene_* folders (their scenes, in this order)")
     ti.add_argument("--out", required=True, help="image embedding file to write")
     ti.add_argument("--pipeline", help="G2G checkpoint whose backbone encodes the frames for "
                     "the scene cache (default: the embedded relocalization default)")
