@@ -127,3 +127,22 @@ def test_shipped_image_embedding_is_small_and_loads():
     model, header = load_image_embedding(path)
     assert isinstance(model, ImageEmbedding) and header["training"]["done_steps"] == \
         header["training"]["steps"]
+
+
+def test_cli_trains_on_the_scenes_of_several_roots(tmp_path):
+    """``g2g-covis train-image-embedding --root A B``: the scenes of both directories, in order,
+    are the training data (real simulator scenes with depth, a few steps)."""
+    from g2g_model.covisibility.cli import main
+    from sim_fixtures import tiny_trajectories
+
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for root, seed in zip(roots, (40000, 40001)):
+        tiny_trajectories(root, seed, frames=6, traversals=2, rig="ring4", depth=True)
+    out, data = tmp_path / "image.safetensors", tmp_path / "images.pt"
+    assert main(["train-image-embedding", "--root", *map(str, roots), "--out", str(out),
+                 "--data", str(data), "--steps", "2", "--batch-size", "4", "--size", "16",
+                 "--width", "2", "--dim", "4", "--stride", "1", "-q"]) == 0
+    _, header = load_image_embedding(out)
+    assert header["training"]["scenes"] == 2 and header["training"]["frames"] == 2 * 2 * 4 * 6
+    assert header["training"]["root"] == f"{roots[0]} {roots[1]}"
+    assert [len(scene["images"]) for scene in torch.load(str(data))] == [48, 48]
