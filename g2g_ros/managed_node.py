@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from g2g_ros.node_common import ProblemLog, Worker
+from g2g_ros.node_common import ProblemLog, Worker, diagnostic_status
 
 AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
                      "(transition 'cleanup' first, then change it and 'configure')")
@@ -242,6 +242,45 @@ class ManagedNode(LifecycleNode):
         if self.active:
             return level
         return DiagnosticStatus.ERROR if self.last_failure else DiagnosticStatus.WARN
+
+    def publish_estimator_status(self, state: int, text: str, values: dict, cameras,
+                                 processed: int, dropped: int, diag_name: str,
+                                 hardware_id: str, warn_states=()) -> None:
+        """Publish ``~/status`` (EstimatorStatus) and one ``/diagnostics`` entry.
+
+        ``text`` gets the recent problems appended, ``values`` (the node's own key/values,
+        state first) the stage latencies and the problems. The level is OK for STATE_OK, WARN
+        for STATE_DEGRADED and ``warn_states``, ERROR otherwise, then :meth:`lifecycle_level`.
+        Uses the node's ``status_pub``, ``diag_pub`` and ``stages``.
+        """
+        from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+        from g2g_msgs.msg import EstimatorStatus
+
+        problems = self.problems.recent()
+        if problems:
+            text += ": " + "; ".join(f"{k}: {m}" for k, m in problems)
+        now = self.get_clock().now().to_msg()
+        stages = self.stages.snapshot()
+        status = EstimatorStatus(state=state, message=text, cameras_used=list(cameras),
+                                 groups_processed=processed, groups_dropped=dropped,
+                                 stage_names=list(stages),
+                                 stage_latency_ms=[float(v) for v in stages.values()])
+        status.header.stamp = now
+        self.status_pub.publish(status)
+        values = dict(values)
+        for name, ms in stages.items():
+            values[f"latency {name}_ms"] = f"{ms:.1f}"
+        for key, msg in problems:
+            values[f"problem {key}"] = msg
+        warn = (EstimatorStatus.STATE_DEGRADED, *warn_states)
+        level = (DiagnosticStatus.OK if state == EstimatorStatus.STATE_OK
+                 else DiagnosticStatus.WARN if state in warn else DiagnosticStatus.ERROR)
+        arr = DiagnosticArray()
+        arr.header.stamp = now
+        arr.status = [diagnostic_status(f"{self.get_name()}: {diag_name}", hardware_id,
+                                        self.lifecycle_level(level), text, values)]
+        self.diag_pub.publish(arr)
 
     def jobs_dropped(self) -> int:
         return sum(self.worker.dropped.values()) if self.worker is not None else 0

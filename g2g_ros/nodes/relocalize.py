@@ -54,7 +54,7 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    StageTimes, diagnostic_status, load_pipeline, sensor_qos, spin_node, stamp_ns, steady_timer,
+    StageTimes, load_pipeline, sensor_qos, spin_node, stamp_ns, steady_timer,
     to_stamp,
 )
 from g2g_ros.pose_msgs import matrix_to_pose_msg, pose_msg_to_matrix
@@ -849,24 +849,10 @@ class RelocalizeNode(ManagedNode):
         return S.STATE_OK, "localized"
 
     def _publish_status(self) -> None:
-        from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-
         from g2g_msgs.msg import EstimatorStatus
 
         state, text = self._state()
-        problems = self.problems.recent()
-        if problems:
-            text += ": " + "; ".join(f"{k}: {m}" for k, m in problems)
-        now = self.get_clock().now().to_msg()
-        stages = self.stages.snapshot()
         gate = self.gate
-        status = EstimatorStatus(
-            state=state, message=text, cameras_used=[getattr(self, "camera", "")],
-            groups_processed=gate.accepted if gate else 0,
-            groups_dropped=(gate.rejected if gate else 0) + self.frames_dropped,
-            stage_names=list(stages), stage_latency_ms=[float(v) for v in stages.values()])
-        status.header.stamp = now
-        self.status_pub.publish(status)
         age = None if self.last_fix_wall is None else time.monotonic() - self.last_fix_wall
         values = {
             "state": state, "lifecycle_state": self.lifecycle_state,
@@ -883,20 +869,12 @@ class RelocalizeNode(ManagedNode):
         if self.active and self.inputs is not None:
             for cam, hz in self.inputs.rates_hz().items():
                 values[f"{cam} rate_hz"] = f"{hz:.2f}"
-        for name, ms in stages.items():
-            values[f"latency {name}_ms"] = f"{ms:.1f}"
-        for key, msg in problems:
-            values[f"problem {key}"] = msg
-        level = {EstimatorStatus.STATE_OK: DiagnosticStatus.OK,
-                 EstimatorStatus.STATE_DEGRADED: DiagnosticStatus.WARN,
-                 EstimatorStatus.STATE_NOT_LOCALIZED: DiagnosticStatus.WARN}.get(
-                     state, DiagnosticStatus.ERROR)
-        level = self.lifecycle_level(level)
-        arr = DiagnosticArray()
-        arr.header.stamp = now
-        arr.status = [diagnostic_status(f"{self.get_name()}: relocalization", "g2g_reloc",
-                                        level, text, values)]
-        self.diag_pub.publish(arr)
+        self.publish_estimator_status(
+            state, text, values, cameras=[getattr(self, "camera", "")],
+            processed=gate.accepted if gate else 0,
+            dropped=(gate.rejected if gate else 0) + self.frames_dropped,
+            diag_name="relocalization", hardware_id="g2g_reloc",
+            warn_states=(EstimatorStatus.STATE_NOT_LOCALIZED,))
 
 
 def main(args=None) -> None:

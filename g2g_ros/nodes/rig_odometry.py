@@ -25,7 +25,7 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    StageTimes, diagnostic_status, load_pipeline, sensor_qos, spin_node, steady_timer, to_stamp,
+    StageTimes, load_pipeline, sensor_qos, spin_node, steady_timer, to_stamp,
 )
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import pose_msg_to_matrix
@@ -443,30 +443,15 @@ class RigOdometryNode(ManagedNode):
         return S.STATE_OK, "ok"
 
     def _publish_status(self) -> None:
-        from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-
-        from g2g_msgs.msg import EstimatorStatus
-
         if self.active and self.last_update_wall is not None:
             for cam, age in self.inputs.silent(self.p["lost_after_s"]).items():
                 self.problems.report(f"camera {cam}", "no images received" if age is None
                                      else f"no images for {age:.1f} s")
         state, text = self._state()
-        problems = self.problems.recent()
-        if problems:
-            text = text + ": " + "; ".join(f"{k}: {m}" for k, m in problems)
-        now = self.get_clock().now().to_msg()
-        stages = self.stages.snapshot()
-        status = EstimatorStatus(state=state, message=text, cameras_used=list(self.last_cameras),
-                                 groups_processed=self.groups_processed,
-                                 groups_dropped=self.groups_dropped + self.jobs_dropped(),
-                                 stage_names=list(stages),
-                                 stage_latency_ms=[float(v) for v in stages.values()])
-        status.header.stamp = now
-        self.status_pub.publish(status)
+        dropped = self.groups_dropped + self.jobs_dropped()
         values = {"state": state, "lifecycle_state": self.lifecycle_state,
                   "groups_processed": self.groups_processed,
-                  "groups_dropped": status.groups_dropped,
+                  "groups_dropped": dropped,
                   "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained)}
         if self.active:
             stats = self.sync.stats()
@@ -483,19 +468,9 @@ class RigOdometryNode(ManagedNode):
                                           else stats.max_skew_ns * 1e-6)
         if self.odometry is not None:
             values["rejected_steps"] = self.odometry.rejected
-        for name, ms in stages.items():
-            values[f"latency {name}_ms"] = f"{ms:.1f}"
-        for key, msg in problems:
-            values[f"problem {key}"] = msg
-        level = {EstimatorStatus.STATE_OK: DiagnosticStatus.OK,
-                 EstimatorStatus.STATE_DEGRADED: DiagnosticStatus.WARN}.get(
-                     state, DiagnosticStatus.ERROR)
-        level = self.lifecycle_level(level)
-        arr = DiagnosticArray()
-        arr.header.stamp = now
-        arr.status = [diagnostic_status(f"{self.get_name()}: rig odometry", "g2g_rig",
-                                        level, text, values)]
-        self.diag_pub.publish(arr)
+        self.publish_estimator_status(state, text, values, cameras=self.last_cameras,
+                                      processed=self.groups_processed, dropped=dropped,
+                                      diag_name="rig odometry", hardware_id="g2g_rig")
 
 
 def p_image(p: Dict) -> str:
