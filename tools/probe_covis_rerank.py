@@ -1,5 +1,5 @@
 """Diagnostic: can geometric verification re-rank the default scorer's best map windows?
-(docs/COVISIBILITY.md, "What was tried and did not carry".)
+(docs/COVISIBILITY.md, "Honest assessment", re-ranking the default's best windows.)
 
 Window selection as ``g2g-covis sim-eval`` scores it (W = 4, map = traversal 0 of a camera,
 queries = every run of W frames of traversal 1, a pick is good within 0.1 of the best window's
@@ -11,8 +11,8 @@ the window. A candidate's verification is the max-mean over its pairs of
 ``log1p(inliers) / log1p(50)``, and the re-ranked pick maximises
 ``combined window score + weight * verification``.
 
-It prints, per scene set: the default's rate, the rate of the best candidate (the ceiling of any
-re-ranking of these candidates), and the re-ranked rate for each weight.
+It prints, per scene set: the rate of the best candidate (the ceiling of any re-ranking of
+these candidates) and the re-ranked rate for each weight (weight 0: the default's own pick).
 
     python tools/probe_covis_rerank.py --scenes data/sim_val data/sim_test --cache CACHE
 
@@ -57,8 +57,9 @@ class Verifier:
             self.features[frame] = (points, desc)
         return self.features[frame]
 
-    def _normalised(self, frame: int, points: np.ndarray) -> np.ndarray:
-        # The stored intrinsics belong to the label resolution; scale them to the image.
+    def _normalised(self, frame: int, points: np.ndarray) -> Tuple[np.ndarray, float]:
+        """Normalised image coordinates of ``points`` and the focal length in pixels (the
+        stored intrinsics belong to the label resolution; they are scaled to the image)."""
         k = self.intrinsics[frame].astype(np.float64).copy()
         s = self.images[frame].shape[1] / (2.0 * (k[0, 2] + 0.5))
         k[:2] *= s
@@ -86,10 +87,6 @@ class Verifier:
         return count
 
 
-def max_mean(block: np.ndarray) -> float:
-    return 0.5 * float(block.max(1).mean() + block.max(0).mean())
-
-
 def scene_queries(pipeline, embedding, image_model, scene, cache, top_k: int) -> List[Dict]:
     """Per query: true window scores, the candidates' combined scores and verifications."""
     frames = sim_data.load_scene_frames(pipeline, scene, 2, cache_dir=cache)
@@ -115,7 +112,8 @@ def scene_queries(pipeline, embedding, image_model, scene, cache, top_k: int) ->
             for w in picks:
                 counts = np.array([[verifier.inliers(m[i], q[j]) for j in range(start, cols.stop)]
                                    for i in w.map_indices], dtype=np.float64)
-                verification = max_mean(np.log1p(counts) / np.log1p(SATURATION))
+                verification = window_scores(np.log1p(counts) / np.log1p(SATURATION),
+                                             WINDOW)[0, 0]
                 cands.append((w.map_start, w.score, verification))
             out.append({"true": true_ws, "cands": cands})
     return out
