@@ -130,8 +130,9 @@ def test_shipped_image_embedding_is_small_and_loads():
 
 
 def test_cli_trains_on_the_scenes_of_several_roots(tmp_path):
-    """``g2g-covis train-image-embedding --root A B``: the scenes of both directories, in order,
-    are the training data (real simulator scenes with depth, a few steps)."""
+    """``g2g-covis train-image-embedding --root A B``: the scenes of both directories are the
+    training data, and the record names both roots in the order given (real simulator scenes
+    with depth, a few steps)."""
     from g2g_model.covisibility.cli import main
     from sim_fixtures import tiny_trajectories
 

@@ -54,8 +54,7 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    StageTimes, load_pipeline, sensor_qos, spin_node, stamp_ns, steady_timer,
-    to_stamp,
+    StageTimes, load_pipeline, sensor_qos, spin_node, stamp_ns, steady_timer, to_stamp,
 )
 from g2g_ros.pose_msgs import matrix_to_pose_msg, pose_msg_to_matrix
 from g2g_ros.reloc_core import (
