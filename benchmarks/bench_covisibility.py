@@ -256,9 +256,9 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
                      map_relative: bool = True) -> List[str]:
     """A ``query_frames``-frame query in the ``frames x cameras``-frame simulated map, shipped
     weights, map tokens precomputed; each case in a fresh process: the covisibility decoder at
-    each coarse stride, then (``map_relative``) the token + image covisibility embeddings (the
-    relocalize node's default), each alone, and map-whitened similarity. Returns the report
-    lines."""
+    each coarse stride, then (``map_relative``) the token + image covisibility embeddings
+    re-ranked by the pair verifier (the relocalize node's default) and not, each embedding
+    alone, and map-whitened similarity. Returns the report lines."""
     from g2g_model.inference import G2GPipeline
 
     from benchmarks.sim_map import SimMapSpec, build_map, generate
@@ -276,7 +276,8 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
     localize_s = {}
     cases = [("covisibility", s) for s in coarse_strides]
     if map_relative:
-        cases += [("combined", 1), ("embedding", 1), ("image", 1), ("whitened", 1)]
+        cases += [("verified", 1), ("combined", 1), ("embedding", 1), ("image", 1),
+                  ("whitened", 1)]
     for scorer, stride in cases:
         load = os.getloadavg()[0]
         rec = _run_case(["--case", "localize", "--query-camera", query_camera,
@@ -284,8 +285,11 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
                          str(query_frames), "--window", str(window), "--coarse-stride",
                          str(stride), "--batch-size", str(batch_size), "--scorer", scorer,
                          *common])
-        if scorer == "combined":
-            how = "token + image covisibility embeddings (the relocalize node's default)"
+        if scorer == "verified":
+            how = ("token + image covisibility embeddings, re-ranked by the pair verifier (the "
+                   "relocalize node's default)")
+        elif scorer == "combined":
+            how = "token + image covisibility embeddings"
         elif scorer == "embedding":
             how = "token covisibility embedding"
         elif scorer == "image":
@@ -310,7 +314,9 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
             f"{rec['peak_after_localize']['rss_mib']:.0f} MiB)",
             f"chosen: {ch['camera']} map frames {ch['map_frames'][0]}-{ch['map_frames'][1]}, "
             f"query frames {ch['query_frames'][0]}-{ch['query_frames'][1]}, score "
-            f"{ch['score']:.3f}; true window overlap {tw['chosen']:.3f} (best window in the "
+            f"{ch['score']:.3f}" + (f", verification {ch['verification']:.3f}"
+                                    if ch.get("verification") is not None else "") +
+            f"; true window overlap {tw['chosen']:.3f} (best window in the "
             f"map: {tw['best']:.3f}); selection alone {rec['selection_only_ms']:.1f} ms; G2G "
             f"error of query frame B0 in the map: {rec['query_b0_error']['translation_m']:.2f} "
             f"m, {rec['query_b0_error']['rotation_deg']:.1f} deg",

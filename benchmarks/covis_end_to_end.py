@@ -13,11 +13,13 @@ Cases (``--case``):
   and run G2G on that map window (images decoded from the map) and query sub-window. After the
   timed part (outside the timings and the peak figure): the true overlap of the chosen window
   against the best one and the error of the predicted query pose.
-  ``--scorer combined`` (the relocalize node's default: the mean of the shipped token and image
-  covisibility embeddings), ``embedding``, ``image`` or ``whitened`` (map-whitened token
-  similarity) score without the decoder; what they need of the whole map (its token statistics
-  or whitening, its decoded images, and the descriptors of all map frames) is a separate stage,
-  done once when the node loads the map, outside ``localize_s``.
+  ``--scorer verified`` (the relocalize node's default: the mean of the shipped token and image
+  covisibility embeddings, whose best windows, 8 distinct places over all cameras, the shipped
+  pair verifier re-ranks), ``combined`` (the same without re-ranking), ``embedding``, ``image``
+  or ``whitened`` (map-whitened token similarity) score without the decoder; what they need of
+  the whole map (its token statistics or whitening, its decoded images, the descriptors of all
+  map frames, the verifier's shrunk map images) is a separate stage, done once when the node
+  loads the map, outside ``localize_s``.
 * ``encode-map``: decode every map image and encode them all (what building the map costs, and
   what the paper's 9 s figure includes).
 
@@ -92,7 +94,8 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     from g2g_model.maps import load_map
     from g2g_model.covisibility.embedding import load_embedding
     from g2g_model.covisibility.image_embedding import load_image_embedding
-    from g2g_model.window_selection import MapWhitening, token_statistics
+    from g2g_model.covisibility.pair_verifier import load_pair_verifier
+    from g2g_model.window_selection import MapWhitening, max_mean, token_statistics
 
     from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap
 
@@ -110,16 +113,16 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
         describe = lambda tokens, images: whitening.transform(tokens)  # noqa: E731
         map_descriptors = describe(gmap.features, None)
         stages.mark("fit map whitening, describe map", dims=whitening.dims)
-    elif scorer in ("embedding", "image", "combined"):
+    elif scorer in ("embedding", "image", "combined", "verified"):
         # One descriptor per frame; "combined" concatenates both unit descriptors scaled by
         # 1/sqrt(2), so its cosine is the mean of the two cosines, as the node computes it.
         parts = []
-        if scorer in ("embedding", "combined"):
+        if scorer in ("embedding", "combined", "verified"):
             embedding = load_embedding(default_checkpoint("covisibility_embedding"),
                                        expect_encoder=encoder)[0]
             stats = token_statistics(gmap.features)
             parts.append(lambda tokens, images: embedding.describe(tokens, stats))
-        if scorer in ("image", "combined"):
+        if scorer in ("image", "combined", "verified"):
             image_model = load_image_embedding(
                 default_checkpoint("covisibility_image_embedding"))[0]
             parts.append(lambda tokens, images: image_model.describe(images))
@@ -128,6 +131,9 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
             return torch.cat([f(tokens, images) for f in parts], 1) / len(parts) ** 0.5
         images = None if scorer == "embedding" else [f.decode() for f in gmap.frames]
         map_descriptors = describe(gmap.features, images)
+        if scorer == "verified":
+            verifier, verify = load_pair_verifier(default_checkpoint("covisibility_pair_verifier"))
+            map_shrunk = verifier.shrink_all(images)
         stages.mark("load embedding(s), map statistics, decode and describe map")
     reader_b = trajectory(scene, 1)
     q_idx = list(range(query_start, query_start + query_frames))
@@ -139,12 +145,16 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     best = None
     scored_pairs = 0
     per_camera = {}
+    candidates = []  # verified: (score, camera, window) of every camera's best places
+    top_k = verify["top_k"] if scorer == "verified" else 1
     for cam in gmap.cameras():
         rows = gmap.camera_indices(cam)
         if describe is not None:
             query_descriptors = describe(query_tokens, query.images)
             score = (map_descriptors[torch.from_numpy(rows)] @ query_descriptors.T).numpy()
-            picks = select_windows(score, window, top_k=1, threshold=-np.inf)
+            picks = select_windows(score, window, top_k=top_k, threshold=-np.inf,
+                                   max_overlap=0.5, suppress="map")
+            candidates += [(p.score, cam, p) for p in picks]
         else:
             map_tokens = gmap.features[torch.from_numpy(rows)]
             picks, scores = select_map_windows(covis, map_tokens, query_tokens, window,
@@ -156,6 +166,19 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
         per_camera[cam] = (rows, score)
         if picks and (best is None or picks[0].score > best[1].score):
             best = (cam, picks[0])
+    verification = None
+    if scorer == "verified":  # the best places over all cameras, re-ranked
+        query_shrunk = verifier.shrink_all(query.images)
+        ranked = []
+        for score, cam, pick in sorted(candidates, key=lambda c: -c[0])[:top_k]:
+            rows = per_camera[cam][0][pick.map_indices]
+            block = verifier.symmetric(
+                map_shrunk[torch.from_numpy(np.repeat(rows, len(pick.query_indices)))],
+                query_shrunk[torch.from_numpy(np.tile(pick.query_indices, len(rows)))])
+            value = max_mean(block.numpy().reshape(len(rows), -1))
+            ranked.append((score + verify["weight"] * value, cam, pick, value))
+        _, cam, pick, verification = max(ranked, key=lambda r: r[0])
+        best = (cam, pick)
     stages.mark("score + select", pairs_scored=scored_pairs,
                 pairs_full=len(gmap) * query_frames)
     cam, pick = best
@@ -193,7 +216,8 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
         "chosen": {"camera": cam, "map_frames": [int(rows[pick.map_start]),
                                                  int(rows[pick.map_start + window - 1])],
                    "query_frames": [int(q_idx[sub[0]]), int(q_idx[sub[-1]])],
-                   "score": round(pick.score, 4)},
+                   "score": round(pick.score, 4),
+                   "verification": None if verification is None else round(verification, 4)},
         "selection_only_ms": round(select_ms, 2),
         "true_window_overlap": {"chosen": round(chosen_true, 4), "best": round(best_true, 4)},
         "query_b0_error": _pose_error(prediction.world_T_b[0], true_b0),
@@ -233,11 +257,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--query-frames", type=int, default=30)
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--coarse-stride", type=int, default=1)
-    parser.add_argument("--scorer", choices=("covisibility", "combined", "embedding", "image",
-                                             "whitened"),
+    parser.add_argument("--scorer", choices=("covisibility", "verified", "combined",
+                                             "embedding", "image", "whitened"),
                         default="covisibility",
-                        help="localize: the covisibility decoder, the covisibility embedding "
-                             "or map-whitened similarity")
+                        help="localize: the covisibility decoder, the embeddings (re-ranked "
+                             "by the pair verifier or not) or map-whitened similarity")
     parser.add_argument("--batch-size", type=int, default=256,
                         help="pairs per decoder pass (localize) or frames per encoder pass")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")

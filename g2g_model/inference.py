@@ -37,6 +37,7 @@ DEFAULT_CHECKPOINTS = {
     "covisibility": ASSETS / "covis_compact.safetensors",
     "covisibility_embedding": ASSETS / "covis_embedding_compact.safetensors",
     "covisibility_image_embedding": ASSETS / "covis_image_embedding.safetensors",
+    "covisibility_pair_verifier": ASSETS / "covis_pair_verifier.safetensors",
 }
 
 

@@ -33,15 +33,17 @@ def test_vs_g2g_and_end_to_end_run_on_a_tiny_map(tmp_path, capsys):
     assert re.search(r"true window overlap [\d.]+ \(best window in the map: [\d.]+\)", out)
     assert "encode all map frames + localize (covisibility decoder, coarse-to-fine, stride 2)" \
         in out
-    # The node's default scorer, its two parts and map-whitened similarity are measured in the
-    # same run; what they compute once per map is its own stage.
-    assert "### localize, token + image covisibility embeddings (the relocalize node's " \
-        "default)" in out
+    # The node's default scorer (re-ranked and not), its two parts and map-whitened similarity
+    # are measured in the same run; what they compute once per map is its own stage.
+    assert "### localize, token + image covisibility embeddings, re-ranked by the pair " \
+        "verifier (the relocalize node's default)" in out
+    assert re.search(r"score [\d.]+, verification [\d.]+; true window overlap", out)
+    assert "### localize, token + image covisibility embeddings (" in out
     assert "### localize, token covisibility embedding (" in out
     assert "### localize, image covisibility embedding (" in out
     assert "### localize, map-whitened similarity (" in out
     assert "| fit map whitening, describe map |" in out
-    assert out.count("| load embedding(s), map statistics, decode and describe map |") == 3
-    assert out.count("pairs scored 192 of 192") >= 4
+    assert out.count("| load embedding(s), map statistics, decode and describe map |") == 4
+    assert out.count("pairs scored 192 of 192") >= 5
     # Generated data and the map are cached for the next run.
     assert list(tmp_path.glob("*/scene_*/map_compact_*.g2gmap"))

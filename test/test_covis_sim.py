@@ -83,17 +83,21 @@ def test_retrieval_and_window_queries(scene):
     side = int(round(frames.tokens.shape[1] ** 0.5))
     model = build_covisibility_model("tiny", in_dim=frames.tokens.shape[-1],
                                      grid_hw=(side, side))
-    trues, preds, positions = window_queries(model, frames, window=4, min_best=0.0)
+    trues, preds, positions, query_frames = window_queries(model, frames, window=4,
+                                                           min_best=0.0)
     assert len(trues) == len(positions) == 4 * (12 - 4 + 1)
     # Positions: the map camera centres and the query window's mean camera centre.
     m = frames.select(0, 0)
     np.testing.assert_array_equal(positions[0][0], frames.world_T_cam[m][:, :3, 3])
     np.testing.assert_allclose(positions[0][1],
                                frames.world_T_cam[frames.select(1, 0)[:4], :3, 3].mean(0))
+    # Frames: the rows (map) and columns (query) of each query's matrices.
+    np.testing.assert_array_equal(query_frames[0][0], m)
+    np.testing.assert_array_equal(query_frames[1][1], frames.select(1, 0)[1:5])
     assert trues[0].shape == preds[0].shape == (12, 4)
     assert all(np.all((t >= 0) & (t <= 1)) for t in trues)
     # The descriptor-similarity fallback is scored on the same queries.
-    base_trues, base_preds, _ = window_queries(None, frames, window=4, min_best=0.0)
+    base_trues, base_preds, _, _ = window_queries(None, frames, window=4, min_best=0.0)
     assert len(base_preds) == len(preds)
     assert all(np.array_equal(a, b) for a, b in zip(base_trues, trues))
 

@@ -172,6 +172,15 @@ def test_relocalize_missing_map_fails_configure_then_recovers(sim_traj, tmp_path
         assert listener.node.count_publishers("/relocalize/pose") == 0
 
         assert set_parameter(listener, "/relocalize", "map_path", str(map_path)).successful
+        # A corrupt pair verifier fails configure, saying which file and why.
+        bad_verifier = tmp_path / "verifier.safetensors"
+        bad_verifier.write_bytes(b"truncated")
+        assert set_parameter(listener, "/relocalize", "covis_pair_verifier",
+                             str(bad_verifier)).successful
+        assert not change_state(listener, "/relocalize", Transition.TRANSITION_CONFIGURE)
+        assert listener.spin_until(lambda: f"pair verifier {bad_verifier} is corrupt" in
+                                   statuses[-1].message, 10), statuses[-1].message
+        assert set_parameter(listener, "/relocalize", "covis_pair_verifier", "").successful
         # A bad choice fails configure with the allowed values; the decoder scorer configures.
         assert set_parameter(listener, "/relocalize", "window_scorer", "bogus").successful
         assert not change_state(listener, "/relocalize", Transition.TRANSITION_CONFIGURE)

@@ -147,12 +147,11 @@ def test_relocalize_end_to_end(scene, tmp_path):
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request())
         assert not reply.success and "paused" in reply.message
         assert listener.call(Trigger, "/relocalize/resume", Trigger.Request()).success
-        # Without a hint the window comes from the default window_scorer (the gate may reject
-        # the result: the answer must say why).
+        # Without a hint the window comes from the default window_scorer, re-ranked by the
+        # pair verifier (the gate may reject the result: the answer must say why).
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request(), timeout=120)
-        assert re.search(r"by token \+ image covisibility embeddings, score -?[01]\.\d\d\)",
-                         reply.message), \
-            reply.message
+        assert re.search(r"by token \+ image covisibility embeddings \+ pair verifier "
+                         r"[01]\.\d\d, score -?[01]\.\d\d\)", reply.message), reply.message
         assert node.alive()
     finally:
         log = stop_all(listener, node, player)

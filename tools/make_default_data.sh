@@ -14,6 +14,9 @@ COMMON="--scene-preset small --rig-preset ring4 --frames 100"
 $SIM --out "$DATA/sim_train" --split train --num-scenes 24 --traversals 3 $COMMON
 $SIM --out "$DATA/sim_test" --split test --num-scenes 4 --traversals 2 $COMMON
 $SIM --out "$DATA/sim_val" --split val --num-scenes 2 --traversals 2 $COMMON
+# 48 more training-split scenes (seeds 24-71) for the image models of the covisibility front-end
+# (tools/train_covis_pair_verifier.sh); nothing else uses them.
+$SIM --out "$DATA/sim_train_more" --split train --offset 24 --num-scenes 48 --traversals 3 $COMMON
 for split in train test; do
   root="$DATA/sim_$split"
   $G2GDATA rig-pairs "$root" --max-distance 1.0 --min-frame-gap 1 --max-pairs 400

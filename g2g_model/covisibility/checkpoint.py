@@ -34,6 +34,23 @@ class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt or does not match the model / encoder in use."""
 
 
+def load_float_state(model: torch.nn.Module, tensors: Dict[str, torch.Tensor], what: str,
+                     path) -> torch.nn.Module:
+    """Load the floating-point ``tensors`` (stored float16) into ``model`` strictly: a missing,
+    unexpected, misshapen or non-finite tensor raises ``CheckpointError`` naming them all.
+    Returns the model in eval mode."""
+    expected = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
+    wrong = sorted(k for k in set(expected) | set(tensors)
+                   if k not in expected or k not in tensors
+                   or tensors[k].shape != expected[k].shape
+                   or not torch.isfinite(tensors[k]).all())
+    if wrong:
+        raise CheckpointError(f"{what} {path} does not fit its header: missing, unexpected, "
+                              f"misshapen or non-finite tensors {wrong}")
+    model.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=False)
+    return model.eval()
+
+
 def save_checkpoint(
     path,
     model: CovisibilityDecoder,

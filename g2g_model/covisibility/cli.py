@@ -34,6 +34,7 @@ from g2g_model.covisibility.embedding import EMBEDDING_DEFAULTS
 from g2g_model.covisibility.evaluate import evaluate
 from g2g_model.covisibility.image_embedding import IMAGE_EMBEDDING_DEFAULTS
 from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
+from g2g_model.covisibility.pair_verifier import PAIR_VERIFIER_DEFAULTS
 from g2g_model.covisibility.samples import load_samples, save_samples
 from g2g_model.covisibility.synthetic import synthetic_samples
 from g2g_model.covisibility.train import TRAIN_PRESETS, train_covisibility
@@ -115,10 +116,9 @@ def _train_embedding(args) -> int:
     return 0
 
 
-def _train_image_embedding(args) -> int:
-    from g2g_model.covisibility.image_embedding import (
-        save_image_embedding, train_image_embedding,
-    )
+def _scene_image_data(args) -> list:
+    """The shrunk training images, overlaps and traversals of ``args.root``'s scenes, read from
+    (or kept in) ``args.data``."""
     from g2g_model.covisibility.sim_data import load_scene_frames, scene_dirs, scene_image_data
     import torch
     from tqdm import tqdm
@@ -127,16 +127,25 @@ def _train_image_embedding(args) -> int:
     if data_file is not None and data_file.is_file():
         data = torch.load(str(data_file))
         print(f"read the training images of {len(data)} scenes from {data_file}")
-    else:
-        pipeline = _sim_pipeline(args.pipeline)
-        data = []
-        scenes = [scene for root in args.root for scene in scene_dirs(root)]
-        for scene in tqdm(scenes[:args.scenes], desc="scenes", disable=args.quiet):
-            frames = load_scene_frames(pipeline, scene, args.stride, cache_dir=args.cache)
-            data.append(scene_image_data(scene, frames, args.size))
-        if data_file is not None:
-            data_file.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(data, str(data_file))
+        return data
+    pipeline = _sim_pipeline(args.pipeline)
+    data = []
+    scenes = [scene for root in args.root for scene in scene_dirs(root)]
+    for scene in tqdm(scenes[:args.scenes], desc="scenes", disable=args.quiet):
+        frames = load_scene_frames(pipeline, scene, args.stride, cache_dir=args.cache)
+        data.append(scene_image_data(scene, frames, args.size))
+    if data_file is not None:
+        data_file.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(data, str(data_file))
+    return data
+
+
+def _train_image_embedding(args) -> int:
+    from g2g_model.covisibility.image_embedding import (
+        save_image_embedding, train_image_embedding,
+    )
+
+    data = _scene_image_data(args)
     model, record = train_image_embedding(data, steps=args.steps, batch_size=args.batch_size,
                                           width=args.width, dim=args.dim, lr=args.lr,
                                           seed=args.seed, progress=not args.quiet,
@@ -144,6 +153,26 @@ def _train_image_embedding(args) -> int:
     record.update(root=" ".join(map(str, args.root)), stride=args.stride)
     path = save_image_embedding(args.out, model, record)
     print(f"wrote {path}: {record}")
+    return 0
+
+
+def _train_pair_verifier(args) -> int:
+    from g2g_model.covisibility.pair_verifier import save_pair_verifier, train_pair_verifier
+
+    data = _scene_image_data(args)
+    if data and int(data[0]["images"].shape[-1]) != args.size:
+        raise ValueError(f"{args.data} holds {int(data[0]['images'].shape[-1])} px images, "
+                         f"--size is {args.size}")
+    extra = {"root": " ".join(map(str, args.root)), "stride": args.stride}
+
+    def save(model, record):
+        return save_pair_verifier(args.out, model, dict(record, **extra), top_k=args.top_k,
+                                  weight=args.weight)
+
+    model, record = train_pair_verifier(data, steps=args.steps, batch_size=args.batch_size,
+                                        width=args.width, hidden=args.hidden, lr=args.lr,
+                                        seed=args.seed, progress=not args.quiet, save=save)
+    print(f"wrote {args.out}: {dict(record, **extra)}")
     return 0
 
 
@@ -199,12 +228,19 @@ def _sim_eval(args) -> int:
         from g2g_model.covisibility.image_embedding import load_image_embedding
 
         image_embedding = load_image_embedding(args.image_embedding)[0]
+    verifier, verify = None, {}
+    if args.pair_verifier:
+        from g2g_model.covisibility.pair_verifier import load_pair_verifier
+
+        verifier, header = load_pair_verifier(args.pair_verifier)
+        verify = {"verify_top_k": header["top_k"], "verify_weight": header["weight"]}
     metrics = evaluate_scenes(model, pipeline, scene_dirs(args.root, args.scenes),
                               model.config.dense_hw, stride=args.stride,
                               pairs_per_scene=args.pairs_per_scene, window=args.window,
                               cache_dir=args.cache, hint_radius=args.hint_radius,
                               hint_sigma=args.hint_sigma, embedding=embedding,
-                              image_embedding=image_embedding)
+                              image_embedding=image_embedding, pair_verifier=verifier,
+                              **verify)
     metrics["checkpoint"] = str(args.checkpoint)
     metrics["encoder"] = pipeline.backbone_id()
     _report(metrics, args.json)
@@ -216,6 +252,22 @@ def _info(args) -> int:
     meta.pop("optimizer", None)
     print(json.dumps(meta, indent=2))
     return 0
+
+
+def _image_data_args(sp: argparse.ArgumentParser, what: str, defaults: dict) -> None:
+    """Arguments of the models trained on shrunk scene images (where the images come from)."""
+    sp.add_argument("--root", required=True, nargs="+",
+                    help="directories of sim scene_* folders (their scenes, in this order)")
+    sp.add_argument("--out", required=True, help=f"{what} file to write")
+    sp.add_argument("--pipeline", help="G2G checkpoint whose backbone encodes the frames for "
+                    "the scene cache (default: the embedded relocalization default)")
+    sp.add_argument("--scenes", type=int, help="use only the first N scenes")
+    sp.add_argument("--stride", type=int, default=2, help="frame subsampling")
+    sp.add_argument("--cache", help="token cache directory (scene depth and poses)")
+    sp.add_argument("--data", help="keep the shrunk images and overlaps in this file (reused "
+                    "when it exists)")
+    sp.add_argument("--size", type=int, default=defaults["size"])
+    sp.add_argument("--width", type=int, default=defaults["width"])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -272,18 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     ti = sub.add_parser("train-image-embedding",
                         help="train the image covisibility embedding (a small CNN on the "
                              "frames' pixels) on sim scenes")
-    ti.add_argument("--root", required=True, nargs="+",
-                    help="directories of sim scene_* folders (their scenes, in this order)")
-    ti.add_argument("--out", required=True, help="image embedding file to write")
-    ti.add_argument("--pipeline", help="G2G checkpoint whose backbone encodes the frames for "
-                    "the scene cache (default: the embedded relocalization default)")
-    ti.add_argument("--scenes", type=int, help="use only the first N scenes")
-    ti.add_argument("--stride", type=int, default=2, help="frame subsampling")
-    ti.add_argument("--cache", help="token cache directory (scene depth and poses)")
-    ti.add_argument("--data", help="keep the shrunk images and overlaps in this file (reused "
-                    "when it exists)")
-    ti.add_argument("--size", type=int, default=IMAGE_EMBEDDING_DEFAULTS["size"])
-    ti.add_argument("--width", type=int, default=IMAGE_EMBEDDING_DEFAULTS["width"])
+    _image_data_args(ti, "image embedding", IMAGE_EMBEDDING_DEFAULTS)
     ti.add_argument("--dim", type=int, default=IMAGE_EMBEDDING_DEFAULTS["dim"])
     ti.add_argument("--steps", type=int, default=IMAGE_EMBEDDING_DEFAULTS["steps"])
     ti.add_argument("--batch-size", type=int, default=IMAGE_EMBEDDING_DEFAULTS["batch_size"])
@@ -291,6 +332,22 @@ def build_parser() -> argparse.ArgumentParser:
     ti.add_argument("--seed", type=int, default=0)
     ti.add_argument("-q", "--quiet", action="store_true")
     ti.set_defaults(func=_train_image_embedding)
+
+    tv = sub.add_parser("train-pair-verifier",
+                        help="train the pair verifier (a small CNN that re-ranks the window "
+                             "scorer's best map windows) on sim scenes")
+    _image_data_args(tv, "pair verifier", PAIR_VERIFIER_DEFAULTS)
+    tv.add_argument("--hidden", type=int, default=PAIR_VERIFIER_DEFAULTS["hidden"])
+    tv.add_argument("--steps", type=int, default=PAIR_VERIFIER_DEFAULTS["steps"])
+    tv.add_argument("--batch-size", type=int, default=PAIR_VERIFIER_DEFAULTS["batch_size"])
+    tv.add_argument("--lr", type=float, default=PAIR_VERIFIER_DEFAULTS["lr"])
+    tv.add_argument("--top-k", type=int, default=PAIR_VERIFIER_DEFAULTS["top_k"],
+                    help="candidate windows to verify (stored in the file: the node's default)")
+    tv.add_argument("--weight", type=float, default=PAIR_VERIFIER_DEFAULTS["weight"],
+                    help="weight of the verification in the re-ranking (stored in the file)")
+    tv.add_argument("--seed", type=int, default=0)
+    tv.add_argument("-q", "--quiet", action="store_true")
+    tv.set_defaults(func=_train_pair_verifier)
 
     sy = sub.add_parser("synth", help="write a synthetic sample file (sanity checks)")
     sy.add_argument("--out", required=True)
@@ -331,6 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--image-embedding",
                             help="also score with this image covisibility embedding file "
                                  "(and, with --embedding, with their mean)")
+            sp.add_argument("--pair-verifier",
+                            help="with --embedding and --image-embedding, also re-rank the "
+                                 "combined scorer's best windows with this pair verifier file "
+                                 "(its stored top_k and weight)")
             sp.add_argument("--hint-sigma", type=float, default=0.0,
                             help="noise of the position hint (m per axis, Gaussian)")
             sp.add_argument("--json", help="also write the metrics to this file")

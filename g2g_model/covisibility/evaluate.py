@@ -106,12 +106,33 @@ def window_selection_accuracy(true_overlaps: Sequence[np.ndarray],
             gaps.append(true_ws.max())
             continue
         gaps.append(true_ws.max() - true_ws[picks[0].map_start, picks[0].query_start])
-    gaps = np.asarray(gaps)
-    out = {"within_tolerance": float(np.mean(gaps <= tolerance + 1e-12)),
-           "mean_gap": float(gaps.mean()), "queries": len(gaps)}
+    out = _gap_report(gaps, tolerance)
     if hints is not None:
         out["no_eligible_window"] = empty
     return out
+
+
+def _gap_report(gaps: Sequence[float], tolerance: float) -> Dict[str, float]:
+    gaps = np.asarray(gaps, dtype=np.float64)
+    return {"within_tolerance": float(np.mean(gaps <= tolerance + 1e-12)),
+            "mean_gap": float(gaps.mean()), "queries": len(gaps)}
+
+
+def picked_window_accuracy(true_overlaps: Sequence[np.ndarray], map_starts: Sequence[int],
+                           window: int, tolerance: float = 0.1) -> Dict[str, float]:
+    """:func:`window_selection_accuracy` of picks made elsewhere (e.g. re-ranked by the pair
+    verifier): per query the true ``[T_A, W]`` overlaps and the picked window's first map row.
+    """
+    if len(true_overlaps) != len(map_starts) or not len(true_overlaps):
+        raise ValueError(f"need equal, non-zero numbers of true matrices "
+                         f"({len(true_overlaps)}) and picks ({len(map_starts)})")
+    gaps = []
+    for true, start in zip(true_overlaps, map_starts):
+        true_ws = window_scores(true, window)[:, 0]
+        if not 0 <= start < len(true_ws):
+            raise ValueError(f"pick {start} is not a window start of a {np.shape(true)} matrix")
+        gaps.append(true_ws.max() - true_ws[start])
+    return _gap_report(gaps, tolerance)
 
 
 def evaluate(model: CovisibilityDecoder, samples: CovisibilitySamples, batch_size: int = 256,

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from g2g_model.covisibility.checkpoint import CheckpointError
+from g2g_model.covisibility.checkpoint import CheckpointError, load_float_state
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 
 LOG = logging.getLogger(__name__)
@@ -89,6 +89,15 @@ def shrink(rgb: np.ndarray, size: int) -> torch.Tensor:
     return F.interpolate(x, size=(size, size), mode="area")[0].round().to(torch.uint8)
 
 
+def random_gain(images: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Training augmentation: ``[N, 3, S, S]`` uint8 images times a random colour gain per
+    channel (0.8-1.2) and a brightness gain (0.7-1.3) per image, as float in [0, 255]."""
+    n = len(images)
+    gain = (torch.empty(n, 3, 1, 1).uniform_(0.8, 1.2, generator=gen)
+            * torch.empty(n, 1, 1, 1).uniform_(0.7, 1.3, generator=gen))
+    return (images.float() * gain).clamp(0, 255)
+
+
 def image_similarity(model: ImageEmbedding, map_images: Sequence[np.ndarray],
                      query_images: Sequence[np.ndarray]) -> np.ndarray:
     """``[T_A, T_B]`` cosine of the image descriptors (estimated overlaps)."""
@@ -137,10 +146,7 @@ def train_image_embedding(scenes: List[Dict[str, torch.Tensor]],
             a.append(scene["images"][i])
             b.append(scene["images"][j])
             y.append(float(scene["overlap"][i, j]))
-        x = torch.stack(a + b).float()
-        gain = (torch.empty(len(x), 3, 1, 1).uniform_(0.8, 1.2, generator=gen)
-                * torch.empty(len(x), 1, 1, 1).uniform_(0.7, 1.3, generator=gen))
-        e = model((x * gain).clamp(0, 255))
+        e = model(random_gain(torch.stack(a + b), gen))
         loss = F.mse_loss((e[:batch_size] * e[batch_size:]).sum(-1), torch.tensor(y))
         opt.zero_grad()
         loss.backward()
@@ -178,13 +184,5 @@ def load_image_embedding(path) -> Tuple[ImageEmbedding, Dict]:
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"image covisibility embedding {path} has a bad header "
                               f"({exc})") from None
-    expected = {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
-    wrong = sorted(k for k in set(expected) | set(tensors)
-                   if k not in expected or k not in tensors
-                   or tensors[k].shape != expected[k].shape
-                   or not torch.isfinite(tensors[k]).all())
-    if wrong:
-        raise CheckpointError(f"image covisibility embedding {path} does not fit its header: "
-                              f"missing, unexpected, misshapen or non-finite tensors {wrong}")
-    model.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=False)
+    load_float_state(model, tensors, "image covisibility embedding", path)
     return model.eval(), header

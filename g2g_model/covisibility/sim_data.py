@@ -35,9 +35,10 @@ import numpy as np
 import torch
 
 from g2g_model.covisibility.evaluate import (evaluate, frame_retrieval_hits,
-                                             window_selection_accuracy)
+                                             picked_window_accuracy, window_selection_accuracy)
 from g2g_model.covisibility.labels import resize_depth
 from g2g_model.covisibility.model import CovisibilityDecoder
+from g2g_model.covisibility.pair_verifier import verify_windows
 from g2g_model.covisibility.retrieval import window_scores
 from g2g_model.covisibility.samples import (CovisibilitySamples, concat_samples,
                                             samples_from_depth)
@@ -201,12 +202,14 @@ def scene_images(scene, frames: SceneFrames) -> List[np.ndarray]:
 
 
 def scene_image_data(scene, frames: SceneFrames, size: int) -> Dict[str, torch.Tensor]:
-    """Training data of the image embedding for one scene: ``{"images": [F, 3, size, size]
-    uint8, "overlap": [F, F] float16}`` (all pairs, the reference labeller)."""
+    """Training data of the image embedding and the pair verifier for one scene: ``{"images":
+    [F, 3, size, size] uint8, "overlap": [F, F] float16, "traversal": [F] int64}`` (all pairs,
+    the reference labeller)."""
     from g2g_model.covisibility.image_embedding import shrink
 
     images = torch.stack([shrink(rgb, size) for rgb in scene_images(scene, frames)])
-    return {"images": images, "overlap": torch.from_numpy(scene_overlap(frames)).half()}
+    return {"images": images, "overlap": torch.from_numpy(scene_overlap(frames)).half(),
+            "traversal": torch.from_numpy(frames.traversal)}
 
 
 def balanced_pairs(overlap: np.ndarray, num_pairs: int, rng: np.random.Generator,
@@ -285,11 +288,14 @@ class WindowQueries(NamedTuple):
         positions: per query, ``(map_positions [T_map, 3], query_position [3])``: the map
             frames' camera centres and the mean camera centre of the query frames (world
             frame), from which position hints are made.
+        frames: per query, ``(map frame indices [T_map], query frame indices [W])`` into the
+            scene's frames (the rows and columns of ``trues``).
     """
 
     trues: List[np.ndarray]
     preds: List[np.ndarray]
     positions: List[Tuple[np.ndarray, np.ndarray]]
+    frames: List[Tuple[np.ndarray, np.ndarray]]
 
 
 def scored_window_queries(frames: SceneFrames, window: int, scorers: Dict[str, Callable],
@@ -310,7 +316,7 @@ def scored_window_queries(frames: SceneFrames, window: int, scorers: Dict[str, C
     Returns:
         the queries (``preds`` empty) and ``{scorer name: per-query [T_map, W] scores}``.
     """
-    out = WindowQueries([], [], [])
+    out = WindowQueries([], [], [], [])
     frame_scorers = frame_scorers or {}
     preds: Dict[str, List[np.ndarray]] = {name: [] for name in [*scorers, *frame_scorers]}
     for cam in np.unique(frames.camera):
@@ -331,6 +337,7 @@ def scored_window_queries(frames: SceneFrames, window: int, scorers: Dict[str, C
                     preds[name].append(pred[:, start:start + window])
                 query_position = frames.world_T_cam[q[start:start + window], :3, 3].mean(0)
                 out.positions.append((map_positions, query_position))
+                out.frames.append((m, q[start:start + window]))
     return out, preds
 
 
@@ -399,7 +406,8 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
                     stride: int = 2, pairs_per_scene: int = 2000, window: int = 4,
                     seed: int = 12345, cache_dir=None, query_every: int = 5,
                     hint_radius: Optional[float] = None, hint_sigma: float = 0.0,
-                    embedding=None, image_embedding=None) -> Dict:
+                    embedding=None, image_embedding=None, pair_verifier=None,
+                    verify_top_k: int = 8, verify_weight: float = 1.0) -> Dict:
     """Held-out metrics on sim scenes (tokens of ``pipeline``'s encoder).
 
     Returns ``{"balanced": evaluate() on balanced pairs, "retrieval": evaluate() on the
@@ -413,8 +421,14 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
     CovisibilityEmbedding`, the relocalize node's default scorer), also ``"embedding"``: the
     same for it (map statistics of traversal 0). With ``image_embedding`` (an
     :class:`~g2g_model.covisibility.image_embedding.ImageEmbedding`), also ``"image"`` and,
-    with both, ``"combined"`` (their mean: the node's default ``window_scorer``).
+    with both, ``"combined"`` (their mean: the node's default ``window_scorer``). With all three
+    and ``pair_verifier`` (a :class:`~g2g_model.covisibility.pair_verifier.PairVerifier`), also
+    ``"verified"``: the combined scorer's ``verify_top_k`` best windows re-ranked by the
+    verifier with ``verify_weight`` (as the relocalize node does), and ``candidates_best``, the
+    rate at which the best candidate is within tolerance (what any re-ranking can reach).
     """
+    verify = pair_verifier is not None and embedding is not None and image_embedding is not None
+    verified_starts, best_candidates = [], []
     balanced, natural, trues, positions = [], [], [], []
     names = ["decoder", "descriptor", "whitened"]
     if embedding is not None:
@@ -437,12 +451,22 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
             scorers["embedding"] = map_embedded(embedding, frames)
         frame_scorers = {}
         if image_embedding is not None:
-            image_desc = image_descriptors(image_embedding, scene, frames)
+            images = scene_images(scene, frames)
+            image_desc = image_embedding.describe(images)
             frame_scorers["image"] = image_scorer(image_desc)
             if embedding is not None:
                 frame_scorers["combined"] = combined_scorer(embedding, frames, image_desc)
         queries, scored = scored_window_queries(frames, window, scorers,
                                                 frame_scorers=frame_scorers)
+        if verify:
+            shrunk = pair_verifier.shrink_all(images)
+            for true, pred, (m, q) in zip(queries.trues, scored["combined"], queries.frames):
+                windows = [np.arange(i, i + window) for i in range(len(m) - window + 1)]
+                ranked = verify_windows(pair_verifier, pred, windows, shrunk[m], shrunk[q],
+                                        verify_top_k, verify_weight)
+                verified_starts.append(ranked[0][0])
+                true_ws = window_scores(true, window)[:, 0]
+                best_candidates.append(max(true_ws[i] for i, _, _ in ranked) - true_ws.max())
         trues += queries.trues
         positions += queries.positions
         true = natural[-1].ratios.min(1).values.numpy()
@@ -474,6 +498,11 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
     for name in ("embedding", "image", "combined"):
         if name in preds:
             out[name] = similarity_report(name)
+    if verify:
+        out["verified"] = {
+            "window": picked_window_accuracy(trues, verified_starts, window),
+            "candidates_best": float(np.mean(np.asarray(best_candidates) >= -0.1 - 1e-12)),
+            "top_k": verify_top_k, "weight": verify_weight}
     if hint_radius is not None:
         hints = noisy_hints(positions, hint_sigma, np.random.default_rng([seed, 7]))
         restrict = dict(hints=hints, radius=hint_radius)

@@ -4,7 +4,8 @@ Buffers the last W frames of one camera with their odometry poses (TF odom->base
 image stamp, or a nav_msgs/Odometry topic) as group B, chooses the best map window (around a pose
 hint when one is given; otherwise by ``window_scorer``: by default the mean of the token and the
 image covisibility embeddings, either one alone, map-whitened token similarity, the covisibility
-decoder or the mean-pooled descriptor), runs G2G,
+decoder or the mean-pooled descriptor; the embeddings' best windows are then re-ranked by the
+pair verifier, which compares the images of the query and of each candidate), runs G2G,
 gates the correction and publishes:
 
 * TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
@@ -109,6 +110,7 @@ class RelocalizeNode(ManagedNode):
 
     def _forget_state(self) -> None:
         self.gmap = self.windows = self.map_tokens = self.map_scoring = None
+        self.map_verify_images = None  # the map's frames shrunk for the pair verifier
         self.map_path = ""
         self.hint: Optional[np.ndarray] = None  # provisional map->odom from /initialpose
         self.pending_initialpose = None         # (stamp, map_T_base) awaiting its odometry
@@ -163,6 +165,10 @@ class RelocalizeNode(ManagedNode):
         d("covis_image_embedding", "",
           "image covisibility embedding for window_scorer=combined/image; empty = embedded "
           "default", True)
+        d("covis_pair_verifier", "",
+          "pair verifier that re-ranks the best map windows of window_scorer=combined/"
+          "embedding/image (its file holds how many and with what weight); empty = embedded "
+          "default, 'none' = no re-ranking", True)
         d("covis_checkpoint", "",
           "covisibility decoder for window_scorer=covisibility; empty = embedded default", True)
         d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
@@ -219,13 +225,15 @@ class RelocalizeNode(ManagedNode):
         if self.pipeline.untrained:
             self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
                                       "corrections are meaningless (wiring only)")
-        self.covis = self.embedding = self.image_embedding = None
+        self.covis = self.embedding = self.image_embedding = self.verifier = None
         if p["window_scorer"] == "covisibility":
             self.covis = self._load_covisibility(p["covis_checkpoint"])
         if p["window_scorer"] in ("combined", "embedding"):
             self.embedding = self._load_embedding(p["covis_embedding"])
         if p["window_scorer"] in ("combined", "image"):
             self.image_embedding = self._load_image_embedding(p["covis_image_embedding"])
+        if p["window_scorer"] in OVERLAP_SCORERS and p["covis_pair_verifier"] != "none":
+            self.verifier = self._load_pair_verifier(p["covis_pair_verifier"])
         if p["map_path"]:
             # The map named at configure is part of the configuration: without it, no configure.
             message = self._install_map(p["map_path"], *self._read_map(p["map_path"]))
@@ -540,6 +548,21 @@ class RelocalizeNode(ManagedNode):
         self.get_logger().info(f"window scorer: image covisibility embedding {path}")
         return model
 
+    def _load_pair_verifier(self, path: str):
+        """``(pair verifier, its header)``, or None when none is shipped and none is given."""
+        from g2g_model.covisibility.pair_verifier import load_pair_verifier
+        from g2g_model.inference import default_checkpoint
+
+        path = path or default_checkpoint("covisibility_pair_verifier")
+        if not path:
+            self.get_logger().warning("no pair verifier shipped or given: map windows are not "
+                                      "re-ranked")
+            return None
+        model, header = load_pair_verifier(path)
+        self.get_logger().info(f"window re-ranking: pair verifier {path} (top {header['top_k']}"
+                               f", weight {header['weight']})")
+        return model, header
+
     def _select_window(self, windows, query: Group, hint: Optional[np.ndarray]):
         """(window index, overlap score or NaN, how)."""
         if hint is not None:
@@ -586,7 +609,17 @@ class RelocalizeNode(ManagedNode):
         else:
             scores = descriptor_similarity(self.map_tokens, query_tokens)
             how = "descriptor similarity"
-        idx, score = best_window(scores, windows)
+        if self.verifier is not None and self.map_verify_images is not None:
+            from g2g_model.covisibility.pair_verifier import verify_windows
+
+            model, header = self.verifier
+            ranked = verify_windows(model, scores, windows, self.map_verify_images,
+                                    model.shrink_all(query.images), header["top_k"],
+                                    header["weight"])
+            idx, score, verification = ranked[0]
+            how += f" + pair verifier {verification:.2f}"
+        else:
+            idx, score = best_window(scores, windows)
         # The embedding's scores are trained to approximate overlaps, so min_overlap_score
         # applies to them; the other two are similarities of no fixed scale.
         overlap = self.p["window_scorer"] in OVERLAP_SCORERS
@@ -696,15 +729,16 @@ class RelocalizeNode(ManagedNode):
         if not windows:
             raise ValueError(f"map {path} has no camera with {self.p['window_size']} frames "
                              f"(cameras: {gmap.cameras()})")
-        scoring = None
+        scoring = (None, None)
         if gmap.features is not None and self.p["window_scorer"] in (*OVERLAP_SCORERS,
                                                                      "whitened"):
             scoring = self._map_scoring(path, gmap)
         return gmap, windows, scoring
 
     def _map_scoring(self, path: str, gmap):
-        """Once per map: describe its frames, and return ``score(query_tokens, query_images)
-        -> [T_map, T_query]``; a localization then only describes the query frames."""
+        """Once per map: describe its frames, and return ``(score(query_tokens, query_images)
+        -> [T_map, T_query], the map's frames shrunk for the pair verifier or None)``; a
+        localization then only describes the query frames."""
         scorer = self.p["window_scorer"]
         parts = []  # (describe a query, the map's descriptors)
         try:
@@ -718,21 +752,24 @@ class RelocalizeNode(ManagedNode):
                               describe_tokens(gmap.features)))
         except ValueError as exc:
             raise ValueError(f"map {path}: its cached features are unusable: {exc}") from exc
+        images = ([f.decode() for f in gmap.frames]
+                  if scorer in ("combined", "image") or self.verifier is not None else None)
         if scorer in ("combined", "image"):
-            map_images = self.image_embedding.describe([f.decode() for f in gmap.frames])
+            map_images = self.image_embedding.describe(images)
             parts.append((lambda tokens, images: self.image_embedding.describe(images),
                           map_images))
+        verify_images = None if self.verifier is None else self.verifier[0].shrink_all(images)
 
         def score(query_tokens, query_images) -> np.ndarray:
             # The embeddings' cosines estimate overlaps: their mean is one too.
             return sum((map_desc @ describe(query_tokens, query_images).T).numpy()
                        for describe, map_desc in parts) / len(parts)
-        return score
+        return score, verify_images
 
     def _install_map(self, path: str, gmap, windows, scoring) -> str:
         with self.lock:
             self.gmap, self.windows, self.map_path = gmap, windows, path
-            self.map_scoring = scoring
+            self.map_scoring, self.map_verify_images = scoring
             self.map_tokens = None if gmap.features is None else gmap.features.float()
             self.gate.reset()
         self.problems.clear("map")
