@@ -91,31 +91,21 @@ def scene_queries(pipeline, embedding, image_model, scene, cache, top_k: int) ->
     """Per query: true window scores, the candidates' combined scores and verifications."""
     frames = sim_data.load_scene_frames(pipeline, scene, 2, cache_dir=cache)
     images = sim_data.scene_images(scene, frames)
-    image_desc = image_model.describe(images)
-    combined = sim_data.combined_scorer(embedding, frames, image_desc)
+    combined = sim_data.combined_scorer(embedding, frames, image_model.describe(images))
     verifier = Verifier(images, frames.intrinsics)
+    queries, scored = sim_data.scored_window_queries(frames, WINDOW, {},
+                                                     frame_scorers={"combined": combined})
     out = []
-    for cam in np.unique(frames.camera):
-        m, q = frames.select(0, cam), frames.select(1, cam)
-        true = sim_data.overlap_matrix(frames.depth[m], frames.intrinsics[m],
-                                       frames.world_T_cam[m], frames.depth[q],
-                                       frames.intrinsics[q], frames.world_T_cam[q], size=None)
-        pred = combined(m, q)
-        for start in range(len(q) - WINDOW + 1):
-            cols = slice(start, start + WINDOW)
-            true_ws = window_scores(true[:, cols], WINDOW)[:, 0]
-            if true_ws.max() < sim_data.DEFAULT_THRESHOLD:
-                continue
-            picks = select_windows(pred[:, cols], WINDOW, top_k=top_k, threshold=-np.inf,
-                                   max_overlap=0.5, suppress="map")
-            cands = []
-            for w in picks:
-                counts = np.array([[verifier.inliers(m[i], q[j]) for j in range(start, cols.stop)]
-                                   for i in w.map_indices], dtype=np.float64)
-                verification = window_scores(np.log1p(counts) / np.log1p(SATURATION),
-                                             WINDOW)[0, 0]
-                cands.append((w.map_start, w.score, verification))
-            out.append({"true": true_ws, "cands": cands})
+    for true, pred, (m, q) in zip(queries.trues, scored["combined"], queries.frames):
+        picks = select_windows(pred, WINDOW, top_k=top_k, threshold=-np.inf, max_overlap=0.5,
+                               suppress="map")
+        cands = []
+        for w in picks:
+            counts = np.array([[verifier.inliers(m[i], j) for j in q] for i in w.map_indices],
+                              dtype=np.float64)
+            verification = window_scores(np.log1p(counts) / np.log1p(SATURATION), WINDOW)[0, 0]
+            cands.append((w.map_start, w.score, verification))
+        out.append({"true": window_scores(true, WINDOW)[:, 0], "cands": cands})
     return out
 
 
