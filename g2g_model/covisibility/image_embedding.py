@@ -53,6 +53,13 @@ def _block(c_in: int, c_out: int) -> nn.Sequential:
                          nn.BatchNorm2d(c_out), nn.ReLU())
 
 
+def conv_features(c_in: int, width: int) -> nn.Sequential:
+    """Four stride-2 blocks (``width``, 2, 4, 4 x ``width`` channels): ``[N, c_in, S, S]`` to
+    ``[N, 4 width, S / 16, S / 16]`` (the image embedding's and the pair verifier's trunk)."""
+    return nn.Sequential(_block(c_in, width), _block(width, 2 * width),
+                         _block(2 * width, 4 * width), _block(4 * width, 4 * width))
+
+
 class ImageEmbedding(nn.Module):
     """Unit descriptors ``[N, dim]`` of ``[N, 3, size, size]`` uint8 images (see the module
     docstring)."""
@@ -63,8 +70,7 @@ class ImageEmbedding(nn.Module):
             raise ValueError(f"size must be a multiple of 16 (>= 16), width and dim >= 1; got "
                              f"size {size}, width {width}, dim {dim}")
         self.size, self.width, self.dim = size, width, dim
-        self.features = nn.Sequential(_block(3, width), _block(width, 2 * width),
-                                      _block(2 * width, 4 * width), _block(4 * width, 4 * width))
+        self.features = conv_features(3, width)
         self.head = nn.Linear(4 * width * (size // 16) ** 2, dim)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

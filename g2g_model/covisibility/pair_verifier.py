@@ -2,9 +2,9 @@
 
 The window scorers (token and image embeddings) describe every frame on its own, so a map frame
 is compared with a query frame through two 64-128 value descriptors. That finds the right part
-of the map (the best window is among the 8 best-scored ones in 97-99 % of held-out queries), but
-it orders the close candidates poorly (docs/COVISIBILITY.md, "Honest assessment"). The verifier
-re-orders those few candidates by looking at both images at once:
+of the map (one of the 8 best-scored windows is within 0.1 of the best in 97-99 % of held-out
+queries), but it orders the close candidates poorly (docs/COVISIBILITY.md, "Honest
+assessment"). The verifier re-orders those few candidates by looking at both images at once:
 
 1. both RGB frames are shrunk (area interpolation) to ``size x size`` (64) pixels and stacked
    into one 6-channel image;
@@ -40,7 +40,7 @@ from torch import nn
 from tqdm import tqdm
 
 from g2g_model.covisibility.checkpoint import CheckpointError, load_float_state
-from g2g_model.covisibility.image_embedding import _block, random_gain, shrink
+from g2g_model.covisibility.image_embedding import conv_features, random_gain, shrink
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 from g2g_model.window_selection import max_mean
 
@@ -64,8 +64,7 @@ class PairVerifier(nn.Module):
             raise ValueError(f"size must be a multiple of 16 (>= 16), width and hidden >= 1; "
                              f"got size {size}, width {width}, hidden {hidden}")
         self.size, self.width, self.hidden = size, width, hidden
-        self.features = nn.Sequential(_block(6, width), _block(width, 2 * width),
-                                      _block(2 * width, 4 * width), _block(4 * width, 4 * width))
+        self.features = conv_features(6, width)
         self.head = nn.Sequential(nn.Linear(4 * width * (size // 16) ** 2, hidden), nn.ReLU(),
                                   nn.Linear(hidden, 1))
 
