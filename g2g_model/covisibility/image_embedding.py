@@ -24,9 +24,10 @@ names and shapes, finite values).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -110,6 +111,41 @@ def image_similarity(model: ImageEmbedding, map_images: Sequence[np.ndarray],
     return (model.describe(map_images) @ model.describe(query_images).T).numpy()
 
 
+def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable[[], torch.Tensor],
+                   record: Dict, desc: str, progress: bool = True,
+                   save: Optional[Callable[[nn.Module, Dict], object]] = None) -> Dict:
+    """The training loop of the image models: AdamW (weight decay 1e-4) with a one-cycle
+    schedule peaking at ``lr``, ``steps`` steps of ``batch_loss()`` (which draws its own batch),
+    a running loss on the progress bar and in the log, and ``save(model in eval mode, record so
+    far)`` every 500 steps and at the end. Returns ``record`` with the final loss, the seconds
+    and the steps done; the model is left in eval mode."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
+                                                pct_start=0.05)
+    t0, running = time.time(), None
+    bar = tqdm(range(steps), desc=desc, disable=not progress)
+    for step in bar:
+        loss = batch_loss()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        value = loss.item()
+        running = value if running is None else 0.98 * running + 0.02 * value
+        bar.set_postfix(loss=f"{running:.4f}")
+        if step % 100 == 0:
+            LOG.info("step %d loss %.4f (%.0f s)", step, running, time.time() - t0)
+        if save is not None and step % 500 == 499 and step != steps - 1:
+            save(model.eval(), dict(record, done_steps=step + 1, final_loss=running))
+            model.train()
+    record = dict(record, final_loss=running, seconds=round(time.time() - t0, 1),
+                  done_steps=steps)
+    model.eval()
+    if save is not None:
+        save(model, record)
+    return record
+
+
 def train_image_embedding(scenes: List[Dict[str, torch.Tensor]],
                           steps: int = IMAGE_EMBEDDING_DEFAULTS["steps"],
                           batch_size: int = IMAGE_EMBEDDING_DEFAULTS["batch_size"],
@@ -132,15 +168,11 @@ def train_image_embedding(scenes: List[Dict[str, torch.Tensor]],
         raise ValueError("every training scene needs covisible frame pairs")
     torch.manual_seed(seed)
     model = ImageEmbedding(size, width, dim)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
-                                                pct_start=0.05)
     gen = torch.Generator().manual_seed(seed)
     record = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
               "scenes": len(scenes), "frames": int(sum(len(s["images"]) for s in scenes))}
-    t0, running = time.time(), None
-    bar = tqdm(range(steps), desc="image embedding", disable=not progress)
-    for step in bar:
+
+    def batch_loss() -> torch.Tensor:
         a, b, y = [], [], []
         for k, s in enumerate(torch.randint(len(scenes), (batch_size,), generator=gen).tolist()):
             scene = scenes[s]
@@ -153,22 +185,12 @@ def train_image_embedding(scenes: List[Dict[str, torch.Tensor]],
             b.append(scene["images"][j])
             y.append(float(scene["overlap"][i, j]))
         e = model(random_gain(torch.stack(a + b), gen))
-        loss = F.mse_loss((e[:batch_size] * e[batch_size:]).sum(-1), torch.tensor(y))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        value = loss.item()
-        running = value if running is None else 0.98 * running + 0.02 * value
-        bar.set_postfix(loss=f"{running:.4f}")
-        if step % 100 == 0:
-            LOG.info("step %d loss %.4f (%.0f s)", step, running, time.time() - t0)
-        if checkpoint and (step % 500 == 499 or step == steps - 1):
-            save_image_embedding(checkpoint, model.eval(), dict(record, done_steps=step + 1,
-                                                                final_loss=running))
-            model.train()
-    record.update(final_loss=running, seconds=round(time.time() - t0, 1), done_steps=steps)
-    return model.eval(), record
+        return F.mse_loss((e[:batch_size] * e[batch_size:]).sum(-1), torch.tensor(y))
+
+    save = functools.partial(save_image_embedding, checkpoint) if checkpoint else None
+    record = fit_pair_model(model, steps, lr, batch_loss, record, "image embedding", progress,
+                            save)
+    return model, record
 
 
 def save_image_embedding(path, model: ImageEmbedding, training: Dict):

@@ -29,22 +29,19 @@ record; loading is strict (architecture, tensor names and shapes, finite values)
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
 from g2g_model.covisibility.checkpoint import CheckpointError, load_float_state
-from g2g_model.covisibility.image_embedding import conv_features, random_gain, shrink
+from g2g_model.covisibility.image_embedding import (conv_features, fit_pair_model,
+                                                    random_gain, shrink)
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 from g2g_model.window_selection import max_mean
 
-LOG = logging.getLogger(__name__)
 
 HEADER_KEY = "g2g_covis_pair_verifier"
 VERSION = 1
@@ -189,16 +186,12 @@ def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
     size = int(scenes[0]["images"].shape[-1])
     torch.manual_seed(seed)
     model = PairVerifier(size, width, hidden)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
-                                                pct_start=0.05)
     gen = torch.Generator().manual_seed(seed)
     record = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
               "scenes": len(scenes), "frames": int(sum(len(s["images"]) for s in scenes))}
     bins = len(OVERLAP_BINS) - 1
-    t0, running = time.time(), None
-    bar = tqdm(range(steps), desc="pair verifier", disable=not progress)
-    for step in bar:
+
+    def batch_loss() -> torch.Tensor:
         a, b, y = [], [], []
         for k, s in enumerate(torch.randint(len(scenes), (batch_size,), generator=gen).tolist()):
             pool = pools[s][k % bins]
@@ -212,23 +205,10 @@ def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
             b.append(scenes[s]["images"][j])
             y.append(float(scenes[s]["overlap"][i, j]))
         x = random_gain(torch.stack(a + b), gen)
-        loss = F.mse_loss(model(x[:batch_size], x[batch_size:]), torch.tensor(y))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        value = loss.item()
-        running = value if running is None else 0.98 * running + 0.02 * value
-        bar.set_postfix(loss=f"{running:.4f}")
-        if step % 100 == 0:
-            LOG.info("step %d loss %.4f (%.0f s)", step, running, time.time() - t0)
-        if save is not None and step % 500 == 499 and step != steps - 1:
-            save(model.eval(), dict(record, done_steps=step + 1, final_loss=running))
-            model.train()
-    record.update(final_loss=running, seconds=round(time.time() - t0, 1), done_steps=steps)
-    model.eval()
-    if save is not None:
-        save(model, record)
+        return F.mse_loss(model(x[:batch_size], x[batch_size:]), torch.tensor(y))
+
+    record = fit_pair_model(model, steps, lr, batch_loss, record, "pair verifier", progress,
+                            save)
     return model, record
 
 
