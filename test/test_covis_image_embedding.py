@@ -11,22 +11,14 @@ from g2g_model.covisibility.image_embedding import (HEADER_KEY, ImageEmbedding, 
                                                     train_image_embedding)
 from g2g_model.inference import default_checkpoint
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
+from place_images import place_image
 
 SIZE = 32
 
 
-def _place_image(place: int, gen: torch.Generator, size: int = 48) -> np.ndarray:
-    """An RGB image of a 'place': a fixed coarse colour pattern per place, plus pixel noise."""
-    pattern = torch.Generator().manual_seed(1000 + place)
-    coarse = torch.randint(0, 256, (4, 4, 3), generator=pattern).float()
-    img = coarse.repeat_interleave(size // 4, 0).repeat_interleave(size // 4, 1)
-    img = img + 12.0 * torch.randn(img.shape, generator=gen)
-    return img.clamp(0, 255).to(torch.uint8).numpy()
-
-
 def _scene(places, per_place, gen):
     labels = torch.tensor(places).repeat_interleave(per_place)
-    images = torch.stack([shrink(_place_image(int(p), gen), SIZE) for p in labels])
+    images = torch.stack([shrink(place_image(int(p), gen), SIZE) for p in labels])
     overlap = (labels[:, None] == labels[None, :]).half()
     return {"images": images, "overlap": overlap}
 
@@ -44,7 +36,7 @@ def test_trained_model_tells_unseen_places_apart(trained):
     assert record["done_steps"] == 150 and record["scenes"] == 3 and record["frames"] == 60
     gen = torch.Generator().manual_seed(7)
     places = [100, 101, 102]  # never trained on
-    images = [_place_image(p, gen) for p in places for _ in range(3)]
+    images = [place_image(p, gen) for p in places for _ in range(3)]
     same = np.kron(np.eye(3), np.ones((3, 3))).astype(bool)
 
     def margin(m):
@@ -74,7 +66,7 @@ def test_checkpoint_round_trip(trained, tmp_path):
     path = save_image_embedding(tmp_path / "img.safetensors", model, record)
     loaded, header = load_image_embedding(path)
     assert header["training"]["done_steps"] == 150 and (header["size"], header["dim"]) == (32, 16)
-    images = [_place_image(3, torch.Generator().manual_seed(1)) for _ in range(2)]
+    images = [place_image(3, torch.Generator().manual_seed(1)) for _ in range(2)]
     # Stored as float16: the descriptors move by ~1e-3, a second round trip not at all.
     assert torch.allclose(model.describe(images), loaded.describe(images), atol=5e-3)
     again, _ = load_image_embedding(save_image_embedding(tmp_path / "again.safetensors",

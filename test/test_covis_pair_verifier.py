@@ -12,23 +12,15 @@ from g2g_model.covisibility.pair_verifier import (HEADER_KEY, PairVerifier, cand
                                                   train_pair_verifier, verify_windows)
 from g2g_model.inference import default_checkpoint
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
+from place_images import place_image
 
 SIZE = 32
-
-
-def _place_image(place: int, gen: torch.Generator, size: int = 48) -> np.ndarray:
-    """An RGB image of a 'place': a fixed coarse colour pattern per place, plus pixel noise."""
-    pattern = torch.Generator().manual_seed(1000 + place)
-    coarse = torch.randint(0, 256, (4, 4, 3), generator=pattern).float()
-    img = coarse.repeat_interleave(size // 4, 0).repeat_interleave(size // 4, 1)
-    img = img + 12.0 * torch.randn(img.shape, generator=gen)
-    return img.clamp(0, 255).to(torch.uint8).numpy()
 
 
 def _scene(places, per_place, gen):
     """Frames of a few places, alternately from two traversals; overlap 0.8 within a place."""
     labels = torch.tensor(places).repeat_interleave(per_place)
-    images = torch.stack([shrink(_place_image(int(p), gen), SIZE) for p in labels])
+    images = torch.stack([shrink(place_image(int(p), gen), SIZE) for p in labels])
     overlap = 0.8 * (labels[:, None] == labels[None, :]).half()
     return {"images": images, "overlap": overlap, "traversal": torch.arange(len(labels)) % 2}
 
@@ -43,7 +35,7 @@ def trained():
 
 def _shrunk(places, seed):
     gen = torch.Generator().manual_seed(seed)
-    return torch.stack([shrink(_place_image(p, gen), SIZE) for p in places])
+    return torch.stack([shrink(place_image(p, gen), SIZE) for p in places])
 
 
 def test_trained_verifier_tells_unseen_places_apart_symmetrically(trained):
