@@ -165,7 +165,11 @@ def test_cli_trains_on_sim_scenes_and_saves_as_it_goes(tmp_path):
     args = ["train-pair-verifier", "--root", str(root), "--out", str(out), "--data",
             str(data), "--steps", "3", "--batch-size", "10", "--size", "16", "--width", "2",
             "--hidden", "4", "--stride", "1", "--top-k", "6", "--weight", "0.7", "-q"]
-    assert main(args) == 0
+    # A left-over training state of other settings is refused; --no-resume removes it.
+    state = tmp_path / "verifier.safetensors.state.pt"
+    torch.save({"record": {"steps": 999}}, str(state))
+    assert main(args) == 2 and state.exists()
+    assert main(args + ["--no-resume"]) == 0 and not state.exists()
     _, header = load_pair_verifier(out)
     assert (header["top_k"], header["weight"]) == (6, 0.7)
     assert header["training"]["frames"] == 2 * 4 * 6 and header["training"]["root"] == str(root)
@@ -174,3 +178,38 @@ def test_cli_trains_on_sim_scenes_and_saves_as_it_goes(tmp_path):
     assert stored[0]["traversal"].tolist() == [0] * 24 + [1] * 24
     torch.save([{k: v for k, v in s.items() if k != "traversal"} for s in stored], str(data))
     assert main(args) == 2
+
+
+def test_an_interrupted_run_resumes_to_the_same_model(tmp_path, monkeypatch):
+    """Training state is saved every ``save_every`` steps; a run killed after step 45 and
+    started again continues from step 40 and ends with the weights of an uninterrupted run.
+    A state file of other settings is refused."""
+    import g2g_model.covisibility.pair_verifier as pv
+
+    gen = torch.Generator().manual_seed(0)
+    scenes = [_scene(range(s * 4, s * 4 + 4), 3, gen) for s in range(2)]
+    kwargs = dict(steps=60, batch_size=10, width=2, hidden=4, progress=False)
+    straight, _ = train_pair_verifier(scenes, **kwargs)
+    state = tmp_path / "v.state.pt"
+    fit = pv.fit_pair_model
+
+    def killed_after_45(model, steps, lr, batch_loss, *args):
+        calls = [0]
+
+        def counted():
+            calls[0] += 1
+            if calls[0] > 45:
+                raise KeyboardInterrupt
+            return batch_loss()
+        return fit(model, steps, lr, counted, *args, save_every=20)
+    with monkeypatch.context() as patch:
+        patch.setattr(pv, "fit_pair_model", killed_after_45)
+        with pytest.raises(KeyboardInterrupt):
+            train_pair_verifier(scenes, state_path=state, **kwargs)
+    assert torch.load(str(state), weights_only=False)["step"] == 40
+    with pytest.raises(ValueError, match="other settings"):
+        train_pair_verifier(scenes, state_path=state, **dict(kwargs, batch_size=12))
+    resumed, record = train_pair_verifier(scenes, state_path=state, **kwargs)
+    assert record["done_steps"] == 60 and not state.exists()
+    for key, value in straight.state_dict().items():
+        assert torch.equal(value, resumed.state_dict()[key]), key

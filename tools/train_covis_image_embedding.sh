@@ -12,7 +12,8 @@
 # Environment: PIPELINE (G2G checkpoint whose backbone encodes; default: the embedded
 #   relocalization default), INSTALL=1 copies the result to
 #   g2g_model/assets/covis_image_embedding.safetensors. About 60 min on 2 CPU cores (images and
-#   labels 7 min, training 50 min, evaluation 2 min). Training saves every 500 steps.
+#   labels 7 min, training 50 min, evaluation 2 min). Training saves every 500 steps and an
+#   interrupted run continues from the last save when started again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

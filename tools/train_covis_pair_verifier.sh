@@ -11,7 +11,9 @@
 #             outputs/covis_pair_verifier
 # Environment: PYTHON, PIPELINE (as train_covis_image_embedding.sh), INSTALL=1 copies the
 #   result into g2g_model/assets/. About 45 min on 2 CPU cores (images and labels 12 min,
-#   training 4,000 steps 25 min, evaluation 5 min). Training saves every 500 steps.
+#   training 4,000 steps 30 min, evaluation 5 min). Training saves every 500 steps; run it
+#   again after an interruption and it continues from the last save (remove OUT_DIR/*.state.pt
+#   to start afresh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIM_ROOT=${1:-data}

@@ -140,6 +140,18 @@ def _scene_image_data(args) -> list:
     return data
 
 
+def _state_path(args) -> pathlib.Path:
+    """``<out>.state.pt``: the resumable training state (removed once a run completes);
+    ``--no-resume`` removes an old one first."""
+    path = pathlib.Path(str(args.out) + ".state.pt")
+    if args.no_resume and path.is_file():
+        path.unlink()
+        print(f"removed the training state {path} (--no-resume)")
+    elif path.is_file():
+        print(f"resuming from the training state {path}")
+    return path
+
+
 def _train_image_embedding(args) -> int:
     from g2g_model.covisibility.image_embedding import (
         save_image_embedding, train_image_embedding,
@@ -149,7 +161,7 @@ def _train_image_embedding(args) -> int:
     model, record = train_image_embedding(data, steps=args.steps, batch_size=args.batch_size,
                                           width=args.width, dim=args.dim, lr=args.lr,
                                           seed=args.seed, progress=not args.quiet,
-                                          checkpoint=args.out)
+                                          checkpoint=args.out, state_path=_state_path(args))
     record.update(root=" ".join(map(str, args.root)), stride=args.stride)
     path = save_image_embedding(args.out, model, record)
     print(f"wrote {path}: {record}")
@@ -171,7 +183,8 @@ def _train_pair_verifier(args) -> int:
 
     model, record = train_pair_verifier(data, steps=args.steps, batch_size=args.batch_size,
                                         width=args.width, hidden=args.hidden, lr=args.lr,
-                                        seed=args.seed, progress=not args.quiet, save=save)
+                                        seed=args.seed, progress=not args.quiet, save=save,
+                                        state_path=_state_path(args))
     print(f"wrote {args.out}: {dict(record, **extra)}")
     return 0
 
@@ -268,6 +281,9 @@ def _image_data_args(sp: argparse.ArgumentParser, what: str, defaults: dict) -> 
                     "when it exists)")
     sp.add_argument("--size", type=int, default=defaults["size"])
     sp.add_argument("--width", type=int, default=defaults["width"])
+    sp.add_argument("--no-resume", action="store_true",
+                    help="start afresh: remove the training state OUT.state.pt of an "
+                         "interrupted run (otherwise the run continues from it)")
 
 
 def build_parser() -> argparse.ArgumentParser:

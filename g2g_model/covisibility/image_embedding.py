@@ -111,19 +111,51 @@ def image_similarity(model: ImageEmbedding, map_images: Sequence[np.ndarray],
     return (model.describe(map_images) @ model.describe(query_images).T).numpy()
 
 
+RESUME_KEYS = ("steps", "batch_size", "lr", "seed", "scenes", "frames")
+
+
 def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable[[], torch.Tensor],
                    record: Dict, desc: str, progress: bool = True,
-                   save: Optional[Callable[[nn.Module, Dict], object]] = None) -> Dict:
+                   save: Optional[Callable[[nn.Module, Dict], object]] = None,
+                   state_path=None, gen: Optional[torch.Generator] = None,
+                   save_every: int = 500) -> Dict:
     """The training loop of the image models: AdamW (weight decay 1e-4) with a one-cycle
-    schedule peaking at ``lr``, ``steps`` steps of ``batch_loss()`` (which draws its own batch),
-    a running loss on the progress bar and in the log, and ``save(model in eval mode, record so
-    far)`` every 500 steps and at the end. Returns ``record`` with the final loss, the seconds
-    and the steps done; the model is left in eval mode."""
+    schedule peaking at ``lr``, ``steps`` steps of ``batch_loss()`` (which draws its own batch
+    from ``gen``), a running loss on the progress bar and in the log, and ``save(model in eval
+    mode, record so far)`` every ``save_every`` steps and at the end.
+
+    With ``state_path``, the whole training state (model, optimizer, schedule, ``gen``, running
+    loss) is also written there (atomically) every ``save_every`` steps, and a run started with
+    an existing state file continues from it: the result is the same as an uninterrupted run.
+    A state file of other settings (``RESUME_KEYS`` of ``record``) is refused; the file is
+    removed when the run completes.
+
+    Returns ``record`` with the final loss, the seconds and the steps done; the model is left
+    in eval mode."""
+    import pathlib
+
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
                                                 pct_start=0.05)
-    t0, running = time.time(), None
-    bar = tqdm(range(steps), desc=desc, disable=not progress)
+    start, running, seconds = 0, None, 0.0
+    state_path = pathlib.Path(state_path) if state_path else None
+    if state_path is not None and state_path.is_file():
+        state = torch.load(str(state_path), weights_only=False)
+        wrong = {k: (state["record"].get(k), record.get(k)) for k in RESUME_KEYS
+                 if state["record"].get(k) != record.get(k)}
+        if wrong:
+            raise ValueError(f"training state {state_path} belongs to other settings "
+                             f"(stored, now): {wrong}; remove it or use other settings")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["schedule"])
+        if gen is not None:
+            gen.set_state(state["generator"])
+        start, running, seconds = state["step"], state["running"], state["seconds"]
+        LOG.info("resuming %s from step %d of %s", desc, start, state_path)
+    model.train()
+    t0 = time.time() - seconds
+    bar = tqdm(range(start, steps), desc=desc, disable=not progress, initial=start, total=steps)
     for step in bar:
         loss = batch_loss()
         opt.zero_grad()
@@ -135,14 +167,24 @@ def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable
         bar.set_postfix(loss=f"{running:.4f}")
         if step % 100 == 0:
             LOG.info("step %d loss %.4f (%.0f s)", step, running, time.time() - t0)
-        if save is not None and step % 500 == 499 and step != steps - 1:
-            save(model.eval(), dict(record, done_steps=step + 1, final_loss=running))
-            model.train()
+        if step % save_every == save_every - 1 and step != steps - 1:
+            if save is not None:
+                save(model.eval(), dict(record, done_steps=step + 1, final_loss=running))
+                model.train()
+            if state_path is not None:
+                tmp = state_path.with_name(state_path.name + ".tmp")
+                torch.save({"record": record, "step": step + 1, "running": running,
+                            "seconds": time.time() - t0, "model": model.state_dict(),
+                            "optimizer": opt.state_dict(), "schedule": sched.state_dict(),
+                            "generator": None if gen is None else gen.get_state()}, str(tmp))
+                tmp.replace(state_path)
     record = dict(record, final_loss=running, seconds=round(time.time() - t0, 1),
                   done_steps=steps)
     model.eval()
     if save is not None:
         save(model, record)
+    if state_path is not None and state_path.is_file():
+        state_path.unlink()
     return record
 
 
@@ -152,12 +194,13 @@ def train_image_embedding(scenes: List[Dict[str, torch.Tensor]],
                           width: int = IMAGE_EMBEDDING_DEFAULTS["width"],
                           dim: int = IMAGE_EMBEDDING_DEFAULTS["dim"],
                           lr: float = IMAGE_EMBEDDING_DEFAULTS["lr"], seed: int = 0,
-                          progress: bool = True,
-                          checkpoint: Optional[str] = None) -> Tuple[ImageEmbedding, Dict]:
+                          progress: bool = True, checkpoint: Optional[str] = None,
+                          state_path=None) -> Tuple[ImageEmbedding, Dict]:
     """Train on per-scene ``{"images": [F, 3, S, S] uint8, "overlap": [F, F]}`` (all frames of
     a scene, their symmetric overlaps; see :func:`g2g_model.covisibility.sim_data.
     scene_image_data`). ``checkpoint``: also save there every 500 steps (training settings
-    say how far it got). Returns the model (eval mode) and the training record."""
+    say how far it got). ``state_path``: resumable training state (:func:`fit_pair_model`).
+    Returns the model (eval mode) and the training record."""
     if not scenes:
         raise ValueError("no training scenes")
     if steps < 1 or batch_size < 2:
@@ -189,7 +232,7 @@ def train_image_embedding(scenes: List[Dict[str, torch.Tensor]],
 
     save = functools.partial(save_image_embedding, checkpoint) if checkpoint else None
     record = fit_pair_model(model, steps, lr, batch_loss, record, "image embedding", progress,
-                            save)
+                            save, state_path, gen)
     return model, record
 
 

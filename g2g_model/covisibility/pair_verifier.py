@@ -166,11 +166,13 @@ def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
                         hidden: int = PAIR_VERIFIER_DEFAULTS["hidden"],
                         lr: float = PAIR_VERIFIER_DEFAULTS["lr"], seed: int = 0,
                         progress: bool = True,
-                        save: Optional[Callable[[PairVerifier, Dict], object]] = None
-                        ) -> Tuple[PairVerifier, Dict]:
+                        save: Optional[Callable[[PairVerifier, Dict], object]] = None,
+                        state_path=None) -> Tuple[PairVerifier, Dict]:
     """Train on per-scene ``{"images": [F, 3, S, S] uint8, "overlap": [F, F], "traversal":
     [F]}`` (:func:`g2g_model.covisibility.sim_data.scene_image_data`). ``save(model, record)``
-    is called every 500 steps and at the end. Returns the model (eval mode) and the record."""
+    is called every 500 steps and at the end; ``state_path``: resumable training state
+    (:func:`~g2g_model.covisibility.image_embedding.fit_pair_model`). Returns the model (eval
+    mode) and the record."""
     if not scenes:
         raise ValueError("no training scenes")
     if steps < 1 or batch_size < 2:
@@ -208,7 +210,7 @@ def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
         return F.mse_loss(model(x[:batch_size], x[batch_size:]), torch.tensor(y))
 
     record = fit_pair_model(model, steps, lr, batch_loss, record, "pair verifier", progress,
-                            save)
+                            save, state_path, gen)
     return model, record
 
 
