@@ -563,33 +563,36 @@ class RelocalizeNode(ManagedNode):
                                f", weight {header['weight']})")
         return model, header
 
-    def _select_window(self, windows, query: Group, hint: Optional[np.ndarray]):
-        """(window index, overlap score or NaN, how)."""
+    def _select_window(self, loaded, query: Group, hint: Optional[np.ndarray]):
+        """(window index, overlap score or NaN, how). ``loaded``: the map, its windows, tokens,
+        scoring and verifier images, taken together under the lock (a map swapped meanwhile
+        does not mix with them)."""
+        gmap, windows, map_tokens, map_scoring, map_verify_images = loaded
         if hint is not None:
             # hint = map_T_base: compare with the camera positions of the map windows.
             base_T_cam = self._camera_extrinsics()
             cam = hint @ (base_T_cam if base_T_cam is not None else np.eye(4))
             position = cam[:3, 3]
-            idx = nearest_window(self.gmap, windows, position, self.p["hint_radius_m"],
+            idx = nearest_window(gmap, windows, position, self.p["hint_radius_m"],
                                  direction=cam[:3, 2])
             if idx is not None:
                 return idx, float("nan"), "pose hint"
             self.get_logger().warning(
                 f"no map window within hint_radius_m={self.p['hint_radius_m']} of the hint "
                 f"{position.round(2).tolist()}: searching the whole map")
-        if self.map_tokens is None:
+        if map_tokens is None:
             raise ValueError("the map has no cached features; rebuild it with g2g-map build")
         query_tokens = self.pipeline.encode_frames(query.images, query.intrinsics)
         if self.p["window_scorer"] == "covisibility":
             from g2g_model.covisibility.front_end import select_map_windows
 
             best = None
-            for cam in self.gmap.cameras():  # windows are consecutive frames of one camera
-                rows = self.gmap.camera_indices(cam)
+            for cam in gmap.cameras():  # windows are consecutive frames of one camera
+                rows = gmap.camera_indices(cam)
                 if len(rows) < self.p["window_size"]:
                     continue
                 picks, _ = select_map_windows(
-                    self.covis, self.map_tokens[torch.from_numpy(rows)], query_tokens,
+                    self.covis, map_tokens[torch.from_numpy(rows)], query_tokens,
                     (self.p["window_size"], len(query.images)), top_k=1,
                     threshold=self.p["min_overlap_score"],
                     coarse_stride=self.p["covis_coarse_stride"])
@@ -600,20 +603,20 @@ class RelocalizeNode(ManagedNode):
                                  f"{self.p['min_overlap_score']}")
             idx = next(i for i, w in enumerate(windows) if int(w[0]) == best[0])
             return idx, best[1], "covisibility"
-        if self.map_scoring is not None:  # map side described at load
-            scores = self.map_scoring(query_tokens, query.images)
+        if map_scoring is not None:  # map side described at load
+            scores = map_scoring(query_tokens, query.images)
             how = {"combined": "token + image covisibility embeddings",
                    "embedding": "covisibility embedding",
                    "image": "image covisibility embedding",
                    "whitened": "map-whitened similarity"}[self.p["window_scorer"]]
         else:
-            scores = descriptor_similarity(self.map_tokens, query_tokens)
+            scores = descriptor_similarity(map_tokens, query_tokens)
             how = "descriptor similarity"
-        if self.verifier is not None and self.map_verify_images is not None:
+        if self.verifier is not None and map_verify_images is not None:
             from g2g_model.covisibility.pair_verifier import verify_windows
 
             model, header = self.verifier
-            ranked = verify_windows(model, scores, windows, self.map_verify_images,
+            ranked = verify_windows(model, scores, windows, map_verify_images,
                                     model.shrink_all(query.images), header["top_k"],
                                     header["weight"])
             idx, score, verification = ranked[0]
@@ -636,8 +639,10 @@ class RelocalizeNode(ManagedNode):
                 return (False, f"query window not full ({len(self.buffer.frames)}/"
                         f"{self.buffer.window} frames)", None, float("nan"))
             query = self.buffer.group()
-            gmap, windows = self.gmap, self.windows
-        idx, score, how = self._select_window(windows, query, hint)
+            loaded = (self.gmap, self.windows, self.map_tokens, self.map_scoring,
+                      self.map_verify_images)
+        gmap, windows = loaded[:2]
+        idx, score, how = self._select_window(loaded, query, hint)
         window = windows[idx]
         t1 = time.perf_counter()
         self.stages.set("select", 1e3 * (t1 - t0))
