@@ -38,6 +38,10 @@ MEASURED = {"verified": 0.864, "combined": 0.816, "image": 0.795, "embedding": 0
 SCORERS = ("verified", "combined", "image", "embedding", "whitened", "decoder", "descriptor")
 FLOOR = 0.03
 HINT_RADIUS, HINT_SIGMA = 2.0, 0.5
+# The fixture does real work (two 224 px scenes of 800 frames each, encoded, labelled and scored
+# by every scorer): about 2 minutes on an idle 2-core machine. The default 300 s per test was
+# exceeded on a machine also running a training job, so this module allows more.
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
