@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import pathlib
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -132,8 +133,6 @@ def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable
 
     Returns ``record`` with the final loss, the seconds and the steps done; the model is left
     in eval mode."""
-    import pathlib
-
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
                                                 pct_start=0.05)
