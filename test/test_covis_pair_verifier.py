@@ -176,6 +176,14 @@ def test_cli_trains_on_sim_scenes_and_saves_as_it_goes(tmp_path):
     assert header["training"]["done_steps"] == 3
     stored = torch.load(str(data))
     assert stored[0]["traversal"].tolist() == [0] * 24 + [1] * 24
+    # Two worker processes build the same data as one.
+    data2 = tmp_path / "images2.pt"
+    args2 = [data2 if a == str(data) else a for a in args]
+    assert main([str(a) for a in args2] + ["--workers", "2", "--steps", "1"]) == 0
+    again = torch.load(str(data2))
+    assert len(again) == len(stored) == 1
+    assert all(torch.equal(again[0][k], stored[0][k]) for k in stored[0])
+    assert main(args + ["--workers", "0"]) == 2
     torch.save([{k: v for k, v in s.items() if k != "traversal"} for s in stored], str(data))
     assert main(args) == 2
 

@@ -48,6 +48,18 @@ def test_frames_are_encoded_per_frame_and_cached(scene):
     torch.testing.assert_close(frames.tokens[i].float(), alone[0], atol=2e-3, rtol=1e-2)
 
 
+def test_frames_without_an_encoder_have_the_same_geometry(scene):
+    """``load_scene_frames(None, ...)`` (the image models' data) reads the same depth, poses and
+    frame numbers without encoding or caching anything."""
+    root, _, frames = scene
+    bare = load_scene_frames(None, root / "scene_00003", stride=1, label_hw=(32, 32),
+                             cache_dir=root / "no_cache")
+    assert bare.tokens.shape == (len(frames), 0, 0) and bare.encoder == {}
+    assert not (root / "no_cache").exists()
+    for name in ("depth", "intrinsics", "world_T_cam", "traversal", "camera", "frame"):
+        np.testing.assert_array_equal(getattr(bare, name), getattr(frames, name), err_msg=name)
+
+
 def test_sample_labels_agree_with_the_reference_overlap(scene):
     _, _, frames = scene
     overlap = scene_overlap(frames, size=None)

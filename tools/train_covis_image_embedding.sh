@@ -26,8 +26,8 @@ COVIS=("$PY" -m g2g_model.covisibility.cli -v)
 mkdir -p "$OUT"
 # 1. Every 2nd frame of every traversal/camera of the training scenes, shrunk to 64 px, with the
 #    overlap of every pair of a scene; 3000 steps of 128 pairs (half covisible).
-"${COVIS[@]}" train-image-embedding --root "$SIM_ROOT/sim_train" --pipeline "$PIPELINE" \
-    --cache "$OUT/token_cache" --data "$OUT/train_images.pt" --out "$OUT/image_embedding.safetensors"
+"${COVIS[@]}" train-image-embedding --root "$SIM_ROOT/sim_train" --workers "${WORKERS:-2}" \
+    --data "$OUT/train_images.pt" --out "$OUT/image_embedding.safetensors"
 # 2. Every window scorer on the held-out test scenes.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
     --checkpoint g2g_model/assets/covis_compact.safetensors \

@@ -26,8 +26,7 @@ mkdir -p "$OUT"
 # 1. Every 2nd frame of the 72 training scenes, 64 px, with the overlap of every pair; 4,000
 #    steps of 128 cross-traversal pairs, equally many from each overlap bin.
 "${COVIS[@]}" train-pair-verifier --root "$SIM_ROOT/sim_train" "$SIM_ROOT/sim_train_more" \
-    --pipeline "$PIPELINE" --cache "$OUT/token_cache" --data "$OUT/train_images.pt" \
-    --out "$OUT/pair_verifier.safetensors"
+    --workers "${WORKERS:-2}" --data "$OUT/train_images.pt" --out "$OUT/pair_verifier.safetensors"
 # 2. The held-out test scenes: every scorer, and the default's windows re-ranked.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
     --checkpoint "$ASSETS/covis_compact.safetensors" \

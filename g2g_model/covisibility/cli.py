@@ -116,27 +116,51 @@ def _train_embedding(args) -> int:
     return 0
 
 
+def _one_scene_image_data(scene, stride: int, size: int) -> dict:
+    """The image models' training data of one scene (no tokens: depth, poses and pixels)."""
+    from g2g_model.covisibility.sim_data import load_scene_frames, scene_image_data
+
+    return scene_image_data(scene, load_scene_frames(None, scene, stride), size)
+
+
+def _single_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def _scene_image_data(args) -> list:
     """The shrunk training images, overlaps and traversals of ``args.root``'s scenes, read from
-    (or kept in) ``args.data``."""
-    from g2g_model.covisibility.sim_data import load_scene_frames, scene_dirs, scene_image_data
+    (or kept in) ``args.data``; built by ``args.workers`` processes (one scene each)."""
+    from concurrent.futures import ProcessPoolExecutor
+    import functools
+    import multiprocessing
+
+    from g2g_model.covisibility.sim_data import scene_dirs
     import torch
     from tqdm import tqdm
 
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     data_file = pathlib.Path(args.data) if args.data else None
     if data_file is not None and data_file.is_file():
         data = torch.load(str(data_file))
         print(f"read the training images of {len(data)} scenes from {data_file}")
         return data
-    pipeline = _sim_pipeline(args.pipeline)
-    data = []
-    scenes = [scene for root in args.root for scene in scene_dirs(root)]
-    for scene in tqdm(scenes[:args.scenes], desc="scenes", disable=args.quiet):
-        frames = load_scene_frames(pipeline, scene, args.stride, cache_dir=args.cache)
-        data.append(scene_image_data(scene, frames, args.size))
+    scenes = [scene for root in args.root for scene in scene_dirs(root)][:args.scenes]
+    build = functools.partial(_one_scene_image_data, stride=args.stride, size=args.size)
+    bar = functools.partial(tqdm, total=len(scenes), desc="scenes", disable=args.quiet)
+    if args.workers == 1:
+        data = list(bar(map(build, scenes)))
+    else:
+        with ProcessPoolExecutor(args.workers, multiprocessing.get_context("spawn"),
+                                 initializer=_single_thread) as pool:
+            data = list(bar(pool.map(build, scenes)))
     if data_file is not None:
         data_file.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(data, str(data_file))
+        tmp = data_file.with_name(data_file.name + ".tmp")
+        torch.save(data, str(tmp))
+        tmp.replace(data_file)
     return data
 
 
@@ -184,7 +208,7 @@ def _train_pair_verifier(args) -> int:
     model, record = train_pair_verifier(data, steps=args.steps, batch_size=args.batch_size,
                                         width=args.width, hidden=args.hidden, lr=args.lr,
                                         seed=args.seed, progress=not args.quiet, save=save,
-                                        state_path=_state_path(args))
+                                        state_path=_state_path(args), device=args.device)
     print(f"wrote {args.out}: {dict(record, **extra)}")
     return 0
 
@@ -272,11 +296,10 @@ def _image_data_args(sp: argparse.ArgumentParser, what: str, defaults: dict) -> 
     sp.add_argument("--root", required=True, nargs="+",
                     help="directories of sim scene_* folders (their scenes, in this order)")
     sp.add_argument("--out", required=True, help=f"{what} file to write")
-    sp.add_argument("--pipeline", help="G2G checkpoint whose backbone encodes the frames for "
-                    "the scene cache (default: the embedded relocalization default)")
     sp.add_argument("--scenes", type=int, help="use only the first N scenes")
     sp.add_argument("--stride", type=int, default=2, help="frame subsampling")
-    sp.add_argument("--cache", help="token cache directory (scene depth and poses)")
+    sp.add_argument("--workers", type=int, default=1,
+                    help="processes that read the scenes (one scene each)")
     sp.add_argument("--data", help="keep the shrunk images and overlaps in this file (reused "
                     "when it exists)")
     sp.add_argument("--size", type=int, default=defaults["size"])
@@ -361,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="candidate windows to verify (stored in the file: the node's default)")
     tv.add_argument("--weight", type=float, default=PAIR_VERIFIER_DEFAULTS["weight"],
                     help="weight of the verification in the re-ranking (stored in the file)")
+    tv.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
     tv.add_argument("--seed", type=int, default=0)
     tv.add_argument("-q", "--quiet", action="store_true")
     tv.set_defaults(func=_train_pair_verifier)

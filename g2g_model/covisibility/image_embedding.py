@@ -99,11 +99,12 @@ def shrink(rgb: np.ndarray, size: int) -> torch.Tensor:
 
 def random_gain(images: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Training augmentation: ``[N, 3, S, S]`` uint8 images times a random colour gain per
-    channel (0.8-1.2) and a brightness gain (0.7-1.3) per image, as float in [0, 255]."""
+    channel (0.8-1.2) and a brightness gain (0.7-1.3) per image, as float in [0, 255]. The
+    gains are drawn on the CPU from ``gen`` whatever the images' device."""
     n = len(images)
     gain = (torch.empty(n, 3, 1, 1).uniform_(0.8, 1.2, generator=gen)
             * torch.empty(n, 1, 1, 1).uniform_(0.7, 1.3, generator=gen))
-    return (images.float() * gain).clamp(0, 255)
+    return (images.float() * gain.to(images.device)).clamp(0, 255)
 
 
 def image_similarity(model: ImageEmbedding, map_images: Sequence[np.ndarray],

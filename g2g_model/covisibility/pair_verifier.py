@@ -167,12 +167,13 @@ def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
                         lr: float = PAIR_VERIFIER_DEFAULTS["lr"], seed: int = 0,
                         progress: bool = True,
                         save: Optional[Callable[[PairVerifier, Dict], object]] = None,
-                        state_path=None) -> Tuple[PairVerifier, Dict]:
+                        state_path=None, device: str = "cpu") -> Tuple[PairVerifier, Dict]:
     """Train on per-scene ``{"images": [F, 3, S, S] uint8, "overlap": [F, F], "traversal":
     [F]}`` (:func:`g2g_model.covisibility.sim_data.scene_image_data`). ``save(model, record)``
     is called every 500 steps and at the end; ``state_path``: resumable training state
-    (:func:`~g2g_model.covisibility.image_embedding.fit_pair_model`). Returns the model (eval
-    mode) and the record."""
+    (:func:`~g2g_model.covisibility.image_embedding.fit_pair_model`). ``device``: where the
+    network trains (the batches are drawn on the CPU, as on a CPU-only run). Returns the model
+    (eval mode, on ``device``) and the record."""
     if not scenes:
         raise ValueError("no training scenes")
     if steps < 1 or batch_size < 2:
@@ -187,7 +188,7 @@ def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
     filled = [[b for b, p in enumerate(pool) if len(p)] for pool in pools]
     size = int(scenes[0]["images"].shape[-1])
     torch.manual_seed(seed)
-    model = PairVerifier(size, width, hidden)
+    model = PairVerifier(size, width, hidden).to(device)
     gen = torch.Generator().manual_seed(seed)
     record = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
               "scenes": len(scenes), "frames": int(sum(len(s["images"]) for s in scenes))}
@@ -206,8 +207,8 @@ def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
             a.append(scenes[s]["images"][i])
             b.append(scenes[s]["images"][j])
             y.append(float(scenes[s]["overlap"][i, j]))
-        x = random_gain(torch.stack(a + b), gen)
-        return F.mse_loss(model(x[:batch_size], x[batch_size:]), torch.tensor(y))
+        x = random_gain(torch.stack(a + b).to(device), gen)
+        return F.mse_loss(model(x[:batch_size], x[batch_size:]), torch.tensor(y, device=device))
 
     record = fit_pair_model(model, steps, lr, batch_loss, record, "pair verifier", progress,
                             save, state_path, gen)
@@ -220,7 +221,7 @@ def save_pair_verifier(path, model: PairVerifier, training: Dict,
     header = {"version": VERSION, "size": model.size, "width": model.width,
               "hidden": model.hidden, "top_k": int(top_k), "weight": float(weight),
               "training": training}
-    tensors = {k: v.detach().to(torch.float16).contiguous()
+    tensors = {k: v.detach().to("cpu", torch.float16).contiguous()
                for k, v in model.state_dict().items() if v.is_floating_point()}
     return write_tagged(path, HEADER_KEY, header, tensors)
 

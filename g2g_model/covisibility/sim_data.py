@@ -114,7 +114,9 @@ def load_scene_frames(pipeline, scene, stride: int = 2,
     """Encode (or load from the cache) every ``stride``-th frame of a sim scene.
 
     Args:
-        pipeline: a :class:`~g2g_model.inference.G2GPipeline` (its backbone encodes).
+        pipeline: a :class:`~g2g_model.inference.G2GPipeline` (its backbone encodes); None =
+            no tokens (``tokens`` is ``[F, 0, 0]``, nothing is cached): the depth, poses and
+            frame numbers alone, which is all the image models' training data needs.
         scene: the scene directory (with ``traj_*`` trajectories that have depth).
         stride: frame subsampling in every traversal.
         label_hw: size of the stored depth maps (labels are computed on them).
@@ -125,8 +127,9 @@ def load_scene_frames(pipeline, scene, stride: int = 2,
     if stride < 1:
         raise ValueError(f"stride must be >= 1, got {stride}")
     scene = pathlib.Path(scene)
-    encoder = dict(pipeline.backbone_id())
-    cache = _cache_path(cache_dir, scene, encoder, stride, label_hw) if cache_dir else None
+    encoder = dict(pipeline.backbone_id()) if pipeline is not None else {}
+    cache = (_cache_path(cache_dir, scene, encoder, stride, label_hw)
+             if cache_dir and pipeline is not None else None)
     if cache is not None and cache.is_file():
         t = load_file(str(cache))
         LOG.info("loaded cached tokens of %s from %s", scene.name, cache)
@@ -147,8 +150,11 @@ def load_scene_frames(pipeline, scene, stride: int = 2,
         frames = np.arange(0, reader.num_frames, stride)
         for ci, cam in enumerate(reader.rig.names):
             k_full = reader.rig[cam].K
-            images = [reader.image(cam, int(i)) for i in frames]
-            parts["tokens"].append(pipeline.encode_frames(images, k_full).to(torch.float16))
+            if pipeline is not None:
+                images = [reader.image(cam, int(i)) for i in frames]
+                parts["tokens"].append(pipeline.encode_frames(images, k_full).half())
+            else:
+                parts["tokens"].append(torch.zeros(len(frames), 0, 0, dtype=torch.float16))
             reduced = [resize_depth(reader.depth(cam, int(i)), k_full, label_hw) for i in frames]
             parts["depth"].append(np.stack([d for d, _ in reduced]).astype(np.float32))
             parts["intrinsics"].append(np.stack([k for _, k in reduced]))
@@ -176,7 +182,8 @@ def load_scene_frames(pipeline, scene, stride: int = 2,
                    "camera": torch.from_numpy(out.camera),
                    "frame": torch.from_numpy(out.frame)}, str(tmp))
         tmp.replace(cache)
-    LOG.info("encoded %d frames of %s", len(out), scene.name)
+    LOG.info("%s %d frames of %s", "encoded" if pipeline is not None else "read", len(out),
+             scene.name)
     return out
 
 
