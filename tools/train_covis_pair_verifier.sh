@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Train the default pair verifier (g2g_model/assets/covis_pair_verifier.safetensors: it re-ranks
-# the relocalize node's 8 best map windows) on the 72 simulator training scenes, then evaluate
-# every window scorer, re-ranked or not, on the held-out test scenes. docs/COVISIBILITY.md has
-# the measured numbers.
+# Train a pair verifier (it re-ranks the relocalize node's 8 best map windows) on a CPU: the
+# 72 simulator training scenes, 4,000 steps of 128 pairs, re-ranking weight 0.5 (the recipe of
+# the first shipped verifier; the shipped one now comes from the longer GPU recipe,
+# tools/train_covis_pair_verifier_gpu.sh), then evaluate every window scorer, re-ranked or
+# not, on the held-out test scenes. docs/COVISIBILITY.md has the measured numbers of both.
 #
 # Usage: tools/train_covis_pair_verifier.sh [SIM_ROOT] [OUT_DIR]
 #   SIM_ROOT  with sim_train/, sim_train_more/ and sim_test/ (tools/make_default_data.sh);
 #             default: data
-#   OUT_DIR   run directory (images, token cache, verifier, metrics); default:
+#   OUT_DIR   run directory (images, evaluation token cache, verifier, metrics); default:
 #             outputs/covis_pair_verifier
-# Environment: PYTHON, PIPELINE (as train_covis_image_embedding.sh), INSTALL=1 copies the
-#   result into g2g_model/assets/. About 45 min on 2 CPU cores (images and labels 12 min,
+# Environment: PYTHON, PIPELINE (as train_covis_image_embedding.sh), WORKERS (processes reading
+#   the scenes, default 2), INSTALL=1 copies the result into g2g_model/assets/ (replacing the
+#   better GPU-trained default). About 45 min on 2 CPU cores (images and labels 12 min,
 #   training 4,000 steps 30 min, evaluation 5 min). Training saves every 500 steps; run it
 #   again after an interruption and it continues from the last save (remove OUT_DIR/*.state.pt
 #   to start afresh).
@@ -26,7 +28,8 @@ mkdir -p "$OUT"
 # 1. Every 2nd frame of the 72 training scenes, 64 px, with the overlap of every pair; 4,000
 #    steps of 128 cross-traversal pairs, equally many from each overlap bin.
 "${COVIS[@]}" train-pair-verifier --root "$SIM_ROOT/sim_train" "$SIM_ROOT/sim_train_more" \
-    --workers "${WORKERS:-2}" --data "$OUT/train_images.pt" --out "$OUT/pair_verifier.safetensors"
+    --workers "${WORKERS:-2}" --data "$OUT/train_images.pt" --out "$OUT/pair_verifier.safetensors" \
+    --steps 4000 --batch-size 128 --weight 0.5
 # 2. The held-out test scenes: every scorer, and the default's windows re-ranked.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
     --checkpoint "$ASSETS/covis_compact.safetensors" \
