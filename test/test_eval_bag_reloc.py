@@ -104,6 +104,9 @@ def test_replay_in_eval_mode_is_deterministic(replays):
     assert any("localization accepted" in what for _, what in p1), p1
     assert p1 == p2                      # every image: same outcome, same localizations
     assert len(a1) >= 3 and a1 == a2     # same windows, bit-identical predictions
+    for group_a_id, stamps_a, _, _ in a1:   # map:<map id>:<camera>:<first map stamp>
+        kind, map_id, camera, first = group_a_id.split(":")
+        assert (kind, camera[:3], int(first)) == ("map", "cam", stamps_a[0]) and map_id, group_a_id
     # The whole relocalization report: fixes, attempts, success rate, fix errors, corrected
     # trajectory (map->odom logged at the clock of the group that produced it), predicted.
     assert json.dumps(rep1["relocalization"], sort_keys=True) == json.dumps(

@@ -647,7 +647,6 @@ class RelocalizeNode(ManagedNode):
         t1 = time.perf_counter()
         self.stages.set("select", 1e3 * (t1 - t0))
         frames = [gmap.frames[i] for i in window]
-        self._window_camera = frames[0].camera
         group_a = Group(images=[f.decode() for f in frames],
                         intrinsics=np.stack([f.intrinsics for f in frames]),
                         cam_to_world=np.stack([f.world_T_cam for f in frames]),
@@ -667,14 +666,19 @@ class RelocalizeNode(ManagedNode):
         if decision.accepted:
             self.last_fix_wall = time.monotonic()
             self.problems.clear("localization")
-            self._publish_fix(query, group_a, pred, score, map_T_odom)
+            self._publish_fix(query, group_a, pred, score,
+                              f"map:{gmap.map_id}:{frames[0].camera}", frames[0].camera)
         else:
             self.problems.report("localization", self.last_reason)
         self.stages.set("total", 1e3 * (time.perf_counter() - t0))
         self.get_logger().info(self.last_reason)
         return decision.accepted, self.last_reason, self.gate.current, score
 
-    def _publish_fix(self, query: Group, group_a: Group, pred, score: float, map_T_odom):
+    def _publish_fix(self, query: Group, group_a: Group, pred, score: float, map_window: str,
+                     camera: str):
+        """Publish an accepted fix: the robot pose in the map and the group alignment. The map
+        window's id and camera come from the map the localization used (a map loaded since
+        does not rename it)."""
         from geometry_msgs.msg import Pose, PoseWithCovarianceStamped
 
         from g2g_msgs.msg import GroupAlignment
@@ -692,8 +696,8 @@ class RelocalizeNode(ManagedNode):
         self.pose_pub.publish(pose)
         msg = GroupAlignment()
         msg.header.stamp = stamp
-        msg.header.frame_id = f"{self._window_camera}{self.p['camera_frame_suffix']}@map"
-        msg.group_a_id = f"map:{self.gmap.map_id}:{self._window_camera}:{group_a.stamps[0]}"
+        msg.header.frame_id = f"{camera}{self.p['camera_frame_suffix']}@map"
+        msg.group_a_id = f"{map_window}:{group_a.stamps[0]}"
         msg.group_b_id = f"query:{query.stamps[0]}"
         msg.stamps_a = [to_stamp(int(s)) for s in group_a.stamps]
         msg.stamps_b = [to_stamp(int(s)) for s in query.stamps]
