@@ -45,7 +45,8 @@ from g2g_model.window_selection import max_mean
 
 HEADER_KEY = "g2g_covis_pair_verifier"
 VERSION = 1
-# Measured on the validation scenes (docs/COVISIBILITY.md).
+# The shipped file's recipe (tools/train_covis_pair_verifier_gpu.sh); top_k and weight were
+# chosen on the validation scenes (docs/COVISIBILITY.md).
 PAIR_VERIFIER_DEFAULTS = {"size": 64, "width": 32, "hidden": 128, "steps": 8500,
                           "batch_size": 256, "lr": 2e-3, "top_k": 8, "weight": 2.0}
 OVERLAP_BINS = (0.0, 0.05, 0.2, 0.4, 0.6, 1.01)

@@ -666,19 +666,18 @@ class RelocalizeNode(ManagedNode):
         if decision.accepted:
             self.last_fix_wall = time.monotonic()
             self.problems.clear("localization")
-            self._publish_fix(query, group_a, pred, score,
-                              f"map:{gmap.map_id}:{frames[0].camera}", frames[0].camera)
+            self._publish_fix(query, group_a, pred, score, gmap.map_id, frames[0].camera)
         else:
             self.problems.report("localization", self.last_reason)
         self.stages.set("total", 1e3 * (time.perf_counter() - t0))
         self.get_logger().info(self.last_reason)
         return decision.accepted, self.last_reason, self.gate.current, score
 
-    def _publish_fix(self, query: Group, group_a: Group, pred, score: float, map_window: str,
+    def _publish_fix(self, query: Group, group_a: Group, pred, score: float, map_id: str,
                      camera: str):
-        """Publish an accepted fix: the robot pose in the map and the group alignment. The map
-        window's id and camera come from the map the localization used (a map loaded since
-        does not rename it)."""
+        """Publish an accepted fix: the robot pose in the map and the group alignment.
+        ``map_id`` and ``camera`` are those of the map window the localization used (a map
+        loaded since does not rename it)."""
         from geometry_msgs.msg import Pose, PoseWithCovarianceStamped
 
         from g2g_msgs.msg import GroupAlignment
@@ -697,7 +696,7 @@ class RelocalizeNode(ManagedNode):
         msg = GroupAlignment()
         msg.header.stamp = stamp
         msg.header.frame_id = f"{camera}{self.p['camera_frame_suffix']}@map"
-        msg.group_a_id = f"{map_window}:{group_a.stamps[0]}"
+        msg.group_a_id = f"map:{map_id}:{camera}:{group_a.stamps[0]}"
         msg.group_b_id = f"query:{query.stamps[0]}"
         msg.stamps_a = [to_stamp(int(s)) for s in group_a.stamps]
         msg.stamps_b = [to_stamp(int(s)) for s in query.stamps]
