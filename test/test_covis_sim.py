@@ -60,6 +60,43 @@ def test_frames_without_an_encoder_have_the_same_geometry(scene):
         np.testing.assert_array_equal(getattr(bare, name), getattr(frames, name), err_msg=name)
 
 
+def test_sim_eval_reports_every_scorer_overall_and_per_scene(scene):
+    """``evaluate_scenes`` (``g2g-covis sim-eval``) on two scenes with small untrained models:
+    every scorer is reported, and each scene's window-pick report adds up to the overall one."""
+    from g2g_model.covisibility.embedding import CovisibilityEmbedding
+    from g2g_model.covisibility.image_embedding import ImageEmbedding
+    from g2g_model.covisibility.pair_verifier import PairVerifier
+    from g2g_model.covisibility.sim_data import evaluate_scenes
+
+    root, pipeline, frames = scene
+    cfg = SimConfig(scene_preset="small", rig_preset="ring4", traversals=2, frames=12,
+                    image_size=64, with_depth=True)
+    for traversal in range(2):
+        generate_trajectory(root, 4, traversal, cfg)
+    torch.manual_seed(0)
+    _, patches, dim = frames.tokens.shape
+    side = int(round(patches ** 0.5))
+    model = build_covisibility_model("tiny", in_dim=dim, grid_hw=(side, side))
+    embedding = CovisibilityEmbedding(patches, dim, dim=8)
+    embedding.projection.normal_()
+    scenes = [root / "scene_00003", root / "scene_00004"]
+    out = evaluate_scenes(model, pipeline, scenes, model.config.dense_hw, stride=1,
+                          pairs_per_scene=40, window=4, embedding=embedding,
+                          image_embedding=ImageEmbedding(16, 2, 8).eval(),
+                          pair_verifier=PairVerifier(16, 2, 4).eval(), verify_top_k=3)
+    assert out["scenes"] == ["scene_00003", "scene_00004"]
+    assert {"balanced", "retrieval", "window", "baseline_descriptor", "whitened", "embedding",
+            "image", "combined", "verified"} <= set(out)
+    assert set(out["per_scene"]) == {"embedding", "image", "combined", "verified"}
+    for name, per_scene in out["per_scene"].items():
+        overall = out[name]["window"]
+        assert list(per_scene) == out["scenes"], name
+        counts = [r["queries"] for r in per_scene.values()]
+        assert sum(counts) == overall["queries"] and min(counts) > 0, name
+        hits = sum(r["within_tolerance"] * r["queries"] for r in per_scene.values())
+        assert hits / overall["queries"] == pytest.approx(overall["within_tolerance"]), name
+
+
 def test_sample_labels_agree_with_the_reference_overlap(scene):
     _, _, frames = scene
     overlap = scene_overlap(frames, size=None)

@@ -433,10 +433,12 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
     ``"verified"``: the combined scorer's ``verify_top_k`` best windows re-ranked by the
     verifier with ``verify_weight`` (as the relocalize node does), and ``candidates_best``, the
     rate at which the best candidate is within tolerance (what any re-ranking can reach).
+    With an embedding, also ``"per_scene"``: ``{scorer: {scene: window report}}`` of the
+    embedding scorers and ``verified`` (the window-pick rate varies between scenes).
     """
     verify = pair_verifier is not None and embedding is not None and image_embedding is not None
     verified_starts, best_candidates = [], []
-    balanced, natural, trues, positions = [], [], [], []
+    balanced, natural, trues, positions, scene_ends = [], [], [], [], []
     names = ["decoder", "descriptor", "whitened"]
     if embedding is not None:
         names.append("embedding")
@@ -476,6 +478,7 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
                 best_candidates.append(max(true_ws[i] for i, _, _ in ranked) - true_ws.max())
         trues += queries.trues
         positions += queries.positions
+        scene_ends.append(len(trues))
         true = natural[-1].ratios.min(1).values.numpy()
         for name, values in scored.items():
             preds[name] += values
@@ -510,6 +513,17 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
             "window": picked_window_accuracy(trues, verified_starts, window),
             "candidates_best": float(np.mean(np.asarray(best_candidates) >= -0.1 - 1e-12)),
             "top_k": verify_top_k, "weight": verify_weight}
+    per_scene_of = [n for n in ("embedding", "image", "combined") if n in preds]
+    if per_scene_of:
+        spans = list(zip([0] + scene_ends[:-1], scene_ends))
+        out["per_scene"] = {}
+        for name in per_scene_of + (["verified"] if verify else []):
+            rates = [picked_window_accuracy(trues[a:b], verified_starts[a:b], window)
+                     if name == "verified" else
+                     window_selection_accuracy(trues[a:b], preds[name][a:b], window)
+                     for a, b in spans]
+            out["per_scene"][name] = {pathlib.Path(scene).name: r
+                                      for scene, r in zip(scenes, rates)}
     if hint_radius is not None:
         hints = noisy_hints(positions, hint_sigma, np.random.default_rng([seed, 7]))
         restrict = dict(hints=hints, radius=hint_radius)
