@@ -513,17 +513,18 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
             "window": picked_window_accuracy(trues, verified_starts, window),
             "candidates_best": float(np.mean(np.asarray(best_candidates) >= -0.1 - 1e-12)),
             "top_k": verify_top_k, "weight": verify_weight}
-    per_scene_of = [n for n in ("embedding", "image", "combined") if n in preds]
-    if per_scene_of:
+    # Each scene's window report: queries a:b of the scorer's picks.
+    per_scene = {name: lambda a, b, name=name: window_selection_accuracy(
+        trues[a:b], preds[name][a:b], window)
+        for name in ("embedding", "image", "combined") if name in preds}
+    if per_scene:
+        if verify:
+            per_scene["verified"] = lambda a, b: picked_window_accuracy(
+                trues[a:b], verified_starts[a:b], window)
         spans = list(zip([0] + scene_ends[:-1], scene_ends))
-        out["per_scene"] = {}
-        for name in per_scene_of + (["verified"] if verify else []):
-            rates = [picked_window_accuracy(trues[a:b], verified_starts[a:b], window)
-                     if name == "verified" else
-                     window_selection_accuracy(trues[a:b], preds[name][a:b], window)
-                     for a, b in spans]
-            out["per_scene"][name] = {pathlib.Path(scene).name: r
-                                      for scene, r in zip(scenes, rates)}
+        out["per_scene"] = {name: {pathlib.Path(scene).name: report(a, b)
+                                   for scene, (a, b) in zip(scenes, spans)}
+                            for name, report in per_scene.items()}
     if hint_radius is not None:
         hints = noisy_hints(positions, hint_sigma, np.random.default_rng([seed, 7]))
         restrict = dict(hints=hints, radius=hint_radius)
