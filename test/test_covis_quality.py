@@ -3,10 +3,9 @@
 The scenes are generated here from seeds that no model saw and no setting was chosen on:
 training used the training split's 0-95, validation 10000+, the test numbers in
 docs/COVISIBILITY.md 20000+. They use the simulator settings of the training data (ring4 rig,
-224 px, 100 frames per traversal). The
-protocol is ``g2g-covis sim-eval``'s: per camera, every run of W = 4 (every-2nd) frames of
-traversal 1 is a query against the whole traversal 0 of that camera; a pick is good when its
-true max-mean overlap is within 0.1 of the best window's.
+224 px, 100 frames per traversal). The protocol is ``g2g-covis sim-eval``'s: per camera, every
+run of W = 4 (every-2nd) frames of traversal 1 is a query against the whole traversal 0 of that
+camera; a pick is good when its true max-mean overlap is within 0.1 of the best window's.
 
 Scorers: the relocalize node's default (``verified``: the best windows of ``combined``, the mean
 of the shipped token and image covisibility embeddings, re-ranked by the shipped pair verifier),
