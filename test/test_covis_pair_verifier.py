@@ -7,7 +7,9 @@ import torch
 
 from g2g_model.covisibility.checkpoint import CheckpointError
 from g2g_model.covisibility.image_embedding import shrink
+from g2g_model.covisibility.image_embedding import ImageEmbedding
 from g2g_model.covisibility.pair_verifier import (HEADER_KEY, PairVerifier, candidate_windows,
+                                                  confusable_frames, finetune_pair_verifier,
                                                   load_pair_verifier, save_pair_verifier,
                                                   train_pair_verifier, verify_windows)
 from g2g_model.inference import default_checkpoint
@@ -221,3 +223,126 @@ def test_an_interrupted_run_resumes_to_the_same_model(tmp_path, monkeypatch):
     assert record["done_steps"] == 60 and not state.exists()
     for key, value in straight.state_dict().items():
         assert torch.equal(value, resumed.state_dict()[key]), key
+
+
+def _marked(place, variant, gen):
+    """A place's image with a small corner mark, white (variant 1) or black (variant 0)."""
+    img = place_image(place, gen).copy()
+    img[:12, :12] = 255 * variant
+    return shrink(img, SIZE)
+
+
+def _variant_scene(places, gen):
+    """Two traversals of places seen in two variants (a corner mark): frames of one place
+    overlap 0.8 when their marks agree and 0.2 when they do not (look-alike but different)."""
+    keys = [(p, v, t) for p in places for v in (0, 1) for t in (0, 1) for _ in range(2)]
+    images = torch.stack([_marked(p, v, gen) for p, v, _ in keys])
+    place = torch.tensor([k[0] for k in keys])
+    variant = torch.tensor([k[1] for k in keys])
+    same = place[:, None] == place[None]
+    overlap = torch.where(variant[:, None] == variant[None], 0.8, 0.2) * same
+    return {"images": images, "overlap": overlap.half(),
+            "traversal": torch.tensor([k[2] for k in keys])}
+
+
+def _order(model, places, seed):
+    """How often a frame scores its look-alike of the same mark above the one of the other
+    mark, and by how much on average (true gap 0.6; unseen images of ``places``)."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.stack([_marked(p, v, gen) for p in places for v in (0, 1)])
+    same = torch.stack([_marked(p, v, gen) for p in places for v in (0, 1)])
+    other = torch.stack([_marked(p, 1 - v, gen) for p in places for v in (0, 1)])
+    gap = model.symmetric(q, same) - model.symmetric(q, other)
+    return float((gap > 0).float().mean()), float(gap.mean())
+
+
+def test_confusable_frames_are_the_nearest_of_other_traversals():
+    gen = torch.Generator().manual_seed(3)
+    scene = _variant_scene([0, 1, 2], gen)
+    torch.manual_seed(0)
+    embedding = ImageEmbedding(SIZE, 4, 8).eval()
+    near = confusable_frames([scene], embedding, 5)[0]
+    assert near.shape == (24, 5)
+    traversal = scene["traversal"]
+    assert torch.all(traversal[near] != traversal[:, None])
+    with torch.no_grad():
+        d = embedding(scene["images"])
+    sim = d @ d.T
+    for f in range(24):   # the same frames a brute-force search ranks first
+        others = [g for g in range(24) if traversal[g] != traversal[f]]
+        best = sorted(others, key=lambda g: -float(sim[f, g]))[:5]
+        assert torch.allclose(sim[f, near[f]], sim[f, best])
+    with pytest.raises(ValueError, match="fewer than 13"):
+        confusable_frames([scene], embedding, 13)
+    with pytest.raises(ValueError, match="takes 16 px"):
+        confusable_frames([scene], ImageEmbedding(16, 4, 8), 5)
+
+
+def test_finetune_learns_to_order_look_alike_frames(trained):
+    """The base verifier (trained on 'same place or not') cannot tell a place's two variants
+    apart; the fine-tune on confusable triplets learns to, on places it never saw, and keeps the
+    batch-norm statistics."""
+    import copy
+
+    base, _ = trained
+    model = copy.deepcopy(base)
+    gen = torch.Generator().manual_seed(4)
+    scenes = [_variant_scene(range(s * 3, s * 3 + 3), gen) for s in range(4)]
+    torch.manual_seed(0)
+    embedding = ImageEmbedding(SIZE, 4, 8).eval()
+    unseen = list(range(200, 212))
+    before = _order(base, unseen, 9)
+    tuned, record = finetune_pair_verifier(model, scenes, embedding, steps=150, lr=5e-3,
+                                           pairs=8, triplets=24, neighbours=9, progress=False)
+    after = _order(tuned, unseen, 9)
+    print(f"look-alikes ordered (rate, mean gap): base {before}, fine-tuned {after}")
+    assert after[0] >= 0.9 and after[1] > 0.3 and after[1] > before[1] + 0.2
+    assert record["done_steps"] == 150 and record["batch_size"] == 56
+    assert record["triplet_frames"] == 4 * 24
+    for name, buf in base.named_buffers():
+        assert torch.equal(buf, dict(tuned.named_buffers())[name]), name
+    with pytest.raises(ValueError, match="nothing to fine-tune on"):
+        flat = dict(scenes[0], overlap=torch.full_like(scenes[0]["overlap"], 0.5))
+        finetune_pair_verifier(copy.deepcopy(base), [flat], embedding, steps=1, neighbours=9,
+                               progress=False)
+    with pytest.raises(ValueError, match="takes 32 px images, the scenes hold 16"):
+        small = dict(scenes[0], images=scenes[0]["images"][:, :, :16, :16])
+        finetune_pair_verifier(copy.deepcopy(base), [small], ImageEmbedding(16, 4, 8),
+                               steps=1, neighbours=9, progress=False)
+
+
+def test_cli_finetunes_a_verifier_file(trained, tmp_path):
+    """``g2g-covis finetune-pair-verifier`` on real simulator scenes (a few steps): the file
+    records the fine-tune and the base run and keeps the base file's re-ranking settings
+    unless told otherwise; a missing base file or images of another size are refused."""
+    import hashlib
+
+    from g2g_model.covisibility.cli import main
+    from g2g_model.covisibility.image_embedding import save_image_embedding
+    from sim_fixtures import tiny_trajectories
+
+    root = tmp_path / "scenes"
+    tiny_trajectories(root, 40003, frames=6, traversals=2, rig="ring4", depth=True)
+    torch.manual_seed(0)
+    base = save_pair_verifier(tmp_path / "base.safetensors", PairVerifier(16, 2, 4).eval(),
+                              {"steps": 7}, top_k=5, weight=1.5)
+    embedding = save_image_embedding(tmp_path / "emb.safetensors",
+                                     ImageEmbedding(16, 2, 8).eval(), {"steps": 0})
+    out = tmp_path / "tuned.safetensors"
+    args = ["finetune-pair-verifier", "--root", str(root), "--out", str(out), "--init",
+            str(base), "--image-embedding", str(embedding), "--data", str(tmp_path / "i.pt"),
+            "--steps", "2", "--pairs", "4", "--triplets", "3", "--neighbours", "4",
+            "--stride", "1", "-q"]
+    assert main(args) == 0
+    _, header = load_pair_verifier(out)
+    assert (header["top_k"], header["weight"]) == (5, 1.5)
+    record = header["training"]["finetune"]
+    assert record["done_steps"] == 2 and record["base"] == {"steps": 7}
+    assert record["init"] == str(base) and record["root"] == str(root)
+    assert record["init_sha256"] == hashlib.sha256(base.read_bytes()).hexdigest()
+    assert main(args + ["--weight", "0.5"]) == 0
+    assert load_pair_verifier(out)[1]["weight"] == 0.5
+    assert main([a if a != str(base) else str(tmp_path / "none") for a in args]) == 2
+    big = save_pair_verifier(tmp_path / "big.safetensors", PairVerifier(32, 2, 4).eval(),
+                             {"steps": 7})
+    assert main([a if a != str(base) else str(big) for a in args]) == 2

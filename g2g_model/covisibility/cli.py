@@ -34,7 +34,7 @@ from g2g_model.covisibility.embedding import EMBEDDING_DEFAULTS
 from g2g_model.covisibility.evaluate import evaluate
 from g2g_model.covisibility.image_embedding import IMAGE_EMBEDDING_DEFAULTS
 from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
-from g2g_model.covisibility.pair_verifier import PAIR_VERIFIER_DEFAULTS
+from g2g_model.covisibility.pair_verifier import FINETUNE_DEFAULTS, PAIR_VERIFIER_DEFAULTS
 from g2g_model.covisibility.samples import load_samples, save_samples
 from g2g_model.covisibility.synthetic import synthetic_samples
 from g2g_model.covisibility.train import TRAIN_PRESETS, train_covisibility
@@ -213,6 +213,44 @@ def _train_pair_verifier(args) -> int:
     return 0
 
 
+def _sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def _finetune_pair_verifier(args) -> int:
+    from g2g_model.covisibility.image_embedding import load_image_embedding
+    from g2g_model.covisibility.pair_verifier import (finetune_pair_verifier, load_pair_verifier,
+                                                      save_pair_verifier)
+
+    model, header = load_pair_verifier(args.init)
+    embedding = load_image_embedding(args.image_embedding)[0]
+    args.size = model.size
+    data = _scene_image_data(args)
+    if data and int(data[0]["images"].shape[-1]) != model.size:
+        raise ValueError(f"{args.data} holds {int(data[0]['images'].shape[-1])} px images, "
+                         f"the verifier {args.init} takes {model.size} px")
+    top_k = header["top_k"] if args.top_k is None else args.top_k
+    weight = header["weight"] if args.weight is None else args.weight
+    extra = {"root": " ".join(map(str, args.root)), "stride": args.stride,
+             "init": str(args.init), "init_sha256": _sha256(args.init),
+             "image_embedding": str(args.image_embedding),
+             "base": header["training"]}
+
+    def save(model, record):
+        return save_pair_verifier(args.out, model, {"finetune": dict(record, **extra)},
+                                  top_k=top_k, weight=weight)
+
+    model, record = finetune_pair_verifier(
+        model, data, embedding, steps=args.steps, lr=args.lr, pairs=args.pairs,
+        triplets=args.triplets, rank_weight=args.rank_weight, neighbours=args.neighbours,
+        seed=args.seed, progress=not args.quiet, save=save, state_path=_state_path(args),
+        device=args.device)
+    print(f"wrote {args.out}: {record}")
+    return 0
+
+
 def _synth(args) -> int:
     samples = synthetic_samples(num_places=args.places, frames_per_place=args.frames_per_place,
                                 grid_hw=tuple(args.grid), dim=args.dim, seed=args.seed,
@@ -291,7 +329,8 @@ def _info(args) -> int:
     return 0
 
 
-def _image_data_args(sp: argparse.ArgumentParser, what: str, defaults: dict) -> None:
+def _image_data_args(sp: argparse.ArgumentParser, what: str, defaults: Optional[dict]
+                     ) -> None:
     """Arguments of the models trained on shrunk scene images (where the images come from)."""
     sp.add_argument("--root", required=True, nargs="+",
                     help="directories of sim scene_* folders (their scenes, in this order)")
@@ -302,8 +341,9 @@ def _image_data_args(sp: argparse.ArgumentParser, what: str, defaults: dict) -> 
                     help="processes that read the scenes (one scene each)")
     sp.add_argument("--data", help="keep the shrunk images and overlaps in this file (reused "
                     "when it exists)")
-    sp.add_argument("--size", type=int, default=defaults["size"])
-    sp.add_argument("--width", type=int, default=defaults["width"])
+    if defaults is not None:  # a model trained from scratch (a fine-tune keeps its own)
+        sp.add_argument("--size", type=int, default=defaults["size"])
+        sp.add_argument("--width", type=int, default=defaults["width"])
     sp.add_argument("--no-resume", action="store_true",
                     help="start afresh: remove the training state OUT.state.pt of an "
                          "interrupted run (otherwise the run continues from it)")
@@ -388,6 +428,27 @@ def build_parser() -> argparse.ArgumentParser:
     tv.add_argument("--seed", type=int, default=0)
     tv.add_argument("-q", "--quiet", action="store_true")
     tv.set_defaults(func=_train_pair_verifier)
+
+    tf = sub.add_parser("finetune-pair-verifier",
+                        help="fine-tune a pair verifier on the confusable pairs it must order "
+                             "(hard examples mined with the image embedding)")
+    _image_data_args(tf, "fine-tuned pair verifier", None)
+    tf.add_argument("--init", required=True, help="the trained pair verifier to start from")
+    tf.add_argument("--image-embedding", required=True,
+                    help="image embedding file that finds each frame's confusable frames")
+    for name in ("steps", "pairs", "triplets", "neighbours"):
+        tf.add_argument(f"--{name.replace('_', '-')}", type=int,
+                        default=FINETUNE_DEFAULTS[name])
+    tf.add_argument("--lr", type=float, default=FINETUNE_DEFAULTS["lr"])
+    tf.add_argument("--rank-weight", type=float, default=FINETUNE_DEFAULTS["rank_weight"],
+                    help="weight of the ranking term (margin: half the true overlap gap)")
+    tf.add_argument("--top-k", type=int, help="stored re-ranking candidates (default: --init's)")
+    tf.add_argument("--weight", type=float,
+                    help="stored re-ranking weight (default: --init's)")
+    tf.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
+    tf.add_argument("--seed", type=int, default=0)
+    tf.add_argument("-q", "--quiet", action="store_true")
+    tf.set_defaults(func=_finetune_pair_verifier)
 
     sy = sub.add_parser("synth", help="write a synthetic sample file (sanity checks)")
     sy.add_argument("--out", required=True)

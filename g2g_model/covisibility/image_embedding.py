@@ -120,7 +120,7 @@ def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable
                    record: Dict, desc: str, progress: bool = True,
                    save: Optional[Callable[[nn.Module, Dict], object]] = None,
                    state_path=None, gen: Optional[torch.Generator] = None,
-                   save_every: int = 500) -> Dict:
+                   save_every: int = 500, frozen_norm: bool = False) -> Dict:
     """The training loop of the image models: AdamW (weight decay 1e-4) with a one-cycle
     schedule peaking at ``lr``, ``steps`` steps of ``batch_loss()`` (which draws its own batch
     from ``gen``), a running loss on the progress bar and in the log, and ``save(model in eval
@@ -132,8 +132,18 @@ def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable
     A state file of other settings (``RESUME_KEYS`` of ``record``) is refused; the file is
     removed when the run completes.
 
+    ``frozen_norm``: batch-norm layers keep their running statistics (stay in eval mode), as a
+    fine-tune of a trained model on a differently drawn batch needs.
+
     Returns ``record`` with the final loss, the seconds and the steps done; the model is left
     in eval mode."""
+    def train_mode():
+        model.train()
+        if frozen_norm:
+            for module in model.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    module.eval()
+
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
                                                 pct_start=0.05)
@@ -153,7 +163,7 @@ def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable
             gen.set_state(state["generator"])
         start, running, seconds = state["step"], state["running"], state["seconds"]
         LOG.info("resuming %s from step %d of %s", desc, start, state_path)
-    model.train()
+    train_mode()
     t0 = time.time() - seconds
     bar = tqdm(range(start, steps), desc=desc, disable=not progress, initial=start, total=steps)
     for step in bar:
@@ -170,7 +180,7 @@ def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable
         if step % save_every == save_every - 1 and step != steps - 1:
             if save is not None:
                 save(model.eval(), dict(record, done_steps=step + 1, final_loss=running))
-                model.train()
+                train_mode()
             if state_path is not None:
                 tmp = state_path.with_name(state_path.name + ".tmp")
                 torch.save({"record": record, "step": step + 1, "running": running,

@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from g2g_model.covisibility.checkpoint import CheckpointError, load_float_state
-from g2g_model.covisibility.image_embedding import (conv_features, fit_pair_model,
-                                                    random_gain, shrink)
+from g2g_model.covisibility.image_embedding import (ImageEmbedding, conv_features,
+                                                    fit_pair_model, random_gain, shrink)
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 from g2g_model.window_selection import max_mean
 
@@ -50,6 +50,11 @@ VERSION = 1
 PAIR_VERIFIER_DEFAULTS = {"size": 64, "width": 32, "hidden": 128, "steps": 8500,
                           "batch_size": 256, "lr": 2e-3, "top_k": 8, "weight": 2.0}
 OVERLAP_BINS = (0.0, 0.05, 0.2, 0.4, 0.6, 1.01)
+# Hard-example fine-tune (finetune_pair_verifier): per step ``pairs`` binned pairs as in
+# training plus ``triplets`` (frame, two of its confusable frames of unlike overlap).
+FINETUNE_DEFAULTS = {"steps": 1500, "lr": 3e-4, "pairs": 128, "triplets": 64,
+                     "rank_weight": 1.0, "neighbours": 16}
+MIN_OVERLAP_GAP = 0.1
 
 
 class PairVerifier(nn.Module):
@@ -160,6 +165,41 @@ def _pair_pools(scene: Dict[str, torch.Tensor]) -> List[torch.Tensor]:
             for lo, hi in zip(OVERLAP_BINS[:-1], OVERLAP_BINS[1:])]
 
 
+def _binned_pairs(scenes: List[Dict[str, torch.Tensor]], pools: List[List[torch.Tensor]],
+                  filled: List[List[int]], n: int, gen: torch.Generator
+                  ) -> Tuple[List[torch.Tensor], List[torch.Tensor], List[float]]:
+    """``n`` cross-traversal pairs (first images, second images, overlaps) of random scenes,
+    equally many from each overlap bin, every second one in the other order."""
+    bins = len(OVERLAP_BINS) - 1
+    a, b, y = [], [], []
+    for k, s in enumerate(torch.randint(len(scenes), (n,), generator=gen).tolist()):
+        pool = pools[s][k % bins]
+        if not len(pool):  # a scene without pairs in this bin: one of another bin
+            others = filled[s]
+            pool = pools[s][others[int(torch.randint(len(others), (1,), generator=gen))]]
+        i, j = pool[int(torch.randint(len(pool), (1,), generator=gen))].tolist()
+        if k % 2:
+            i, j = j, i
+        a.append(scenes[s]["images"][i])
+        b.append(scenes[s]["images"][j])
+        y.append(float(scenes[s]["overlap"][i, j]))
+    return a, b, y
+
+
+def _check_scenes(scenes: List[Dict[str, torch.Tensor]]):
+    """The bin pools and the non-empty bins of each scene; ValueError for unusable scenes."""
+    if not scenes:
+        raise ValueError("no training scenes")
+    missing = [i for i, s in enumerate(scenes) if "traversal" not in s]
+    if missing:
+        raise ValueError(f"scenes {missing[:5]} have no traversal numbers (rebuild the image "
+                         "data with this version)")
+    pools = [_pair_pools(s) for s in scenes]
+    if any(not any(len(p) for p in pool[1:]) for pool in pools):
+        raise ValueError("every training scene needs covisible pairs across traversals")
+    return pools, [[b for b, p in enumerate(pool) if len(p)] for pool in pools]
+
+
 def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
                         steps: int = PAIR_VERIFIER_DEFAULTS["steps"],
                         batch_size: int = PAIR_VERIFIER_DEFAULTS["batch_size"],
@@ -175,44 +215,146 @@ def train_pair_verifier(scenes: List[Dict[str, torch.Tensor]],
     (:func:`~g2g_model.covisibility.image_embedding.fit_pair_model`). ``device``: where the
     network trains (the batches are drawn on the CPU, as on a CPU-only run). Returns the model
     (eval mode, on ``device``) and the record."""
-    if not scenes:
-        raise ValueError("no training scenes")
     if steps < 1 or batch_size < 2:
         raise ValueError(f"steps must be >= 1 and batch_size >= 2, got {steps}, {batch_size}")
-    missing = [i for i, s in enumerate(scenes) if "traversal" not in s]
-    if missing:
-        raise ValueError(f"scenes {missing[:5]} have no traversal numbers (rebuild the image "
-                         "data with this version)")
-    pools = [_pair_pools(s) for s in scenes]
-    if any(not any(len(p) for p in pool[1:]) for pool in pools):
-        raise ValueError("every training scene needs covisible pairs across traversals")
-    filled = [[b for b, p in enumerate(pool) if len(p)] for pool in pools]
+    pools, filled = _check_scenes(scenes)
     size = int(scenes[0]["images"].shape[-1])
     torch.manual_seed(seed)
     model = PairVerifier(size, width, hidden).to(device)
     gen = torch.Generator().manual_seed(seed)
     record = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
               "scenes": len(scenes), "frames": int(sum(len(s["images"]) for s in scenes))}
-    bins = len(OVERLAP_BINS) - 1
 
     def batch_loss() -> torch.Tensor:
-        a, b, y = [], [], []
-        for k, s in enumerate(torch.randint(len(scenes), (batch_size,), generator=gen).tolist()):
-            pool = pools[s][k % bins]
-            if not len(pool):  # a scene without pairs in this bin: one of another bin
-                others = filled[s]
-                pool = pools[s][others[int(torch.randint(len(others), (1,), generator=gen))]]
-            i, j = pool[int(torch.randint(len(pool), (1,), generator=gen))].tolist()
-            if k % 2:
-                i, j = j, i
-            a.append(scenes[s]["images"][i])
-            b.append(scenes[s]["images"][j])
-            y.append(float(scenes[s]["overlap"][i, j]))
+        a, b, y = _binned_pairs(scenes, pools, filled, batch_size, gen)
         x = random_gain(torch.stack(a + b).to(device), gen)
         return F.mse_loss(model(x[:batch_size], x[batch_size:]), torch.tensor(y, device=device))
 
     record = fit_pair_model(model, steps, lr, batch_loss, record, "pair verifier", progress,
                             save, state_path, gen)
+    return model, record
+
+
+def confusable_frames(scenes: List[Dict[str, torch.Tensor]], embedding: ImageEmbedding,
+                      neighbours: int, batch: int = 256) -> List[torch.Tensor]:
+    """Per scene ``[F, neighbours]``: each frame's most similar frames of the *other*
+    traversals by the image embedding's cosine, i.e. the places the window scorer proposes
+    together at run time. ``embedding`` must take the scenes' image size."""
+    out = []
+    for scene in scenes:
+        images = scene["images"]
+        if images.shape[-1] != embedding.size:
+            raise ValueError(f"the image embedding takes {embedding.size} px images, the "
+                             f"scenes hold {images.shape[-1]} px")
+        traversal = scene["traversal"]
+        others = int((traversal[:, None] != traversal[None]).sum(1).min())
+        if others < neighbours:
+            raise ValueError(f"a frame has only {others} frames of other traversals, fewer "
+                             f"than {neighbours} neighbours")
+        with torch.no_grad():
+            d = torch.cat([embedding(images[i:i + batch]) for i in range(0, len(images), batch)])
+        sim = d @ d.T
+        sim[traversal[:, None] == traversal[None]] = -np.inf
+        out.append(torch.topk(sim, neighbours, dim=1).indices)
+    return out
+
+
+def _triplet_queries(scenes: List[Dict[str, torch.Tensor]], near: List[torch.Tensor]
+                     ) -> List[torch.Tensor]:
+    """Per scene, the frames with at least one usable triplet among their neighbours: two
+    neighbours whose overlaps with the frame differ by >= ``MIN_OVERLAP_GAP``, one covisible."""
+    out = []
+    for scene, nb in zip(scenes, near):
+        ov = torch.gather(scene["overlap"].float(), 1, nb)
+        gap = (ov[:, :, None] - ov[:, None, :]).abs() >= MIN_OVERLAP_GAP
+        covisible = torch.maximum(ov[:, :, None], ov[:, None, :]) >= OVERLAP_BINS[1]
+        out.append(torch.nonzero((gap & covisible).flatten(1).any(1))[:, 0])
+    return out
+
+
+def _triplets(scenes, near, queries, n: int, gen: torch.Generator):
+    """``n`` triplets (images of the frame, of its better and of its worse neighbour, and
+    their overlaps with it) of random scenes (by rejection within the frame's neighbours)."""
+    usable = [k for k, q in enumerate(queries) if len(q)]
+    q_img, hi_img, lo_img, y_hi, y_lo = [], [], [], [], []
+    while len(q_img) < n:
+        s = usable[int(torch.randint(len(usable), (1,), generator=gen))]
+        q = int(queries[s][int(torch.randint(len(queries[s]), (1,), generator=gen))])
+        i, j = near[s][q, torch.randint(near[s].shape[1], (2,), generator=gen)].tolist()
+        oi, oj = float(scenes[s]["overlap"][q, i]), float(scenes[s]["overlap"][q, j])
+        if abs(oi - oj) < MIN_OVERLAP_GAP or max(oi, oj) < OVERLAP_BINS[1]:
+            continue
+        if oi < oj:
+            i, j, oi, oj = j, i, oj, oi
+        images = scenes[s]["images"]
+        q_img.append(images[q])
+        hi_img.append(images[i])
+        lo_img.append(images[j])
+        y_hi.append(oi)
+        y_lo.append(oj)
+    return q_img, hi_img, lo_img, y_hi, y_lo
+
+
+def finetune_pair_verifier(model: PairVerifier, scenes: List[Dict[str, torch.Tensor]],
+                           embedding: ImageEmbedding,
+                           steps: int = FINETUNE_DEFAULTS["steps"],
+                           lr: float = FINETUNE_DEFAULTS["lr"],
+                           pairs: int = FINETUNE_DEFAULTS["pairs"],
+                           triplets: int = FINETUNE_DEFAULTS["triplets"],
+                           rank_weight: float = FINETUNE_DEFAULTS["rank_weight"],
+                           neighbours: int = FINETUNE_DEFAULTS["neighbours"], seed: int = 0,
+                           progress: bool = True,
+                           save: Optional[Callable[[PairVerifier, Dict], object]] = None,
+                           state_path=None, device: str = "cpu") -> Tuple[PairVerifier, Dict]:
+    """Fine-tune a trained verifier on the pairs the re-ranking has to order.
+
+    At run time the verifier compares a query with the window scorer's best candidates: places
+    that *look alike* to the image embedding. Each step draws ``pairs`` binned pairs (as
+    :func:`train_pair_verifier`) and ``triplets`` (a frame and two of its ``neighbours`` most
+    confusable frames of other traversals, :func:`confusable_frames`, whose overlaps with it
+    differ by at least 0.1). Loss: the MSE on all these pairs plus ``rank_weight`` x the mean
+    of ``max(0, gap / 2 - (score of the better - score of the worse))``, a margin of half the
+    true overlap gap. The batch-norm statistics stay frozen; the pairs' orders are random.
+
+    ``scenes``: as :func:`train_pair_verifier`; ``save``, ``state_path``, ``device`` too.
+    Returns the model (eval mode, on ``device``) and the record (without the base model's;
+    the caller adds it)."""
+    if steps < 1 or pairs < 0 or triplets < 1 or rank_weight < 0:
+        raise ValueError(f"steps and triplets must be >= 1, pairs and rank_weight >= 0; got "
+                         f"{steps}, {triplets}, {pairs}, {rank_weight}")
+    pools, filled = _check_scenes(scenes)
+    size = int(scenes[0]["images"].shape[-1])
+    if size != model.size:
+        raise ValueError(f"the verifier takes {model.size} px images, the scenes hold {size} px")
+    near = confusable_frames(scenes, embedding, neighbours)
+    queries = _triplet_queries(scenes, near)
+    if not any(len(q) for q in queries):
+        raise ValueError(f"no frame has two of its {neighbours} confusable frames with "
+                         f"overlaps {MIN_OVERLAP_GAP} apart: nothing to fine-tune on")
+    model = model.to(device)
+    gen = torch.Generator().manual_seed(seed)
+    record = {"steps": steps, "batch_size": pairs + 2 * triplets, "lr": lr, "seed": seed,
+              "scenes": len(scenes), "frames": int(sum(len(s["images"]) for s in scenes)),
+              "pairs": pairs, "triplets": triplets, "rank_weight": rank_weight,
+              "neighbours": neighbours,
+              "triplet_frames": int(sum(len(q) for q in queries))}
+
+    def batch_loss() -> torch.Tensor:
+        a, b, y = _binned_pairs(scenes, pools, filled, pairs, gen)
+        q, hi, lo, y_hi, y_lo = _triplets(scenes, near, queries, triplets, gen)
+        a, b, y = a + q + q, b + hi + lo, y + y_hi + y_lo
+        swap = (torch.rand(len(a), generator=gen) < 0.5)[:, None, None, None]
+        first, second = torch.stack(a), torch.stack(b)
+        x = random_gain(torch.cat([torch.where(swap, second, first),
+                                   torch.where(swap, first, second)]).to(device), gen)
+        pred = model(x[:len(a)], x[len(a):])
+        mse = F.mse_loss(pred, torch.tensor(y, device=device))
+        gap = torch.tensor(y_hi, device=device) - torch.tensor(y_lo, device=device)
+        order = pred[pairs:pairs + triplets] - pred[pairs + triplets:]
+        return mse + rank_weight * F.relu(0.5 * gap - order).mean()
+
+    record = fit_pair_model(model, steps, lr, batch_loss, record, "pair verifier fine-tune",
+                            progress, save, state_path, gen, frozen_norm=True)
     return model, record
 
 
