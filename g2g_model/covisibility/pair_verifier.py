@@ -19,6 +19,10 @@ are), with the pairs drawn equally from five overlap bins (0-0.05-0.2-0.4-0.6-1,
 differences between covisible pairs weigh as much as covisible-or-not) and a random brightness
 and colour gain per image.
 
+The shipped verifier is then fine-tuned (:func:`finetune_pair_verifier`) on *look-alike*
+frames: for each frame, its most similar frames of other traversals by the image embedding,
+taken in triplets of unlike overlap, with a margin ranking term added to the MSE.
+
 At run time (:func:`verify_windows`) the window scorer proposes its ``top_k`` best map windows
 and each is re-scored as ``window score + weight * max-mean of the verifier over its pairs``.
 
@@ -45,8 +49,10 @@ from g2g_model.window_selection import max_mean
 
 HEADER_KEY = "g2g_covis_pair_verifier"
 VERSION = 1
-# The shipped file's recipe (tools/train_covis_pair_verifier_gpu.sh); top_k and weight were
-# chosen on the validation scenes (docs/COVISIBILITY.md).
+# Step 1 of the shipped file's recipe (tools/train_covis_pair_verifier_gpu.sh); top_k and weight
+# were chosen on the validation scenes for that verifier. Step 2, the fine-tune
+# (FINETUNE_DEFAULTS, tools/finetune_covis_pair_verifier.sh), stores weight 5, chosen the same
+# way for the fine-tuned one (docs/COVISIBILITY.md).
 PAIR_VERIFIER_DEFAULTS = {"size": 64, "width": 32, "hidden": 128, "steps": 8500,
                           "batch_size": 256, "lr": 2e-3, "top_k": 8, "weight": 2.0}
 OVERLAP_BINS = (0.0, 0.05, 0.2, 0.4, 0.6, 1.01)
