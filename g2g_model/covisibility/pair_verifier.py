@@ -322,9 +322,11 @@ def finetune_pair_verifier(model: PairVerifier, scenes: List[Dict[str, torch.Ten
     of ``max(0, gap / 2 - (score of the better - score of the worse))``, a margin of half the
     true overlap gap. The batch-norm statistics stay frozen; the pairs' orders are random.
 
-    ``scenes``: as :func:`train_pair_verifier`; ``save``, ``state_path``, ``device`` too.
-    Returns the model (eval mode, on ``device``) and the record (without the base model's;
-    the caller adds it)."""
+    ``model`` is trained in place (copy it first to keep the original). ``scenes``: as
+    :func:`train_pair_verifier`; ``save``, ``state_path``, ``device`` too (a resumed run
+    continues from the weights in ``state_path``, whatever ``model`` holds). Returns the model
+    (eval mode, on ``device``) and the record (without the base model's; the caller adds
+    it)."""
     if steps < 1 or pairs < 0 or triplets < 1 or rank_weight < 0:
         raise ValueError(f"steps and triplets must be >= 1, pairs and rank_weight >= 0; got "
                          f"{steps}, {triplets}, {pairs}, {rank_weight}")
