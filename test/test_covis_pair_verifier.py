@@ -151,7 +151,11 @@ def test_shipped_pair_verifier_is_small_and_loads():
     assert path.stat().st_size < 3 * 2**20
     model, header = load_pair_verifier(path)
     assert isinstance(model, PairVerifier)
-    assert header["training"]["done_steps"] == header["training"]["steps"]
+    # The GPU-trained verifier fine-tuned on look-alikes, both runs complete and recorded.
+    tuned = header["training"]["finetune"]
+    assert tuned["done_steps"] == tuned["steps"] and tuned["triplets"] > 0
+    assert tuned["base"]["done_steps"] == tuned["base"]["steps"]
+    assert tuned["base"]["device"].startswith("cuda")
 
 
 def test_cli_trains_on_sim_scenes_and_saves_as_it_goes(tmp_path):
