@@ -315,7 +315,7 @@ def test_finetune_learns_to_order_look_alike_frames(trained):
                                steps=1, neighbours=9, progress=False)
 
 
-def test_cli_finetunes_a_verifier_file(trained, tmp_path):
+def test_cli_finetunes_a_verifier_file(trained, tmp_path, capsys):
     """``g2g-covis finetune-pair-verifier`` on real simulator scenes (a few steps): the file
     records the fine-tune and the base run and keeps the base file's re-ranking settings
     unless told otherwise; a missing base file or images of another size are refused."""
@@ -346,6 +346,13 @@ def test_cli_finetunes_a_verifier_file(trained, tmp_path):
     assert record["init_sha256"] == hashlib.sha256(base.read_bytes()).hexdigest()
     assert main(args + ["--weight", "0.5"]) == 0
     assert load_pair_verifier(out)[1]["weight"] == 0.5
+    # The training state of a run from another base file is not resumed: it is refused.
+    state = tmp_path / "tuned.safetensors.state.pt"
+    stale = {k: record[k] for k in ("steps", "batch_size", "lr", "seed", "scenes", "frames")}
+    torch.save({"record": dict(stale, init_sha256="0" * 64)}, str(state))
+    capsys.readouterr()
+    assert main(args) == 2 and "init_sha256" in capsys.readouterr().err
+    assert main(args + ["--no-resume"]) == 0 and not state.exists()
     assert main([a if a != str(base) else str(tmp_path / "none") for a in args]) == 2
     big = save_pair_verifier(tmp_path / "big.safetensors", PairVerifier(32, 2, 4).eval(),
                              {"steps": 7})

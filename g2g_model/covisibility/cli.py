@@ -234,8 +234,7 @@ def _finetune_pair_verifier(args) -> int:
     top_k = header["top_k"] if args.top_k is None else args.top_k
     weight = header["weight"] if args.weight is None else args.weight
     extra = {"root": " ".join(map(str, args.root)), "stride": args.stride,
-             "init": str(args.init), "init_sha256": _sha256(args.init),
-             "image_embedding": str(args.image_embedding),
+             "init": str(args.init), "image_embedding": str(args.image_embedding),
              "base": header["training"]}
 
     def save(model, record):
@@ -246,7 +245,7 @@ def _finetune_pair_verifier(args) -> int:
         model, data, embedding, steps=args.steps, lr=args.lr, pairs=args.pairs,
         triplets=args.triplets, rank_weight=args.rank_weight, neighbours=args.neighbours,
         seed=args.seed, progress=not args.quiet, save=save, state_path=_state_path(args),
-        device=args.device)
+        device=args.device, init_sha256=_sha256(args.init))
     print(f"wrote {args.out}: {record}")
     return 0
 

@@ -113,7 +113,9 @@ def image_similarity(model: ImageEmbedding, map_images: Sequence[np.ndarray],
     return (model.describe(map_images) @ model.describe(query_images).T).numpy()
 
 
-RESUME_KEYS = ("steps", "batch_size", "lr", "seed", "scenes", "frames")
+# A training state is resumed only by a run with the same values of these record keys
+# (``init_sha256``: the weights a fine-tune starts from; absent, so equal, in other runs).
+RESUME_KEYS = ("steps", "batch_size", "lr", "seed", "scenes", "frames", "init_sha256")
 
 
 def fit_pair_model(model: nn.Module, steps: int, lr: float, batch_loss: Callable[[], torch.Tensor],

@@ -311,7 +311,8 @@ def finetune_pair_verifier(model: PairVerifier, scenes: List[Dict[str, torch.Ten
                            neighbours: int = FINETUNE_DEFAULTS["neighbours"], seed: int = 0,
                            progress: bool = True,
                            save: Optional[Callable[[PairVerifier, Dict], object]] = None,
-                           state_path=None, device: str = "cpu") -> Tuple[PairVerifier, Dict]:
+                           state_path=None, device: str = "cpu",
+                           init_sha256: Optional[str] = None) -> Tuple[PairVerifier, Dict]:
     """Fine-tune a trained verifier on the pairs the re-ranking has to order.
 
     At run time the verifier compares a query with the window scorer's best candidates: places
@@ -323,10 +324,11 @@ def finetune_pair_verifier(model: PairVerifier, scenes: List[Dict[str, torch.Ten
     true overlap gap. The batch-norm statistics stay frozen; the pairs' orders are random.
 
     ``model`` is trained in place (copy it first to keep the original). ``scenes``: as
-    :func:`train_pair_verifier`; ``save``, ``state_path``, ``device`` too (a resumed run
-    continues from the weights in ``state_path``, whatever ``model`` holds). Returns the model
-    (eval mode, on ``device``) and the record (without the base model's; the caller adds
-    it)."""
+    :func:`train_pair_verifier`; ``save``, ``state_path``, ``device`` too. ``init_sha256``
+    (recorded) names the file ``model`` came from: a training state of another one is refused,
+    as a resumed run continues from the state's weights, not from ``model``. Returns the
+    model (eval mode, on ``device``) and the record (without the base model's; the caller
+    adds it)."""
     if steps < 1 or pairs < 0 or triplets < 1 or rank_weight < 0:
         raise ValueError(f"steps and triplets must be >= 1, pairs and rank_weight >= 0; got "
                          f"{steps}, {triplets}, {pairs}, {rank_weight}")
@@ -344,7 +346,7 @@ def finetune_pair_verifier(model: PairVerifier, scenes: List[Dict[str, torch.Ten
     record = {"steps": steps, "batch_size": pairs + 2 * triplets, "lr": lr, "seed": seed,
               "scenes": len(scenes), "frames": int(sum(len(s["images"]) for s in scenes)),
               "pairs": pairs, "triplets": triplets, "rank_weight": rank_weight,
-              "neighbours": neighbours,
+              "neighbours": neighbours, "init_sha256": init_sha256,
               "triplet_frames": int(sum(len(q) for q in queries))}
 
     def batch_loss() -> torch.Tensor:
