@@ -435,9 +435,12 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--init", required=True, help="the trained pair verifier to start from")
     tf.add_argument("--image-embedding", required=True,
                     help="image embedding file that finds each frame's confusable frames")
-    for name in ("steps", "pairs", "triplets", "neighbours"):
-        tf.add_argument(f"--{name.replace('_', '-')}", type=int,
-                        default=FINETUNE_DEFAULTS[name])
+    for name, what in (("steps", "training steps"),
+                       ("pairs", "binned pairs per step (as train-pair-verifier draws them)"),
+                       ("triplets", "look-alike triplets per step"),
+                       ("neighbours", "most similar frames per frame that triplets come from")):
+        tf.add_argument(f"--{name}", type=int, default=FINETUNE_DEFAULTS[name],
+                        help=f"{what} (default %(default)s)")
     tf.add_argument("--lr", type=float, default=FINETUNE_DEFAULTS["lr"])
     tf.add_argument("--rank-weight", type=float, default=FINETUNE_DEFAULTS["rank_weight"],
                     help="weight of the ranking term (margin: half the true overlap gap)")
