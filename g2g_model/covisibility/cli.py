@@ -213,16 +213,11 @@ def _train_pair_verifier(args) -> int:
     return 0
 
 
-def _sha256(path) -> str:
-    import hashlib
-
-    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
-
-
 def _finetune_pair_verifier(args) -> int:
     from g2g_model.covisibility.image_embedding import load_image_embedding
     from g2g_model.covisibility.pair_verifier import (finetune_pair_verifier, load_pair_verifier,
                                                       save_pair_verifier)
+    from g2g_model.model.cli import sha256_of
 
     model, header = load_pair_verifier(args.init)
     embedding = load_image_embedding(args.image_embedding)[0]
@@ -245,7 +240,7 @@ def _finetune_pair_verifier(args) -> int:
         model, data, embedding, steps=args.steps, lr=args.lr, pairs=args.pairs,
         triplets=args.triplets, rank_weight=args.rank_weight, neighbours=args.neighbours,
         seed=args.seed, progress=not args.quiet, save=save, state_path=_state_path(args),
-        device=args.device, init_sha256=_sha256(args.init))
+        device=args.device, init_sha256=sha256_of(args.init))
     print(f"wrote {args.out}: {record}")
     return 0
 
