@@ -1,15 +1,50 @@
-"""Geometric verification and refinement of G2G's estimates (work in progress: interface)."""
+"""Geometric verification and refinement of G2G's relocalization.
+
+G2G predicts where each query camera is relative to a map window. When the images share enough
+texture, geometry can check and sharpen that answer:
+
+1. local features (RootSIFT, OpenCV) in every frame of the map window and of the query;
+2. map-side 3D points: pairs of map frames are matched and triangulated with the map's known
+   metric poses (cheirality, reprojection and triangulation-angle checks);
+3. query features are matched to those points' descriptors, and ONE rigid pose for the whole
+   query group is solved by generalized absolute pose (the query frames form a generalized
+   camera whose intra-group poses come from odometry) with RANSAC and non-linear refinement:
+   PoseLib's ``estimate_generalized_absolute_pose``, seeded with G2G's estimate;
+4. the covariance of the refined pose comes from the reprojection residuals of its inliers
+   (Gauss-Newton: ``sigma^2 (J^T J)^-1``).
+
+The outcome says which path it took: ``verified`` (geometry agrees with G2G), ``refined``
+(geometry found a well-supported pose that G2G did not predict) or ``g2g`` (no trustworthy
+geometric pose; the reason says why: blank images, too few features, a map window seen from
+one spot, too few inliers, a non-finite result). PoseLib is a maintained library for exactly
+these solvers; only the glue (feature caching, triangulation bookkeeping, covariance) is ours.
+"""
 
 from __future__ import annotations
 
+import collections
+import hashlib
+import logging
 from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
 
+import cv2
 import numpy as np
+
+from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+
+LOG = logging.getLogger(__name__)
 
 # Which path produced a published pose.
 PATH_G2G = "g2g"            # G2G alone (verification off, or it found no trustworthy pose)
 PATH_VERIFIED = "verified"  # geometry found a pose that agrees with G2G; the geometric one is used
 PATH_REFINED = "refined"    # geometry found a well-supported pose that G2G did not predict
+
+# Covariance of a G2G-only estimate (x y z in m^2, roll pitch yaw in rad^2): the spread of the
+# shipped models' held-out errors is far larger than any refined pose's, and downstream filters
+# must be able to tell them apart.
+G2G_COVARIANCE = np.diag([0.25] * 3 + [0.03] * 3)
+FEATURES = ("sift",)
 
 
 @dataclass
@@ -17,12 +52,38 @@ class VerifierConfig:
     """Settings of the structure-based verifier (named like the node parameters)."""
 
     enabled: bool = True
-    feature: str = "sift"               # local features: "sift"
+    feature: str = "sift"               # local features: "sift" (RootSIFT)
     max_features: int = 2000            # per image
     min_inliers: int = 30               # fewer: fall back to G2G
     reprojection_px: float = 4.0        # RANSAC / inlier threshold, pixels
     agree_translation_m: float = 0.5    # G2G and geometry agree within these: "verified"
     agree_rotation_deg: float = 10.0
+    prior_translation_m: float = 2.0    # geometry further than these from G2G is not trusted
+    prior_rotation_deg: float = 45.0
+    two_view_check: bool = False        # fundamental-matrix filter of each map-frame match set
+    ransac_iterations: int = 10000      # at most
+    trust_inliers: int = 50             # this many inliers are trusted even far from G2G
+    ratio: float = 0.8                  # Lowe's ratio test
+    min_triangulation_deg: float = 1.5  # a map point needs this much parallax
+    max_pair_angle_deg: float = 60.0    # map frames are paired when their axes are this close
+    cache_size: int = 512               # frames whose features are kept
+
+    def validate(self) -> "VerifierConfig":
+        if self.feature not in FEATURES:
+            raise ValueError(f"verify_feature must be one of {FEATURES}, got {self.feature!r}")
+        for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
+                     "ransac_iterations"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("reprojection_px", "agree_translation_m", "agree_rotation_deg",
+                     "prior_translation_m", "prior_rotation_deg",
+                     "min_triangulation_deg", "max_pair_angle_deg"):
+            value = float(getattr(self, name))
+            if not np.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a positive finite number, got {value}")
+        if not 0 < self.ratio < 1:
+            raise ValueError(f"ratio must be in (0, 1), got {self.ratio}")
+        return self
 
 
 @dataclass
@@ -33,14 +94,310 @@ class Verification:
         path: ``"g2g"``, ``"verified"`` or ``"refined"`` (see the PATH_* constants).
         map_T_b0: ``[4, 4]`` pose of the query's first camera in the map frame (for ``"g2g"``:
             G2G's own estimate, unchanged).
-        covariance: ``[6, 6]`` covariance of that pose (x y z roll pitch yaw, metres and
-            radians, as in ROS PoseWithCovariance).
+        covariance: ``[6, 6]`` covariance of that pose (x y z of the camera centre in the map
+            frame, then small rotations about the map axes; metres and radians, the order of
+            ROS PoseWithCovariance).
         inliers: 2D-3D inliers of the geometric solution (0 on the ``"g2g"`` path).
         reason: why this path (e.g. ``"too few features in the query (12)"``).
+        g2g_disagreement: (metres, degrees) between G2G's and the geometric pose, when solved.
     """
 
     path: str
     map_T_b0: np.ndarray
-    covariance: np.ndarray = field(default_factory=lambda: np.diag([0.05] * 3 + [0.01] * 3))
+    covariance: np.ndarray = field(default_factory=lambda: G2G_COVARIANCE.copy())
     inliers: int = 0
     reason: str = ""
+    g2g_disagreement: Optional[Tuple[float, float]] = None
+
+
+@dataclass
+class Features:
+    keypoints: np.ndarray    # [N, 2] float64 pixels
+    descriptors: np.ndarray  # [N, D] float32 (RootSIFT)
+
+
+def skew(v: np.ndarray) -> np.ndarray:
+    return np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]], float)
+
+
+def transfer_covariance(covariance: np.ndarray, lever: np.ndarray) -> np.ndarray:
+    """Covariance of another point rigidly attached to the camera, ``lever`` metres from the
+    camera centre in the map frame (rotations about the map axes, as in :class:`Verification`):
+    dp' = dp + dphi x lever."""
+    jac = np.eye(6)
+    jac[:3, 3:] = -skew(np.asarray(lever, float))
+    return jac @ covariance @ jac.T
+
+
+class StructureVerifier:
+    """``verifier(group_a, query, map_T_b) -> Verification`` (see the module docstring).
+
+    ``group_a``: the map window (``cam_to_world`` = map_T_cam); ``query``: the query group
+    (``cam_to_world`` = odometry poses, only their relative poses are used); ``map_T_b``:
+    ``[W, 4, 4]`` G2G's estimate of each query camera in the map frame. Features are cached per
+    image (keyed by its bytes), so a map frame or a query frame is described once.
+    """
+
+    def __init__(self, config: Optional[VerifierConfig] = None):
+        self.config = (config or VerifierConfig()).validate()
+        self._sift = cv2.SIFT_create(nfeatures=self.config.max_features)
+        self._cache: "collections.OrderedDict[bytes, Features]" = collections.OrderedDict()
+        self._points_cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        self._matcher = cv2.BFMatcher(cv2.NORM_L2)
+
+    # ------------------------------------------------------------------ features
+    @staticmethod
+    def image_key(image: np.ndarray) -> bytes:
+        image = np.ascontiguousarray(image)
+        return hashlib.blake2b(image.tobytes(), digest_size=16).digest() + \
+            np.asarray(image.shape, np.int32).tobytes()
+
+    def features(self, image: np.ndarray) -> Features:
+        key = self.image_key(image)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
+        kps, desc = self._sift.detectAndCompute(gray, None)
+        if desc is None or not kps:
+            feats = Features(np.zeros((0, 2)), np.zeros((0, 128), np.float32))
+        else:
+            desc = desc / np.maximum(desc.sum(1, keepdims=True), 1e-9)  # RootSIFT
+            feats = Features(np.array([k.pt for k in kps], float),
+                             np.sqrt(desc).astype(np.float32))
+        self._cache[key] = feats
+        while len(self._cache) > self.config.cache_size:
+            self._cache.popitem(last=False)
+        return feats
+
+    def _match(self, query_desc: np.ndarray, train_desc: np.ndarray) -> np.ndarray:
+        """``[M, 2]`` index pairs (query, train): mutual nearest neighbours that pass the
+        ratio test."""
+        if len(query_desc) < 2 or len(train_desc) < 2:
+            return np.zeros((0, 2), int)
+        back = {m.queryIdx: m.trainIdx for m in self._matcher.match(train_desc, query_desc)}
+        pairs = [(m.queryIdx, m.trainIdx) for m, n in
+                 (k for k in self._matcher.knnMatch(query_desc, train_desc, k=2) if len(k) == 2)
+                 if m.distance < self.config.ratio * n.distance
+                 and back.get(m.trainIdx) == m.queryIdx]
+        return np.asarray(pairs, int).reshape(-1, 2)
+
+    # ------------------------------------------------------------------ map points
+    def map_points(self, images: Sequence[np.ndarray], intrinsics: np.ndarray,
+                   world_T_cam: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Triangulate the map window: per map frame, ``(points [M, 3], descriptors [M, D],
+        keypoints [M, 2])`` of its keypoints that became 3D points. Pairs of frames that look
+        the same way are matched; a match becomes a point if it passes cheirality, reprojection
+        and parallax checks (a keypoint seen in several pairs keeps its first point)."""
+        key = tuple(self.image_key(im) for im in images)
+        hit = self._points_cache.get(key)
+        if hit is not None:
+            return hit
+        feats = [self.features(im) for im in images]
+        cfg = self.config
+        proj = [intrinsics[i] @ invert_pose(world_T_cam[i])[:3] for i in range(len(images))]
+        found: List[Dict[int, np.ndarray]] = [{} for _ in images]
+        axes = world_T_cam[:, :3, 2]
+        for i in range(len(images)):
+            for j in range(i + 1, len(images)):
+                if float(axes[i] @ axes[j]) < np.cos(np.radians(cfg.max_pair_angle_deg)):
+                    continue  # looking different ways: no shared view to triangulate
+                pairs = self._match(feats[i].descriptors, feats[j].descriptors)
+                if len(pairs) < 8:
+                    continue
+                xi, xj = feats[i].keypoints[pairs[:, 0]], feats[j].keypoints[pairs[:, 1]]
+                hom = cv2.triangulatePoints(proj[i], proj[j], xi.T, xj.T)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    X = (hom[:3] / hom[3]).T
+                ok = np.all(np.isfinite(X), axis=1)
+                for P, x in ((proj[i], xi), (proj[j], xj)):
+                    h = X @ P[:, :3].T + P[:, 3]
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        err = np.linalg.norm(h[:, :2] / h[:, 2:3] - x, axis=1)
+                    ok &= (h[:, 2] > 0) & (err < cfg.reprojection_px)
+                ri, rj = X - world_T_cam[i][:3, 3], X - world_T_cam[j][:3, 3]
+                cos = np.sum(ri * rj, 1) / np.maximum(
+                    np.linalg.norm(ri, axis=1) * np.linalg.norm(rj, axis=1), 1e-12)
+                ok &= np.degrees(np.arccos(np.clip(cos, -1, 1))) > cfg.min_triangulation_deg
+                for (a, b), point in zip(pairs[ok], X[ok]):
+                    found[i].setdefault(int(a), point)
+                    found[j].setdefault(int(b), point)
+        out = []
+        for f, pts in zip(feats, found):
+            idx = np.fromiter(pts.keys(), int, len(pts))
+            out.append((np.array([pts[k] for k in idx]).reshape(-1, 3),
+                        f.descriptors[idx].reshape(-1, f.descriptors.shape[1]),
+                        f.keypoints[idx].reshape(-1, 2)))
+        self._points_cache[key] = out
+        while len(self._points_cache) > 32:
+            self._points_cache.popitem(last=False)
+        return out
+
+    def _correspondences(self, feats: Features, per_frame) -> Tuple[np.ndarray, np.ndarray]:
+        """2D-3D matches of one query frame against every map frame's points (ratio test per
+        map frame; a query keypoint keeps its first match)."""
+        taken: Dict[int, np.ndarray] = {}
+        for pts, desc, kps in per_frame:
+            pairs = self._match(feats.descriptors, desc)
+            if not self.config.two_view_check:
+                for q, t in pairs:
+                    taken.setdefault(int(q), pts[t])
+                continue
+            if len(pairs) < 8:
+                continue  # too few to be a view of the same place
+            # Two-view check (fundamental matrix, RANSAC): drops most wrong matches before the
+            # multi-camera solver, whose RANSAC cost grows steeply with the outlier share.
+            try:
+                _, mask = cv2.findFundamentalMat(feats.keypoints[pairs[:, 0]],
+                                                 kps[pairs[:, 1]], cv2.USAC_MAGSAC,
+                                                 self.config.reprojection_px, 0.999, 1000)
+            except cv2.error:  # degenerate configuration (e.g. all points on a line)
+                continue
+            if mask is None or int(mask.sum()) < 8:
+                continue
+            for q, t in pairs[mask.ravel().astype(bool)]:
+                taken.setdefault(int(q), pts[t])
+        idx = np.fromiter(taken.keys(), int, len(taken))
+        return (feats.keypoints[idx].astype(float).reshape(-1, 2),
+                np.array([taken[k] for k in idx], float).reshape(-1, 3))
+
+    # ------------------------------------------------------------------ verification
+    def __call__(self, group_a, query, map_T_b: np.ndarray) -> Verification:
+        map_T_b = np.asarray(map_T_b, float)
+        fallback = Verification(PATH_G2G, map_T_b[0].copy())
+        try:
+            return self._verify(group_a, query, map_T_b) or fallback
+        except _Fallback as why:
+            fallback.reason = str(why)
+            return fallback
+
+    def _verify(self, group_a, query, map_T_b: np.ndarray) -> Optional[Verification]:
+        import poselib
+
+        cfg = self.config
+        if not np.all(np.isfinite(map_T_b)):
+            raise _Fallback("G2G's estimate is not finite")
+        k_a = _per_frame(group_a.intrinsics, len(group_a.images))
+        k_b = _per_frame(query.intrinsics, len(query.images))
+        per_frame = self.map_points(group_a.images, k_a,
+                                    np.asarray(group_a.cam_to_world, float))
+        num_points = sum(len(p[0]) for p in per_frame)
+        if num_points < cfg.min_inliers:
+            a_pos = np.asarray(group_a.cam_to_world, float)[:, :3, 3]
+            baseline = float(np.max(np.linalg.norm(a_pos - a_pos[0], axis=1)))
+            raise _Fallback(f"the map window gives {num_points} triangulated points (< "
+                            f"{cfg.min_inliers}; its frames span {baseline:.2f} m)")
+        odom_T_b = np.asarray(query.cam_to_world, float)
+        b0_T_odom = invert_pose(odom_T_b[0])
+        p2d: List[np.ndarray] = []
+        p3d: List[np.ndarray] = []
+        exts, cams = [], []
+        num_feats = []
+        for j, image in enumerate(query.images):
+            feats = self.features(image)
+            num_feats.append(len(feats.keypoints))
+            x, X = self._correspondences(feats, per_frame)
+            p2d.append(x)
+            p3d.append(X)
+            ext = poselib.CameraPose()
+            bj_T_b0 = invert_pose(b0_T_odom @ odom_T_b[j])
+            ext.R, ext.t = bj_T_b0[:3, :3], bj_T_b0[:3, 3]
+            exts.append(ext)
+            K = k_b[j]
+            h, w = image.shape[:2]
+            cams.append({"model": "PINHOLE", "width": int(w), "height": int(h),
+                         "params": [K[0, 0], K[1, 1], K[0, 2], K[1, 2]]})
+        if sum(num_feats) < cfg.min_inliers:
+            raise _Fallback(f"too few features in the query ({sum(num_feats)}): blank, dark or "
+                            "textureless images")
+        matched = sum(len(p) for p in p2d)
+        if matched < cfg.min_inliers:
+            raise _Fallback(f"{matched} query features match the map window's "
+                            f"{num_points} points (< {cfg.min_inliers})")
+        seed = poselib.CameraPose()
+        b0_T_map = invert_pose(map_T_b[0])
+        seed.R, seed.t = b0_T_map[:3, :3], b0_T_map[:3, 3]
+        pose, info = poselib.estimate_generalized_absolute_pose(
+            p2d, p3d, exts, cams,
+            {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
+             "max_iterations": cfg.ransac_iterations,
+             "min_iterations": min(100, cfg.ransac_iterations)},
+            {"loss_scale": cfg.reprojection_px}, initial_pose=seed)
+        inlier_masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
+        inliers = int(sum(m.sum() for m in inlier_masks))
+        if inliers < cfg.min_inliers:
+            raise _Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
+                            f"among {matched} matches")
+        b0_T_map = np.eye(4)
+        b0_T_map[:3, :3], b0_T_map[:3, 3] = pose.R, pose.t
+        if not np.all(np.isfinite(b0_T_map)):
+            raise _Fallback("the geometric solution is not finite")
+        map_T_b0 = invert_pose(b0_T_map)
+        cov = pose_covariance(map_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
+                              [p[m] for p, m in zip(p3d, inlier_masks)],
+                              [e.Rt for e in exts], k_b)
+        rel = relative_pose(map_T_b[0], map_T_b0)
+        dt, dr = float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
+        if inliers < cfg.trust_inliers and (dt > cfg.prior_translation_m
+                                            or dr > cfg.prior_rotation_deg):
+            raise _Fallback(f"the geometric pose ({inliers} inliers < {cfg.trust_inliers}) is "
+                            f"{dt:.2f} m / {dr:.1f} deg from G2G's (> {cfg.prior_translation_m}"
+                            f" m / {cfg.prior_rotation_deg} deg): not trusted")
+        agree = dt <= cfg.agree_translation_m and dr <= cfg.agree_rotation_deg
+        path = PATH_VERIFIED if agree else PATH_REFINED
+        reason = (f"{inliers} inliers of {matched} matches; G2G "
+                  f"{'agrees' if agree else 'was off'} by {dt:.2f} m / {dr:.1f} deg")
+        return Verification(path, map_T_b0, cov, inliers, reason, (dt, dr))
+
+
+class _Fallback(Exception):
+    """Verification found no trustworthy pose; the message says why."""
+
+
+def _per_frame(intrinsics, n: int) -> np.ndarray:
+    k = np.asarray(intrinsics, float)
+    return np.broadcast_to(k, (n, 3, 3)) if k.ndim == 2 else k
+
+
+def pose_covariance(map_T_b0: np.ndarray, p2d: Sequence[np.ndarray], p3d: Sequence[np.ndarray],
+                    cam_T_b0: Sequence[np.ndarray], intrinsics: np.ndarray,
+                    min_sigma_px: float = 0.5) -> np.ndarray:
+    """``[6, 6]`` covariance of the camera-0 pose (see :class:`Verification`) from its inlier
+    reprojections: ``sigma^2 (J^T J)^-1`` with J by central differences of a world-frame
+    perturbation (dp of the camera centre, then rotation about the map axes) and sigma the
+    residuals' RMS (at least ``min_sigma_px``)."""
+    def residuals(delta: np.ndarray) -> np.ndarray:
+        R = cv2.Rodrigues(delta[3:])[0]
+        T = map_T_b0.copy()
+        T[:3, :3] = R @ map_T_b0[:3, :3]
+        T[:3, 3] = map_T_b0[:3, 3] + delta[:3]
+        b0_T_map = invert_pose(T)
+        out = []
+        for x, X, ext, K in zip(p2d, p3d, cam_T_b0, intrinsics):
+            if not len(x):
+                continue
+            cam = np.vstack([ext, [0, 0, 0, 1]]) @ b0_T_map
+            h = (X @ cam[:3, :3].T + cam[:3, 3]) @ K.T
+            out.append((h[:, :2] / h[:, 2:3] - x).reshape(-1))
+        return np.concatenate(out)
+
+    r0 = residuals(np.zeros(6))
+    eps = np.array([1e-4] * 3 + [1e-5] * 3)
+    jac = np.stack([(residuals(np.eye(6)[k] * eps[k]) - residuals(-np.eye(6)[k] * eps[k]))
+                    / (2 * eps[k]) for k in range(6)], axis=1)
+    dof = max(len(r0) - 6, 1)
+    sigma2 = max(float(r0 @ r0) / dof, min_sigma_px ** 2)
+    try:
+        cov = sigma2 * np.linalg.inv(jac.T @ jac)
+    except np.linalg.LinAlgError:
+        return G2G_COVARIANCE.copy()
+    return 0.5 * (cov + cov.T)
+
+
+def summarize(results: Sequence[Verification]) -> Dict[str, int]:
+    """How many results took each path."""
+    counts = {PATH_G2G: 0, PATH_VERIFIED: 0, PATH_REFINED: 0}
+    for r in results:
+        counts[r.path] += 1
+    return counts
