@@ -140,9 +140,9 @@ def test_features_are_described_once(scene):
     group_a, query, truth = case(scene)
     verifier = StructureVerifier()
     verifier(group_a, query, truth)
-    cached = len(verifier._cache)
+    cached = len(verifier.local)
     verifier(group_a, query, truth)
-    assert len(verifier._cache) == cached == len(group_a.images) + len(query.images)
+    assert len(verifier.local) == cached == len(group_a.images) + len(query.images)
 
 
 def test_transfer_covariance_adds_the_lever_arm():

@@ -23,7 +23,6 @@ these solvers; only the glue (feature caching, triangulation bookkeeping, covari
 from __future__ import annotations
 
 import collections
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -32,6 +31,9 @@ import cv2
 import numpy as np
 
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+from g2g_model.localization.local_features import (
+    Features, LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera, pose_matrix,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -44,7 +46,6 @@ PATH_REFINED = "refined"    # geometry found a well-supported pose that G2G did 
 # shipped models' held-out errors is far larger than any refined pose's, and downstream filters
 # must be able to tell them apart.
 G2G_COVARIANCE = np.diag([0.25] * 3 + [0.03] * 3)
-FEATURES = ("sift",)
 
 
 @dataclass
@@ -60,7 +61,6 @@ class VerifierConfig:
     agree_rotation_deg: float = 10.0
     prior_translation_m: float = 2.0    # geometry further than these from G2G is not trusted
     prior_rotation_deg: float = 45.0
-    two_view_check: bool = False        # fundamental-matrix filter of each map-frame match set
     ransac_iterations: int = 10000      # at most
     trust_inliers: int = 50             # this many inliers are trusted even far from G2G
     ratio: float = 0.8                  # Lowe's ratio test
@@ -69,8 +69,6 @@ class VerifierConfig:
     cache_size: int = 512               # frames whose features are kept
 
     def validate(self) -> "VerifierConfig":
-        if self.feature not in FEATURES:
-            raise ValueError(f"verify_feature must be one of {FEATURES}, got {self.feature!r}")
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
                      "ransac_iterations"):
             if int(getattr(self, name)) < 1:
@@ -110,12 +108,6 @@ class Verification:
     g2g_disagreement: Optional[Tuple[float, float]] = None
 
 
-@dataclass
-class Features:
-    keypoints: np.ndarray    # [N, 2] float64 pixels
-    descriptors: np.ndarray  # [N, D] float32 (RootSIFT)
-
-
 def skew(v: np.ndarray) -> np.ndarray:
     return np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]], float)
 
@@ -138,63 +130,26 @@ class StructureVerifier:
     image (keyed by its bytes), so a map frame or a query frame is described once.
     """
 
-    def __init__(self, config: Optional[VerifierConfig] = None):
+    def __init__(self, config: Optional[VerifierConfig] = None,
+                 features: Optional[LocalFeatures] = None):
         self.config = (config or VerifierConfig()).validate()
-        self._sift = cv2.SIFT_create(nfeatures=self.config.max_features)
-        self._cache: "collections.OrderedDict[bytes, Features]" = collections.OrderedDict()
-        self._points_cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
-        self._matcher = cv2.BFMatcher(cv2.NORM_L2)
-
-    # ------------------------------------------------------------------ features
-    @staticmethod
-    def image_key(image: np.ndarray) -> bytes:
-        image = np.ascontiguousarray(image)
-        return hashlib.blake2b(image.tobytes(), digest_size=16).digest() + \
-            np.asarray(image.shape, np.int32).tobytes()
-
-    def features(self, image: np.ndarray) -> Features:
-        key = self.image_key(image)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
-        gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
-        kps, desc = self._sift.detectAndCompute(gray, None)
-        if desc is None or not kps:
-            feats = Features(np.zeros((0, 2)), np.zeros((0, 128), np.float32))
-        else:
-            desc = desc / np.maximum(desc.sum(1, keepdims=True), 1e-9)  # RootSIFT
-            feats = Features(np.array([k.pt for k in kps], float),
-                             np.sqrt(desc).astype(np.float32))
-        self._cache[key] = feats
-        while len(self._cache) > self.config.cache_size:
-            self._cache.popitem(last=False)
-        return feats
-
-    def _match(self, query_desc: np.ndarray, train_desc: np.ndarray) -> np.ndarray:
-        """``[M, 2]`` index pairs (query, train): mutual nearest neighbours that pass the
-        ratio test."""
-        if len(query_desc) < 2 or len(train_desc) < 2:
-            return np.zeros((0, 2), int)
-        back = {m.queryIdx: m.trainIdx for m in self._matcher.match(train_desc, query_desc)}
-        pairs = [(m.queryIdx, m.trainIdx) for m, n in
-                 (k for k in self._matcher.knnMatch(query_desc, train_desc, k=2) if len(k) == 2)
-                 if m.distance < self.config.ratio * n.distance
-                 and back.get(m.trainIdx) == m.queryIdx]
-        return np.asarray(pairs, int).reshape(-1, 2)
+        cfg = self.config
+        self.local = features or LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio,
+                                               cfg.cache_size)
+        self._points_cache: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()
 
     # ------------------------------------------------------------------ map points
     def map_points(self, images: Sequence[np.ndarray], intrinsics: np.ndarray,
-                   world_T_cam: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Triangulate the map window: per map frame, ``(points [M, 3], descriptors [M, D],
-        keypoints [M, 2])`` of its keypoints that became 3D points. Pairs of frames that look
+                   world_T_cam: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """Triangulate the map window: per map frame, ``(points [M, 3], descriptors [M, D])``
+        of its keypoints that became 3D points. Pairs of frames that look
         the same way are matched; a match becomes a point if it passes cheirality, reprojection
         and parallax checks (a keypoint seen in several pairs keeps its first point)."""
-        key = tuple(self.image_key(im) for im in images)
+        key = tuple(self.local.image_key(im) for im in images)
         hit = self._points_cache.get(key)
         if hit is not None:
             return hit
-        feats = [self.features(im) for im in images]
+        feats = [self.local.describe(im) for im in images]
         cfg = self.config
         proj = [intrinsics[i] @ invert_pose(world_T_cam[i])[:3] for i in range(len(images))]
         found: List[Dict[int, np.ndarray]] = [{} for _ in images]
@@ -203,7 +158,7 @@ class StructureVerifier:
             for j in range(i + 1, len(images)):
                 if float(axes[i] @ axes[j]) < np.cos(np.radians(cfg.max_pair_angle_deg)):
                     continue  # looking different ways: no shared view to triangulate
-                pairs = self._match(feats[i].descriptors, feats[j].descriptors)
+                pairs = self.local.match(feats[i].descriptors, feats[j].descriptors)
                 if len(pairs) < 8:
                     continue
                 xi, xj = feats[i].keypoints[pairs[:, 0]], feats[j].keypoints[pairs[:, 1]]
@@ -227,8 +182,7 @@ class StructureVerifier:
         for f, pts in zip(feats, found):
             idx = np.fromiter(pts.keys(), int, len(pts))
             out.append((np.array([pts[k] for k in idx]).reshape(-1, 3),
-                        f.descriptors[idx].reshape(-1, f.descriptors.shape[1]),
-                        f.keypoints[idx].reshape(-1, 2)))
+                        f.descriptors[idx].reshape(-1, f.descriptors.shape[1])))
         self._points_cache[key] = out
         while len(self._points_cache) > 32:
             self._points_cache.popitem(last=False)
@@ -238,25 +192,8 @@ class StructureVerifier:
         """2D-3D matches of one query frame against every map frame's points (ratio test per
         map frame; a query keypoint keeps its first match)."""
         taken: Dict[int, np.ndarray] = {}
-        for pts, desc, kps in per_frame:
-            pairs = self._match(feats.descriptors, desc)
-            if not self.config.two_view_check:
-                for q, t in pairs:
-                    taken.setdefault(int(q), pts[t])
-                continue
-            if len(pairs) < 8:
-                continue  # too few to be a view of the same place
-            # Two-view check (fundamental matrix, RANSAC): drops most wrong matches before the
-            # multi-camera solver, whose RANSAC cost grows steeply with the outlier share.
-            try:
-                _, mask = cv2.findFundamentalMat(feats.keypoints[pairs[:, 0]],
-                                                 kps[pairs[:, 1]], cv2.USAC_MAGSAC,
-                                                 self.config.reprojection_px, 0.999, 1000)
-            except cv2.error:  # degenerate configuration (e.g. all points on a line)
-                continue
-            if mask is None or int(mask.sum()) < 8:
-                continue
-            for q, t in pairs[mask.ravel().astype(bool)]:
+        for pts, desc in per_frame:
+            for q, t in self.local.match(feats.descriptors, desc):
                 taken.setdefault(int(q), pts[t])
         idx = np.fromiter(taken.keys(), int, len(taken))
         return (feats.keypoints[idx].astype(float).reshape(-1, 2),
@@ -278,8 +215,8 @@ class StructureVerifier:
         cfg = self.config
         if not np.all(np.isfinite(map_T_b)):
             raise _Fallback("G2G's estimate is not finite")
-        k_a = _per_frame(group_a.intrinsics, len(group_a.images))
-        k_b = _per_frame(query.intrinsics, len(query.images))
+        k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
+        k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         per_frame = self.map_points(group_a.images, k_a,
                                     np.asarray(group_a.cam_to_world, float))
         num_points = sum(len(p[0]) for p in per_frame)
@@ -295,19 +232,13 @@ class StructureVerifier:
         exts, cams = [], []
         num_feats = []
         for j, image in enumerate(query.images):
-            feats = self.features(image)
+            feats = self.local.describe(image)
             num_feats.append(len(feats.keypoints))
             x, X = self._correspondences(feats, per_frame)
             p2d.append(x)
             p3d.append(X)
-            ext = poselib.CameraPose()
-            bj_T_b0 = invert_pose(b0_T_odom @ odom_T_b[j])
-            ext.R, ext.t = bj_T_b0[:3, :3], bj_T_b0[:3, 3]
-            exts.append(ext)
-            K = k_b[j]
-            h, w = image.shape[:2]
-            cams.append({"model": "PINHOLE", "width": int(w), "height": int(h),
-                         "params": [K[0, 0], K[1, 1], K[0, 2], K[1, 2]]})
+            exts.append(camera_pose(invert_pose(b0_T_odom @ odom_T_b[j])))
+            cams.append(pinhole_camera(k_b[j], image))
         if sum(num_feats) < cfg.min_inliers:
             raise _Fallback(f"too few features in the query ({sum(num_feats)}): blank, dark or "
                             "textureless images")
@@ -315,49 +246,50 @@ class StructureVerifier:
         if matched < cfg.min_inliers:
             raise _Fallback(f"{matched} query features match the map window's "
                             f"{num_points} points (< {cfg.min_inliers})")
-        seed = poselib.CameraPose()
-        b0_T_map = invert_pose(map_T_b[0])
-        seed.R, seed.t = b0_T_map[:3, :3], b0_T_map[:3, 3]
         pose, info = poselib.estimate_generalized_absolute_pose(
             p2d, p3d, exts, cams,
             {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
              "max_iterations": cfg.ransac_iterations,
              "min_iterations": min(100, cfg.ransac_iterations)},
-            {"loss_scale": cfg.reprojection_px}, initial_pose=seed)
+            {"loss_scale": cfg.reprojection_px},
+            initial_pose=camera_pose(invert_pose(map_T_b[0])))
         inlier_masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
         inliers = int(sum(m.sum() for m in inlier_masks))
         if inliers < cfg.min_inliers:
             raise _Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
                             f"among {matched} matches")
-        b0_T_map = np.eye(4)
-        b0_T_map[:3, :3], b0_T_map[:3, 3] = pose.R, pose.t
+        b0_T_map = pose_matrix(pose)
         if not np.all(np.isfinite(b0_T_map)):
             raise _Fallback("the geometric solution is not finite")
         map_T_b0 = invert_pose(b0_T_map)
         cov = pose_covariance(map_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
                               [p[m] for p, m in zip(p3d, inlier_masks)],
                               [e.Rt for e in exts], k_b)
-        rel = relative_pose(map_T_b[0], map_T_b0)
-        dt, dr = float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
-        if inliers < cfg.trust_inliers and (dt > cfg.prior_translation_m
-                                            or dr > cfg.prior_rotation_deg):
-            raise _Fallback(f"the geometric pose ({inliers} inliers < {cfg.trust_inliers}) is "
-                            f"{dt:.2f} m / {dr:.1f} deg from G2G's (> {cfg.prior_translation_m}"
-                            f" m / {cfg.prior_rotation_deg} deg): not trusted")
-        agree = dt <= cfg.agree_translation_m and dr <= cfg.agree_rotation_deg
-        path = PATH_VERIFIED if agree else PATH_REFINED
-        reason = (f"{inliers} inliers of {matched} matches; G2G "
-                  f"{'agrees' if agree else 'was off'} by {dt:.2f} m / {dr:.1f} deg")
-        return Verification(path, map_T_b0, cov, inliers, reason, (dt, dr))
+        path, reason, disagreement = judge(map_T_b[0], map_T_b0, inliers, matched, cfg)
+        return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
+
+
+def judge(prior: np.ndarray, solved: np.ndarray, inliers: int, matched: int,
+          cfg: VerifierConfig) -> Tuple[str, str, Tuple[float, float]]:
+    """``(path, reason, (metres, degrees) apart)`` for a geometric pose ``solved`` with
+    ``inliers`` and G2G's ``prior``: ``verified`` when they agree, ``refined`` when they do not
+    but the geometry is trusted (close enough to G2G, or ``trust_inliers`` inliers); raises
+    :class:`_Fallback` when the geometry is not trusted."""
+    rel = relative_pose(prior, solved)
+    dt, dr = float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
+    if inliers < cfg.trust_inliers and (dt > cfg.prior_translation_m
+                                        or dr > cfg.prior_rotation_deg):
+        raise _Fallback(f"the geometric pose ({inliers} inliers < {cfg.trust_inliers}) is "
+                        f"{dt:.2f} m / {dr:.1f} deg from G2G's (> {cfg.prior_translation_m} m"
+                        f" / {cfg.prior_rotation_deg} deg): not trusted")
+    agree = dt <= cfg.agree_translation_m and dr <= cfg.agree_rotation_deg
+    reason = (f"{inliers} inliers of {matched} matches; G2G "
+              f"{'agrees' if agree else 'was off'} by {dt:.2f} m / {dr:.1f} deg")
+    return (PATH_VERIFIED if agree else PATH_REFINED), reason, (dt, dr)
 
 
 class _Fallback(Exception):
     """Verification found no trustworthy pose; the message says why."""
-
-
-def _per_frame(intrinsics, n: int) -> np.ndarray:
-    k = np.asarray(intrinsics, float)
-    return np.broadcast_to(k, (n, 3, 3)) if k.ndim == 2 else k
 
 
 def pose_covariance(map_T_b0: np.ndarray, p2d: Sequence[np.ndarray], p3d: Sequence[np.ndarray],

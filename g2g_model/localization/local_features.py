@@ -1,0 +1,103 @@
+"""Local features for geometric verification: detection, caching and matching.
+
+RootSIFT (OpenCV SIFT, L1-normalised, square-rooted) compared with the L2 norm; matches are
+mutual nearest neighbours that pass Lowe's ratio test. Descriptions are cached per image (keyed
+by its bytes), so a map frame or a query frame that takes part in several verifications is
+described once. Also the small conversions every PoseLib call needs.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+FEATURES = ("sift",)
+
+
+@dataclass
+class Features:
+    keypoints: np.ndarray    # [N, 2] float64 pixels
+    descriptors: np.ndarray  # [N, D] float32
+
+
+class LocalFeatures:
+    """``describe(image) -> Features`` (cached) and ``match(desc_a, desc_b) -> [M, 2]``."""
+
+    def __init__(self, feature: str = "sift", max_features: int = 2000, ratio: float = 0.8,
+                 cache_size: int = 512):
+        if feature not in FEATURES:
+            raise ValueError(f"verify_feature must be one of {FEATURES}, got {feature!r}")
+        self.ratio = ratio
+        self.cache_size = cache_size
+        self._sift = cv2.SIFT_create(nfeatures=max_features)
+        self._matcher = cv2.BFMatcher(cv2.NORM_L2)
+        self._cache: "collections.OrderedDict[bytes, Features]" = collections.OrderedDict()
+
+    @staticmethod
+    def image_key(image: np.ndarray) -> bytes:
+        image = np.ascontiguousarray(image)
+        return hashlib.blake2b(image.tobytes(), digest_size=16).digest() + \
+            np.asarray(image.shape, np.int32).tobytes()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def describe(self, image: np.ndarray) -> Features:
+        key = self.image_key(image)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
+        kps, desc = self._sift.detectAndCompute(gray, None)
+        if desc is None or not kps:
+            feats = Features(np.zeros((0, 2)), np.zeros((0, 128), np.float32))
+        else:
+            desc = desc / np.maximum(desc.sum(1, keepdims=True), 1e-9)
+            feats = Features(np.array([k.pt for k in kps], float),
+                             np.sqrt(desc).astype(np.float32))
+        self._cache[key] = feats
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return feats
+
+    def match(self, desc_a: np.ndarray, desc_b: np.ndarray) -> np.ndarray:
+        """``[M, 2]`` index pairs (a, b): mutual nearest neighbours passing the ratio test."""
+        if len(desc_a) < 2 or len(desc_b) < 2:
+            return np.zeros((0, 2), int)
+        back = {m.queryIdx: m.trainIdx for m in self._matcher.match(desc_b, desc_a)}
+        pairs = [(m.queryIdx, m.trainIdx) for m, n in
+                 (k for k in self._matcher.knnMatch(desc_a, desc_b, k=2) if len(k) == 2)
+                 if m.distance < self.ratio * n.distance and back.get(m.trainIdx) == m.queryIdx]
+        return np.asarray(pairs, int).reshape(-1, 2)
+
+
+def pinhole_camera(K: np.ndarray, image: np.ndarray) -> dict:
+    """PoseLib camera description of a pinhole camera and its image."""
+    h, w = image.shape[:2]
+    return {"model": "PINHOLE", "width": int(w), "height": int(h),
+            "params": [float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2])]}
+
+
+def camera_pose(T: np.ndarray):
+    """PoseLib ``CameraPose`` of a 4x4 transform (PoseLib's poses map world to camera)."""
+    import poselib
+
+    pose = poselib.CameraPose()
+    pose.R, pose.t = T[:3, :3], T[:3, 3]
+    return pose
+
+
+def pose_matrix(pose) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3], T[:3, 3] = pose.R, pose.t
+    return T
+
+
+def per_frame_intrinsics(intrinsics, n: int) -> np.ndarray:
+    k = np.asarray(intrinsics, float)
+    return np.broadcast_to(k, (n, 3, 3)) if k.ndim == 2 else k
