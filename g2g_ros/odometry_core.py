@@ -55,6 +55,9 @@ class OdometryUpdate:
     spread_m: float                   # disagreement between the per-camera motion estimates
     cameras: List[str] = field(default_factory=list)
     is_initial: bool = False
+    path: str = "g2g"                 # what made the motion: g2g, verified or refined
+    inliers: int = 0                  # geometric inliers (verified / refined)
+    reason: str = ""                  # why this path
 
 
 def fuse_poses(poses: Sequence[np.ndarray]) -> np.ndarray:
@@ -92,12 +95,16 @@ class RigOdometry:
         keyframe_stride: use every k-th synchronized group (1 = every group).
         step_covariance: per-step pose variance added to the covariance (x y z roll pitch yaw).
         max_spread_m: per-camera motion estimates that disagree by more than this are rejected.
+        verifier: optional geometric verification of each motion, ``verifier(group_prev,
+            group_now, delta) -> MotionVerification``
+            (:class:`g2g_model.localization.rig_motion.RigMotionVerifier`); its motion and
+            covariance replace G2G's when it verifies or refines.
     """
 
     def __init__(self, estimate: EstimateFn, base_T_cam: Dict[str, np.ndarray],
                  keyframe_stride: int = 1, step_covariance: Sequence[float] = (
                      1e-3, 1e-3, 1e-3, 3e-4, 3e-4, 3e-4),
-                 max_spread_m: float = 1.0):
+                 max_spread_m: float = 1.0, verifier: Optional[Callable] = None):
         if keyframe_stride < 1:
             raise ValueError(f"keyframe_stride must be >= 1, got {keyframe_stride}")
         if len(step_covariance) != 6 or min(step_covariance) < 0:
@@ -108,6 +115,7 @@ class RigOdometry:
         self.keyframe_stride = keyframe_stride
         self.step_covariance = np.diag(step_covariance)
         self.max_spread_m = max_spread_m
+        self.verifier = verifier
         self.reset()
 
     def reset(self, odom_T_base: Optional[np.ndarray] = None) -> None:
@@ -165,13 +173,22 @@ class RigOdometry:
             # Keep the previous keyframe: the next group is compared against it again.
             raise ValueError(f"per-camera motion estimates disagree by {spread:.2f} m "
                              f"(> max_spread_m={self.max_spread_m}); group rejected")
+        step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
+        if self.verifier is not None:
+            check = self.verifier(self._group(prev), group, delta)
+            path, inliers, reason = check.path, check.inliers, check.reason
+            if check.path != "g2g":
+                delta, step_cov = check.delta, check.covariance
         dt = (frames.stamp_ns - prev.stamp_ns) * 1e-9
+        # The step's covariance is in the previous base frame: rotate it into odom.
+        rot = np.kron(np.eye(2), self.odom_T_base[:3, :3])
         self.odom_T_base = self.odom_T_base @ delta
-        self.covariance = self.covariance + self.step_covariance
+        self.covariance = self.covariance + rot @ step_cov @ rot.T
         self._previous = frames
         return OdometryUpdate(
             stamp_ns=frames.stamp_ns, odom_T_base=self.odom_T_base.copy(), delta=delta,
             linear_velocity=delta[:3, 3] / dt,
             angular_velocity=rotation_vector(delta[:3, :3]) / dt,
             covariance=self.covariance.copy(), spread_m=spread, cameras=list(frames.cameras),
+            path=path, inliers=inliers, reason=reason,
         )

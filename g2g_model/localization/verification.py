@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
+import torch
 
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
 from g2g_model.localization.local_features import (
@@ -46,6 +47,8 @@ PATH_REFINED = "refined"    # geometry found a well-supported pose that G2G did 
 # shipped models' held-out errors is far larger than any refined pose's, and downstream filters
 # must be able to tell them apart.
 G2G_COVARIANCE = np.diag([0.25] * 3 + [0.03] * 3)
+# Map-point descriptors closer than this in space belong to the same point (ratio test).
+SAME_POINT_M = 0.05
 
 
 @dataclass
@@ -62,6 +65,8 @@ class VerifierConfig:
     prior_translation_m: float = 2.0    # geometry further than these from G2G is not trusted
     prior_rotation_deg: float = 45.0
     ransac_iterations: int = 10000      # at most
+    max_matches_per_frame: int = 150    # the most distinctive 2D-3D matches of a query frame
+    max_position_sd_m: float = 0.1      # a solution less certain than this is not trusted
     trust_inliers: int = 50             # this many inliers are trusted even far from G2G
     ratio: float = 0.8                  # Lowe's ratio test
     min_triangulation_deg: float = 1.5  # a map point needs this much parallax
@@ -70,11 +75,11 @@ class VerifierConfig:
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
-                     "ransac_iterations"):
+                     "ransac_iterations", "max_matches_per_frame"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("reprojection_px", "agree_translation_m", "agree_rotation_deg",
-                     "prior_translation_m", "prior_rotation_deg",
+                     "prior_translation_m", "prior_rotation_deg", "max_position_sd_m",
                      "min_triangulation_deg", "max_pair_angle_deg"):
             value = float(getattr(self, name))
             if not np.isfinite(value) or value <= 0:
@@ -188,16 +193,33 @@ class StructureVerifier:
             self._points_cache.popitem(last=False)
         return out
 
-    def _correspondences(self, feats: Features, per_frame) -> Tuple[np.ndarray, np.ndarray]:
-        """2D-3D matches of one query frame against every map frame's points (ratio test per
-        map frame; a query keypoint keeps its first match)."""
-        taken: Dict[int, np.ndarray] = {}
-        for pts, desc in per_frame:
-            for q, t in self.local.match(feats.descriptors, desc):
-                taken.setdefault(int(q), pts[t])
-        idx = np.fromiter(taken.keys(), int, len(taken))
-        return (feats.keypoints[idx].astype(float).reshape(-1, 2),
-                np.array([taken[k] for k in idx], float).reshape(-1, 3))
+    def _correspondences(self, feats: Features, points: np.ndarray, descs: np.ndarray
+                         ) -> Tuple[np.ndarray, np.ndarray]:
+        """2D-3D matches of one query frame against all map points of the window at once.
+
+        A map point seen in several map frames has several descriptors, so the ratio test
+        compares the nearest descriptor with the nearest one of ANOTHER point (more than
+        ``SAME_POINT_M`` away); matches must also be mutual nearest neighbours. At most
+        ``max_matches_per_frame`` of the most distinctive are kept: the solver's RANSAC cost
+        grows with the number of matches and steeply with the outlier share."""
+        empty = (np.zeros((0, 2)), np.zeros((0, 3)))
+        if len(feats.descriptors) < 2 or len(descs) < 2:
+            return empty
+        # RootSIFT descriptors have unit L2 norm: squared distance = 2 - 2 cosine. One matrix
+        # product (torch: multi-threaded) instead of a brute-force matcher per map frame.
+        sim = torch.from_numpy(feats.descriptors) @ torch.from_numpy(descs).T
+        k = min(8, len(descs))
+        best_sim, top = (t.numpy() for t in torch.topk(sim, k, dim=1))
+        best_query = sim.argmax(0).numpy()
+        dist = np.sqrt(np.maximum(2.0 - 2.0 * best_sim, 0.0))
+        other = np.linalg.norm(points[top[:, 1:]] - points[top[:, :1]], axis=2) > SAME_POINT_M
+        second = np.where(other.any(1), other.argmax(1) + 1, k - 1)
+        ratio = dist[:, 0] / np.maximum(dist[np.arange(len(dist)), second], 1e-9)
+        mutual = best_query[top[:, 0]] == np.arange(len(top))
+        keep = np.flatnonzero((ratio < self.config.ratio) & mutual)
+        keep = keep[np.argsort(ratio[keep])][:self.config.max_matches_per_frame]
+        return (feats.keypoints[keep].astype(float).reshape(-1, 2),
+                points[top[keep, 0]].astype(float).reshape(-1, 3))
 
     # ------------------------------------------------------------------ verification
     def __call__(self, group_a, query, map_T_b: np.ndarray) -> Verification:
@@ -219,7 +241,9 @@ class StructureVerifier:
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         per_frame = self.map_points(group_a.images, k_a,
                                     np.asarray(group_a.cam_to_world, float))
-        num_points = sum(len(p[0]) for p in per_frame)
+        points = np.concatenate([p for p, _ in per_frame])
+        descs = np.concatenate([d for _, d in per_frame])
+        num_points = len(points)
         if num_points < cfg.min_inliers:
             a_pos = np.asarray(group_a.cam_to_world, float)[:, :3, 3]
             baseline = float(np.max(np.linalg.norm(a_pos - a_pos[0], axis=1)))
@@ -234,7 +258,7 @@ class StructureVerifier:
         for j, image in enumerate(query.images):
             feats = self.local.describe(image)
             num_feats.append(len(feats.keypoints))
-            x, X = self._correspondences(feats, per_frame)
+            x, X = self._correspondences(feats, points, descs)
             p2d.append(x)
             p3d.append(X)
             exts.append(camera_pose(invert_pose(b0_T_odom @ odom_T_b[j])))
@@ -265,16 +289,21 @@ class StructureVerifier:
         cov = pose_covariance(map_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
                               [p[m] for p, m in zip(p3d, inlier_masks)],
                               [e.Rt for e in exts], k_b)
-        path, reason, disagreement = judge(map_T_b[0], map_T_b0, inliers, matched, cfg)
+        path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
 
 
-def judge(prior: np.ndarray, solved: np.ndarray, inliers: int, matched: int,
-          cfg: VerifierConfig) -> Tuple[str, str, Tuple[float, float]]:
+def judge(prior: np.ndarray, solved: np.ndarray, covariance: np.ndarray, inliers: int,
+          matched: int, cfg: VerifierConfig) -> Tuple[str, str, Tuple[float, float]]:
     """``(path, reason, (metres, degrees) apart)`` for a geometric pose ``solved`` with
     ``inliers`` and G2G's ``prior``: ``verified`` when they agree, ``refined`` when they do not
     but the geometry is trusted (close enough to G2G, or ``trust_inliers`` inliers); raises
-    :class:`_Fallback` when the geometry is not trusted."""
+    :class:`_Fallback` when the geometry is not trusted (also when its position is less certain
+    than ``max_position_sd_m``: e.g. the scale of a straight rig motion)."""
+    position_sd = float(np.sqrt(max(np.linalg.eigvalsh(covariance[:3, :3]).max(), 0.0)))
+    if not np.isfinite(position_sd) or position_sd > cfg.max_position_sd_m:
+        raise _Fallback(f"the geometric pose ({inliers} inliers) is poorly constrained: "
+                        f"position sd {position_sd:.3g} m > {cfg.max_position_sd_m} m")
     rel = relative_pose(prior, solved)
     dt, dr = float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
     if inliers < cfg.trust_inliers and (dt > cfg.prior_translation_m

@@ -1,0 +1,194 @@
+"""Geometric verification and refinement of G2G's rig odometry.
+
+Between two keyframes of a calibrated multi-camera rig, every camera of the previous keyframe
+is matched with every camera of the current one (local features, see
+:mod:`g2g_model.localization.local_features`), and ONE rigid body motion is solved by
+generalized relative pose with RANSAC and non-linear refinement (PoseLib's
+``estimate_generalized_relative_pose``, seeded with G2G's motion). With cameras spread around
+the body and any rotation, the rig's metric extrinsics make the translation's scale observable.
+The covariance comes from the inliers' Sampson errors (``sigma^2 (J^T J)^-1``). The outcome
+takes the same paths as relocalization: ``verified`` / ``refined`` / ``g2g`` with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from g2g_model.geometry import invert_pose
+from g2g_model.localization.local_features import (
+    LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera, pose_matrix,
+)
+from g2g_model.localization.verification import (
+    PATH_G2G, VerifierConfig, _Fallback, judge,
+)
+
+# Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
+G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
+# A geometric rotation this certain is kept even when the step's length is not observable.
+MAX_ROTATION_SD_DEG = 0.5
+
+
+@dataclass
+class MotionVerification:
+    """Outcome of one rig-motion verification.
+
+    Attributes:
+        path: ``"g2g"``, ``"verified"`` or ``"refined"``.
+        delta: ``[4, 4]`` base_prev_T_base_now (for ``"g2g"``: G2G's, unchanged).
+        covariance: ``[6, 6]`` of that motion (x y z, roll pitch yaw; in the previous base
+            frame; metres and radians).
+        inliers: inlier correspondences (0 on the ``"g2g"`` path).
+        reason: why this path.
+    """
+
+    path: str
+    delta: np.ndarray
+    covariance: np.ndarray = field(default_factory=lambda: G2G_STEP_COVARIANCE.copy())
+    inliers: int = 0
+    reason: str = ""
+    g2g_disagreement: Optional[Tuple[float, float]] = None
+
+
+class RigMotionVerifier:
+    """``verifier(group_a, group_b, delta) -> MotionVerification``.
+
+    ``group_a`` / ``group_b``: the rig at the previous / current keyframe, ``cam_to_world`` =
+    base_T_cam of each camera (the body frame at that instant is the group's world);
+    ``delta``: G2G's base_prev_T_base_now. The verifier's config is that of relocalization
+    (:class:`VerifierConfig`); its ``reprojection_px`` is the epipolar threshold here.
+    """
+
+    def __init__(self, config: Optional[VerifierConfig] = None,
+                 features: Optional[LocalFeatures] = None):
+        self.config = (config or VerifierConfig()).validate()
+        cfg = self.config
+        self.local = features or LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio,
+                                               cfg.cache_size)
+
+    def __call__(self, group_a, group_b, delta: np.ndarray) -> MotionVerification:
+        delta = np.asarray(delta, float)
+        fallback = MotionVerification(PATH_G2G, delta.copy())
+        try:
+            return self._verify(group_a, group_b, delta)
+        except _Fallback as why:
+            fallback.reason = str(why)
+            return fallback
+
+    def _verify(self, group_a, group_b, delta: np.ndarray) -> MotionVerification:
+        import poselib
+
+        cfg = self.config
+        if not np.all(np.isfinite(delta)):
+            raise _Fallback("G2G's motion is not finite")
+        sides = []
+        for group in (group_a, group_b):
+            ks = per_frame_intrinsics(group.intrinsics, len(group.images))
+            sides.append(([self.local.describe(im) for im in group.images],
+                          [camera_pose(invert_pose(T)) for T in np.asarray(group.cam_to_world)],
+                          [pinhole_camera(k, im) for k, im in zip(ks, group.images)]))
+        (fa, ext_a, cams_a), (fb, ext_b, cams_b) = sides
+        total = min(sum(len(f.keypoints) for f in fa), sum(len(f.keypoints) for f in fb))
+        if total < cfg.min_inliers:
+            raise _Fallback(f"too few features ({total}): blank, dark or textureless images")
+        matches: List = []
+        for i, f1 in enumerate(fa):
+            for j, f2 in enumerate(fb):
+                pairs = self.local.match(f1.descriptors, f2.descriptors)
+                if len(pairs) < 5:
+                    continue
+                m = poselib.PairwiseMatches()
+                m.cam_id1, m.cam_id2 = i, j
+                m.x1, m.x2 = f1.keypoints[pairs[:, 0]], f2.keypoints[pairs[:, 1]]
+                matches.append(m)
+        matched = sum(len(m.x1) for m in matches)
+        if matched < cfg.min_inliers:
+            raise _Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
+        # PoseLib's relative pose maps rig-1 coordinates to rig-2 coordinates: inv(delta).
+        pose, info = poselib.estimate_generalized_relative_pose(
+            matches, ext_a, cams_a, ext_b, cams_b,
+            {"max_epipolar_error": cfg.reprojection_px / 2, "seed": 0, "success_prob": 0.999,
+             "max_iterations": cfg.ransac_iterations,
+             "min_iterations": min(100, cfg.ransac_iterations)},
+            {"loss_scale": cfg.reprojection_px / 2}, initial_pose=camera_pose(invert_pose(delta)))
+        masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
+        inliers = int(sum(m.sum() for m in masks))
+        if inliers < cfg.min_inliers:
+            raise _Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) among "
+                            f"{matched} matches")
+        solved = invert_pose(pose_matrix(pose))
+        if not np.all(np.isfinite(solved)):
+            raise _Fallback("the geometric solution is not finite")
+        cov = motion_covariance(solved, matches, masks, ext_a, ext_b, cams_a, cams_b)
+        note = ""
+        if _sd(cov[:3, :3]) > cfg.max_position_sd_m and _sd(cov[3:, 3:]) <= np.radians(
+                MAX_ROTATION_SD_DEG) and np.linalg.norm(solved[:3, 3]) > 1e-6:
+            # Straight motion: the rotation and the direction of travel are well measured, the
+            # length is not (the classic degeneracy of a rig moving without turning). Keep the
+            # geometry's rotation and direction, take the length from G2G, and say so.
+            length = float(np.linalg.norm(delta[:3, 3]))
+            solved = solved.copy()
+            solved[:3, 3] *= length / np.linalg.norm(solved[:3, 3])
+            cov = cov.copy()
+            cov[:3, :3], cov[:3, 3:], cov[3:, :3] = G2G_STEP_COVARIANCE[:3, :3], 0.0, 0.0
+            note = "; length of the step from G2G (straight motion: scale not observable)"
+        path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
+        return MotionVerification(path, solved, cov, inliers, reason + note, apart)
+
+
+def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
+                      min_sigma_px: float = 0.5) -> np.ndarray:
+    """``[6, 6]`` covariance of ``delta`` from the Sampson errors (pixels) of the inlier
+    matches: ``sigma^2 (J^T J)^-1``, J by central differences of a perturbation of delta's
+    translation and rotation (about the previous base frame's axes)."""
+    import cv2
+
+    def sampson(d6: np.ndarray) -> np.ndarray:
+        T = delta.copy()
+        T[:3, :3] = cv2.Rodrigues(d6[3:])[0] @ delta[:3, :3]
+        T[:3, 3] = delta[:3, 3] + d6[:3]
+        out = []
+        for m, mask in zip(matches, masks):
+            if not mask.any():
+                continue
+            # camera_a <- camera_b through the bodies: E relates their normalised rays.
+            a_T_b = ext_a[m.cam_id1].Rt
+            a_T_b = np.vstack([a_T_b, [0, 0, 0, 1]]) @ T @ invert_pose(
+                np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
+            R, t = a_T_b[:3, :3], a_T_b[:3, 3]
+            E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
+            K1, K2 = (_k(cams_a[m.cam_id1]), _k(cams_b[m.cam_id2]))
+            F = np.linalg.inv(K1).T @ E @ np.linalg.inv(K2)
+            x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
+            x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
+            Fx2, Ftx1 = x2 @ F.T, x1 @ F
+            num = np.sum(x1 * Fx2, 1)
+            den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
+            out.append(num / np.maximum(den, 1e-12))
+        return np.concatenate(out) if out else np.zeros(0)
+
+    r0 = sampson(np.zeros(6))
+    eps = np.array([1e-4] * 3 + [1e-5] * 3)
+    jac = np.stack([(sampson(np.eye(6)[k] * eps[k]) - sampson(-np.eye(6)[k] * eps[k]))
+                    / (2 * eps[k]) for k in range(6)], axis=1)
+    sigma2 = max(float(r0 @ r0) / max(len(r0) - 6, 1), min_sigma_px ** 2)
+    try:
+        cov = sigma2 * np.linalg.inv(jac.T @ jac)
+    except np.linalg.LinAlgError:
+        return G2G_STEP_COVARIANCE.copy()
+    if not np.all(np.isfinite(cov)):
+        return G2G_STEP_COVARIANCE.copy()
+    return 0.5 * (cov + cov.T)
+
+
+def _sd(block: np.ndarray) -> float:
+    """Largest standard deviation of a covariance block."""
+    value = float(np.linalg.eigvalsh(block).max())
+    return float(np.sqrt(value)) if np.isfinite(value) and value > 0 else 0.0
+
+
+def _k(camera: dict) -> np.ndarray:
+    fx, fy, cx, cy = camera["params"]
+    return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
