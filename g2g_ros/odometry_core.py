@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from g2g_model.geometry import invert_pose, make_pose, project_to_rotation, rotation_angle_deg
+from g2g_model.geometry import fuse_poses, invert_pose, rotation_angle_deg
 from g2g_model.groups import Group
 
 LOG = logging.getLogger(__name__)
@@ -55,13 +55,6 @@ class OdometryUpdate:
     spread_m: float                   # disagreement between the per-camera motion estimates
     cameras: List[str] = field(default_factory=list)
     is_initial: bool = False
-
-
-def fuse_poses(poses: Sequence[np.ndarray]) -> np.ndarray:
-    """Mean of rigid transforms: chordal L2 mean of the rotations, mean of translations."""
-    poses = np.asarray(poses, dtype=np.float64)
-    rot = project_to_rotation(poses[:, :3, :3].mean(axis=0))
-    return make_pose(rot, poses[:, :3, 3].mean(axis=0))
 
 
 def rotation_vector(rotation: np.ndarray) -> np.ndarray:
