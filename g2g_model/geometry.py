@@ -135,3 +135,11 @@ def project_to_rigid(poses: np.ndarray) -> np.ndarray:
     out[..., :3, :3] = project_to_rotation(out[..., :3, :3])
     out[..., 3, :] = (0.0, 0.0, 0.0, 1.0)
     return out
+
+
+def fuse_poses(poses) -> np.ndarray:
+    """Mean of rigid transforms ``[N, 4, 4]``: chordal L2 mean of the rotations, mean of the
+    translations."""
+    poses = np.asarray(poses, dtype=np.float64)
+    rot = project_to_rotation(poses[:, :3, :3].mean(axis=0))
+    return make_pose(rot, poses[:, :3, 3].mean(axis=0))

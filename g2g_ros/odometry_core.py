@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from g2g_model.geometry import invert_pose, make_pose, project_to_rotation, rotation_angle_deg
+from g2g_model.geometry import fuse_poses, invert_pose, rotation_angle_deg
 from g2g_model.groups import Group
 
 LOG = logging.getLogger(__name__)
@@ -58,13 +58,6 @@ class OdometryUpdate:
     path: str = "g2g"                 # what made the motion: g2g, verified or refined
     inliers: int = 0                  # geometric inliers (verified / refined)
     reason: str = ""                  # why this path
-
-
-def fuse_poses(poses: Sequence[np.ndarray]) -> np.ndarray:
-    """Mean of rigid transforms: chordal L2 mean of the rotations, mean of translations."""
-    poses = np.asarray(poses, dtype=np.float64)
-    rot = project_to_rotation(poses[:, :3, :3].mean(axis=0))
-    return make_pose(rot, poses[:, :3, 3].mean(axis=0))
 
 
 def rotation_vector(rotation: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""4x4 matrices <-> geometry_msgs/Pose (duck-typed; no message import needed)."""
+"""4x4 matrices <-> geometry_msgs/Pose (duck-typed; no message import needed), and the pose
+messages of a localization (imported when built)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,41 @@ def matrix_to_pose_msg(T: np.ndarray, pose) -> None:
     pose.position.x, pose.position.y, pose.position.z = map(float, T[:3, 3])
     q = matrix_to_quat_xyzw(T[:3, :3])
     pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = map(float, q)
+
+
+def pose_with_covariance_msg(map_T_base: np.ndarray, covariance: np.ndarray, stamp,
+                             frame_id: str):
+    """A geometry_msgs/PoseWithCovarianceStamped of a pose and its ``[6, 6]`` covariance."""
+    from geometry_msgs.msg import PoseWithCovarianceStamped
+
+    msg = PoseWithCovarianceStamped()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame_id
+    matrix_to_pose_msg(map_T_base, msg.pose.pose)
+    msg.pose.covariance = [float(v) for v in np.asarray(covariance, float).reshape(36)]
+    return msg
+
+
+def alignment_msg(result, stamp, camera_frame_suffix: str):
+    """A g2g_msgs/GroupAlignment of a :class:`~g2g_model.localization.relocalizer.
+    LocalizationResult`: every predicted pose, the map window's and the query's stamps."""
+    from geometry_msgs.msg import Pose
+
+    from g2g_msgs.msg import GroupAlignment
+    from g2g_ros.node_common import to_stamp
+
+    query, group_a, pred = result.query, result.group_a, result.prediction
+    msg = GroupAlignment()
+    msg.header.stamp = stamp
+    msg.header.frame_id = f"{result.camera}{camera_frame_suffix}@map"
+    msg.group_a_id = f"map:{result.map_id}:{result.camera}:{group_a.stamps[0]}"
+    msg.group_b_id = f"query:{query.stamps[0]}"
+    msg.stamps_a = [to_stamp(int(s)) for s in group_a.stamps]
+    msg.stamps_b = [to_stamp(int(s)) for s in query.stamps]
+    for poses, out in ((pred.poses_a, msg.poses_a), (pred.poses_b, msg.poses_b)):
+        for T in poses:
+            out.append(Pose())
+            matrix_to_pose_msg(T, out[-1])
+    msg.overlap_score = float(result.score)
+    msg.inference_time_ms = float(pred.timing_ms["total"])
+    return msg

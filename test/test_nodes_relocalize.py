@@ -156,3 +156,25 @@ def test_relocalize_end_to_end(scene, tmp_path):
     finally:
         log = stop_all(listener, node, player)
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_load_map_failure_then_success_keeps_the_node_alive(scene, tmp_path):
+    """Issue 22, crash 1: a failed ~/load_map followed by a good one must answer both (rclpy
+    refuses to change the log severity of one call site, which killed the node)."""
+    (_, _), map_path = scene
+    listener = Listener()
+    params = {"use_sim_time": True, "map_path": str(map_path), "localize_period_s": 0.0}
+    node = Proc(node_cmd("g2g_ros.nodes.relocalize", params, str(ROOT / "config" / "sim.yaml")),
+                tmp_path / "node.log")
+    try:
+        for path, ok in ((tmp_path / "missing.g2gmap", False), (map_path, True),
+                         (tmp_path / "missing.g2gmap", False), (map_path, True)):
+            reply = listener.call(LoadMap, "/relocalize/load_map", LoadMap.Request(path=str(path)),
+                                  timeout=90)
+            assert reply.success == ok, reply.message + node.output()[-2000:]
+            assert ("does not exist" in reply.message) != ok, reply.message
+        assert reply.num_keyframes > 0
+        assert node.alive(), node.output()[-3000:]
+    finally:
+        log = stop_all(listener, node)
+    assert "Traceback" not in log and "severity cannot be changed" not in log, log[-3000:]

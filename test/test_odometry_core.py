@@ -7,11 +7,11 @@ composition/gating logic exactly; the model itself is tested elsewhere.
 import numpy as np
 import pytest
 
-from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
-from g2g_ros.odometry_core import RigFrames, RigOdometry, fuse_poses, rotation_vector
-from g2g_ros.reloc_core import (
+from g2g_model.geometry import axis_angle_to_matrix, fuse_poses, invert_pose, make_pose
+from g2g_model.localization.correction import (
     Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame, correction_from_prediction,
 )
+from g2g_ros.odometry_core import RigFrames, RigOdometry, rotation_vector
 
 K = np.array([[100.0, 0, 32], [0, 100, 32], [0, 0, 1]])
 # Two cameras: front (optical z = body x) and left, 0.2 m apart.

@@ -1,4 +1,4 @@
-"""Relocalization without ROS: query window buffer, map-window choice, G2G, correction gating.
+"""Relocalization corrections: the query window buffer, map->odom from a prediction, the gate.
 
 Group B is the last W frames of the robot (one camera, with odometry poses odom_T_cam at each
 image stamp); group A is a window of W map frames (map_T_cam). G2G predicts T_{A0<-Bj}; each
@@ -14,17 +14,14 @@ consecutive candidates that agree with each other within the jump limits.
 from __future__ import annotations
 
 import collections
-import logging
 from dataclasses import dataclass, field
 from typing import Deque, List, Optional, Tuple
 
 import numpy as np
 
-from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+from g2g_model.geometry import fuse_poses, invert_pose, relative_pose, rotation_angle_deg
 from g2g_model.groups import Group
-from g2g_ros.odometry_core import fuse_poses
-
-LOG = logging.getLogger(__name__)
+from g2g_model.localization.verification import PATH_G2G
 
 
 @dataclass
@@ -101,11 +98,20 @@ class GateConfig:
 
 @dataclass
 class Candidate:
+    """A map->odom correction offered to the gate.
+
+    ``path`` (``"g2g"``, ``"verified"``, ``"refined"``), ``inliers`` and the 6x6 ``covariance``
+    say how it was made (:mod:`g2g_model.localization.verification`); the gate does not weigh
+    them yet."""
+
     map_T_odom: np.ndarray
     stamp_ns: int
     overlap_score: float
     spread_m: float
     t_a0_bj: np.ndarray = field(repr=False, default=None)
+    path: str = PATH_G2G
+    inliers: int = 0
+    covariance: Optional[np.ndarray] = field(repr=False, default=None)
 
 
 @dataclass

@@ -1,0 +1,259 @@
+"""Relocalization against a stored map, without ROS: the engine of the relocalize node.
+
+:class:`Relocalizer` keeps the query window (:class:`~g2g_model.localization.correction.
+QueryBuffer`), the map (prepared by a :class:`~g2g_model.localization.window_selector.
+WindowSelector`) and the correction gate. One :meth:`Relocalizer.localize`:
+
+1. picks the map window (around a hint, else by the selector's scorer);
+2. runs G2G on (map window, query window): ``T_{A0<-Bj}`` for every query frame;
+3. optionally verifies it geometrically: ``verifier(group_a, query, map_T_b)`` with ``map_T_b``
+   G2G's estimate of each query camera in the map frame returns a
+   :class:`~g2g_model.localization.verification.Verification`; on its ``verified`` /
+   ``refined`` paths the correction is ``map_T_b0 @ inv(odom_T_b0)`` from the verified pose,
+   otherwise the fusion of G2G's per-frame estimates;
+4. offers the correction to the gate, with its path, inliers and covariance.
+
+The result (:class:`LocalizationResult`) says what happened; the node publishes it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+import numpy as np
+
+from g2g_model.geometry import invert_pose
+from g2g_model.groups import Group
+from g2g_model.localization.correction import (Candidate, CorrectionGate, GateConfig,
+                                               QueryBuffer, QueryFrame,
+                                               correction_from_prediction)
+from g2g_model.localization.verification import (PATH_G2G, PATH_REFINED, PATH_VERIFIED,
+                                                 Verification)
+from g2g_model.localization.window_selector import WindowSelector
+from g2g_model.maps import G2GMap, load_map
+
+# Covariance of a G2G-only map pose (x y z roll pitch yaw; m^2, rad^2): constants until G2G's
+# uncertainty is calibrated. The one place they are written.
+G2G_COVARIANCE = np.diag([0.05] * 3 + [0.01] * 3)
+
+# verifier(group_a, query, map_T_b [W, 4, 4]) -> Verification
+Verifier = Callable[[Group, Group, np.ndarray], Verification]
+
+
+@dataclass
+class LocalizationResult:
+    """Outcome of one :meth:`Relocalizer.localize`.
+
+    Attributes:
+        accepted: whether the gate accepted the correction (it is then the current one).
+        message: what happened (``accepted: ...`` / ``rejected: ...``, or why nothing ran).
+        window_index, score, how: the map window chosen (:class:`~g2g_model.localization.
+            window_selector.Selection`); score NaN when it is not an estimated overlap.
+        prediction: G2G's :class:`~g2g_model.inference.Prediction`.
+        map_T_odom: the candidate correction offered to the gate.
+        current: the gate's correction after the decision (None before a first fix).
+        path: ``g2g``, ``verified`` or ``refined``; inliers: geometric inliers (0 for g2g).
+        covariance: ``[6, 6]`` covariance of the query's first camera pose in the map: the
+            verification's on its verified / refined paths, :data:`G2G_COVARIANCE` on g2g.
+        verification_reason: why the verifier chose its path ("" without a verifier).
+        query, group_a: the query and map groups used; map_id, camera: the map's id and the
+            camera of the map window (a map loaded since does not rename them).
+        timing_ms: ``select``, ``g2g``, ``verify``, ``total``.
+    """
+
+    accepted: bool
+    message: str
+    window_index: Optional[int] = None
+    score: float = float("nan")
+    how: str = ""
+    prediction: object = field(default=None, repr=False)
+    map_T_odom: Optional[np.ndarray] = field(default=None, repr=False)
+    current: Optional[np.ndarray] = field(default=None, repr=False)
+    path: str = PATH_G2G
+    inliers: int = 0
+    covariance: np.ndarray = field(default_factory=lambda: G2G_COVARIANCE.copy(), repr=False)
+    verification_reason: str = ""
+    query: Optional[Group] = field(default=None, repr=False)
+    group_a: Optional[Group] = field(default=None, repr=False)
+    map_id: str = ""
+    camera: str = ""
+    timing_ms: Dict[str, float] = field(default_factory=dict)
+
+
+class Relocalizer:
+    """Query window + map + window selection + G2G + verification + gate (module docstring).
+
+    Args:
+        pipeline: a :class:`~g2g_model.inference.G2GPipeline` (``predict``, ``backbone_id``).
+        selector: the window selector (its configuration's ``window_size`` is W).
+        gate: the correction gate's configuration.
+        min_translation_m, min_rotation_deg: the query window's frame spacing.
+        verifier: optional geometric verification (:data:`Verifier`).
+
+    Thread-safe: frames, hints and resets may come from other threads than localizations.
+    """
+
+    def __init__(self, pipeline, selector: WindowSelector, gate: GateConfig,
+                 min_translation_m: float = 0.1, min_rotation_deg: float = 5.0,
+                 verifier: Optional[Verifier] = None):
+        self.pipeline = pipeline
+        self.selector = selector
+        self.window_size = selector.config.window_size
+        max_frames = getattr(pipeline, "max_frames", None)
+        if max_frames is not None and self.window_size > max_frames:
+            raise ValueError(f"window_size {self.window_size} exceeds the model's max_frames "
+                             f"{max_frames}")
+        self.gate = CorrectionGate(gate)
+        self.buffer = QueryBuffer(self.window_size, min_translation_m, min_rotation_deg)
+        self.verifier = verifier
+        self.lock = threading.Lock()
+        self.map_path = ""
+        self.hint: Optional[np.ndarray] = None  # provisional map->odom (e.g. /initialpose)
+        self.last: Optional[LocalizationResult] = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def gmap(self) -> Optional[G2GMap]:
+        prepared = self.selector.prepared
+        return None if prepared is None else prepared.gmap
+
+    @property
+    def current(self) -> Optional[np.ndarray]:
+        return self.gate.current
+
+    def load_map(self, path: str) -> str:
+        """Load and prepare a map file, then use it (the gate is reset: a new map has its own
+        frame). Raises ``MapError`` / ``ValueError`` saying what is wrong; the previous map is
+        then kept."""
+        gmap = load_map(path, expect_backbone=self.pipeline.backbone_id())
+        return self.use_map(gmap, path)
+
+    def use_map(self, gmap: G2GMap, path: str = "") -> str:
+        """Prepare an in-memory map and use it (see :meth:`load_map`)."""
+        prepared = self.selector.describe_map(gmap, f"map {path}" if path else "map")
+        with self.lock:
+            self.selector.prepared = prepared
+            self.map_path = path
+            self.gate.reset()
+        return f"loaded map {path}: {len(gmap)} frames, {len(prepared.windows)} windows"
+
+    def add_frame(self, frame: QueryFrame) -> bool:
+        """Buffer a query frame (False: skipped, too little motion); ``ValueError`` for a
+        non-finite pose or a stamp that is not after the last one."""
+        with self.lock:
+            return self.buffer.add(frame)
+
+    def set_hint(self, map_T_odom: Optional[np.ndarray]) -> None:
+        """A provisional map->odom (e.g. from an initial pose) that guides the search until a
+        fix."""
+        with self.lock:
+            self.hint = None if map_T_odom is None else np.asarray(map_T_odom, float)
+
+    def reset(self) -> None:
+        """Forget the correction, the query window and the hint (the map is kept)."""
+        with self.lock:
+            self.gate.reset()
+            self.buffer.clear()
+            self.hint = None
+
+    def ready(self) -> bool:
+        return self.gmap is not None and self.buffer.full()
+
+    def tracking_hint(self) -> Optional[np.ndarray]:
+        """Where to search, as the newest query camera's pose in the map: from the current
+        correction once localized (tracking), from the provisional hint before that, None
+        otherwise (global search)."""
+        with self.lock:
+            map_T_odom = self.gate.current if self.gate.current is not None else self.hint
+            last = self.buffer.frames[-1] if self.buffer.frames else None
+        if map_T_odom is None or last is None:
+            return None
+        return map_T_odom @ last.odom_T_cam
+
+    # ------------------------------------------------------------------ one localization
+    def localize(self, hint: Optional[np.ndarray] = None) -> LocalizationResult:
+        """One relocalization (module docstring). ``hint``: the query camera's pose in the map
+        (:meth:`tracking_hint`), or None. Raises what the model, the selector or the verifier
+        raise (e.g. ``ValueError`` for a map without cached features)."""
+        t0 = time.perf_counter()
+        with self.lock:
+            prepared = self.selector.prepared
+            if prepared is None:
+                return self._done(LocalizationResult(False, "no map loaded (call ~/load_map)"))
+            if not self.buffer.full():
+                return self._done(LocalizationResult(
+                    False, f"query window not full ({len(self.buffer.frames)}/"
+                    f"{self.buffer.window} frames)"))
+            query = self.buffer.group()
+        idx, score, how = self.selector.select(query, hint, prepared=prepared)[:3]
+        t1 = time.perf_counter()
+        gmap = prepared.gmap
+        frames = [gmap.frames[i] for i in prepared.windows[idx]]
+        group_a = Group(images=[f.decode() for f in frames],
+                        intrinsics=np.stack([f.intrinsics for f in frames]),
+                        cam_to_world=np.stack([f.world_T_cam for f in frames]),
+                        stamps=[f.stamp_ns for f in frames])
+        pred = self.pipeline.predict(group_a, query)
+        t2 = time.perf_counter()
+        odom_T_b = np.asarray(query.cam_to_world)
+        map_T_odom, spread = correction_from_prediction(group_a.cam_to_world[0], pred.poses_b,
+                                                        odom_T_b)
+        result = LocalizationResult(False, "", idx, score, how, pred, query=query,
+                                    group_a=group_a, map_id=gmap.map_id,
+                                    camera=frames[0].camera)
+        if self.verifier is not None:
+            map_T_b = group_a.cam_to_world[0] @ np.asarray(pred.poses_b)
+            verification = self._verify(group_a, query, map_T_b)
+            result.path, result.verification_reason = verification.path, verification.reason
+            if verification.path in (PATH_VERIFIED, PATH_REFINED):
+                result.inliers = int(verification.inliers)
+                result.covariance = np.asarray(verification.covariance, float)
+                # One rigid pose for the whole query group: no per-frame spread.
+                map_T_odom = np.asarray(verification.map_T_b0, float) @ invert_pose(odom_T_b[0])
+                spread = 0.0
+        t3 = time.perf_counter()
+        result.map_T_odom = map_T_odom
+        # A score that is not an estimated overlap (NaN) passes min_overlap_score.
+        cand = Candidate(map_T_odom, int(query.stamps[0]), score if np.isfinite(score) else 1.0,
+                         spread, pred.poses_b, result.path, result.inliers, result.covariance)
+        with self.lock:
+            decision = self.gate.offer(cand)
+            result.current = self.gate.current
+        result.accepted = decision.accepted
+        result.message = (f"{'accepted' if decision.accepted else 'rejected'}: "
+                          f"{decision.reason} (window {idx} by {how}"
+                          + (f", score {score:.2f}" if np.isfinite(score) else "")
+                          + (f", path {result.path}, {result.inliers} inliers"
+                             if self.verifier is not None else "") + ")")
+        result.timing_ms = {"select": 1e3 * (t1 - t0), "g2g": 1e3 * (t2 - t1),
+                            "verify": 1e3 * (t3 - t2), "total": 1e3 * (time.perf_counter() - t0)}
+        return self._done(result)
+
+    def _verify(self, group_a: Group, query: Group, map_T_b: np.ndarray) -> Verification:
+        """The verifier's answer; a failure or an unusable answer falls back to G2G with the
+        reason."""
+        try:
+            verification = self.verifier(group_a, query, map_T_b)
+        except Exception as exc:  # a verifier bug must not stop relocalization
+            return Verification(PATH_G2G, map_T_b[0], G2G_COVARIANCE.copy(), 0,
+                                f"verification failed: {type(exc).__name__}: {exc}")
+        if verification.path not in (PATH_G2G, PATH_VERIFIED, PATH_REFINED):
+            return Verification(PATH_G2G, map_T_b[0], G2G_COVARIANCE.copy(), 0,
+                                f"verifier returned an unknown path {verification.path!r}")
+        pose = np.asarray(verification.map_T_b0, float)
+        cov = np.asarray(verification.covariance, float)
+        if verification.path != PATH_G2G and (pose.shape != (4, 4)
+                                              or not np.all(np.isfinite(pose))):
+            return Verification(PATH_G2G, map_T_b[0], G2G_COVARIANCE.copy(), 0,
+                                "verifier returned a non-finite or malformed pose")
+        if cov.shape != (6, 6) or not np.all(np.isfinite(cov)):
+            return Verification(PATH_G2G, map_T_b[0], G2G_COVARIANCE.copy(), 0,
+                                "verifier returned a non-finite or malformed covariance")
+        return verification
+
+    def _done(self, result: LocalizationResult) -> LocalizationResult:
+        self.last = result
+        return result

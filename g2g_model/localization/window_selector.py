@@ -1,0 +1,383 @@
+"""Which map window a query window is aligned against: the one implementation.
+
+The relocalize node (through :class:`~g2g_model.localization.relocalizer.Relocalizer`),
+``g2g-covis sim-eval`` (:mod:`g2g_model.covisibility.sim_data`) and the end-to-end benchmark
+(``benchmarks/covis_end_to_end.py``) all call :class:`WindowSelector`, so a published
+window-pick figure measures what the robot runs.
+
+* :meth:`WindowSelector.prepare` describes a map once (its token statistics or whitening, the
+  descriptors of every frame, the pair verifier's shrunk frames);
+* :meth:`WindowSelector.select` picks a window for a query group: the window nearest to a pose
+  hint when one is given and a window lies within ``hint_radius_m``; otherwise the scorer's
+  best window (``scorer``, see :data:`WINDOW_SCORERS`), whose ``top_k`` best distinct places
+  the pair verifier re-ranks for the embedding scorers.
+
+The frame-pair scorers themselves live in :mod:`g2g_model.window_selection` and
+:mod:`g2g_model.covisibility`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from g2g_model.groups import Group
+from g2g_model.maps import G2GMap, map_windows, nearest_window
+from g2g_model.window_selection import (MapWhitening, best_window, descriptor_similarity,
+                                        token_statistics)
+
+LOG = logging.getLogger(__name__)
+
+WINDOW_SCORERS = ("combined", "embedding", "image", "whitened", "covisibility", "descriptor")
+# Scorers whose window score is an estimated overlap in [0, 1] (min_overlap_score applies).
+OVERLAP_SCORERS = ("combined", "embedding", "image")
+# Scorers that describe the map once when it is prepared.
+PREPARED_SCORERS = (*OVERLAP_SCORERS, "whitened")
+HOW = {"combined": "token + image covisibility embeddings",
+       "embedding": "covisibility embedding", "image": "image covisibility embedding",
+       "whitened": "map-whitened similarity", "descriptor": "descriptor similarity",
+       "covisibility": "covisibility"}
+
+
+@dataclass
+class SelectorConfig:
+    """Named configuration of a :class:`WindowSelector` (the relocalize node's parameters).
+
+    Attributes:
+        scorer: one of :data:`WINDOW_SCORERS` (``window_scorer``).
+        embedding, image_embedding, covisibility: model files (``covis_embedding``,
+            ``covis_image_embedding``, ``covis_checkpoint``); empty = the shipped default.
+        pair_verifier: re-ranking model (``covis_pair_verifier``); empty = the shipped default,
+            ``"none"`` = no re-ranking.
+        top_k, verifier_weight: re-ranking settings; None = those stored in the verifier file.
+        window_size: map frames per window (consecutive frames of one camera).
+        hint_radius_m: a pose hint picks the nearest window within this radius.
+        min_overlap_score: the covisibility decoder's threshold.
+        coarse_stride: the covisibility decoder scores every k-th map frame first.
+    """
+
+    scorer: str = "combined"
+    embedding: str = ""
+    image_embedding: str = ""
+    pair_verifier: str = ""
+    covisibility: str = ""
+    top_k: Optional[int] = None
+    verifier_weight: Optional[float] = None
+    window_size: int = 5
+    hint_radius_m: float = 5.0
+    min_overlap_score: float = 0.0
+    coarse_stride: int = 1
+
+    def validate(self) -> "SelectorConfig":
+        if self.scorer not in WINDOW_SCORERS:
+            raise ValueError(f"window_scorer must be one of {WINDOW_SCORERS}, "
+                             f"got {self.scorer!r}")
+        if self.window_size < 1:
+            raise ValueError(f"window_size must be >= 1, got {self.window_size}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if self.verifier_weight is not None and not self.verifier_weight >= 0:
+            raise ValueError(f"verifier weight must be >= 0, got {self.verifier_weight}")
+        return self
+
+    @property
+    def reranks(self) -> bool:
+        return self.scorer in OVERLAP_SCORERS and self.pair_verifier != "none"
+
+
+@dataclass
+class SelectorModels:
+    """The loaded models a configuration needs (None where it needs none)."""
+
+    embedding: object = None
+    image_embedding: object = None
+    covisibility: object = None
+    pair_verifier: object = None
+    top_k: int = 8
+    weight: float = 1.0
+
+
+def load_selector_models(config: SelectorConfig, encoder: Optional[dict] = None
+                         ) -> tuple:
+    """``(SelectorModels, [(level "info" or "warning", log line)])`` for ``config``;
+    ``ValueError`` (or the loaders' ``CheckpointError``) when a model it needs is missing or
+    does not fit ``encoder`` (the G2G backbone id whose tokens the token models read)."""
+    from g2g_model.inference import default_checkpoint
+
+    config.validate()
+    models, lines = SelectorModels(), []
+
+    def path_of(given: str, task: str, option: str) -> str:
+        path = given or default_checkpoint(task)
+        if not path or path == "none":
+            raise ValueError(f"window_scorer={config.scorer} needs {option}, and none is "
+                             "shipped or given")
+        return str(path)
+
+    if config.scorer == "covisibility":
+        from g2g_model.covisibility.checkpoint import load_checkpoint
+
+        path = path_of(config.covisibility, "covisibility",
+                       "a covisibility checkpoint (covis_checkpoint)")
+        models.covisibility = load_checkpoint(path, expect_encoder=encoder)[0].eval()
+        lines.append(("info", f"covisibility front-end: {path}"))
+    if config.scorer in ("combined", "embedding"):
+        from g2g_model.covisibility.embedding import load_embedding
+
+        path = path_of(config.embedding, "covisibility_embedding",
+                       "a covisibility embedding (covis_embedding)")
+        models.embedding = load_embedding(path, expect_encoder=encoder)[0]
+        lines.append(("info", f"window scorer: covisibility embedding {path}"))
+    if config.scorer in ("combined", "image"):
+        from g2g_model.covisibility.image_embedding import load_image_embedding
+
+        path = path_of(config.image_embedding, "covisibility_image_embedding",
+                       "an image covisibility embedding (covis_image_embedding)")
+        models.image_embedding = load_image_embedding(path)[0]
+        lines.append(("info", f"window scorer: image covisibility embedding {path}"))
+    if config.reranks:
+        from g2g_model.covisibility.pair_verifier import load_pair_verifier
+
+        path = config.pair_verifier or default_checkpoint("covisibility_pair_verifier")
+        if not path:
+            lines.append(("warning", "no pair verifier shipped or given: map windows are not "
+                          "re-ranked"))
+        else:
+            models.pair_verifier, header = load_pair_verifier(path)
+            models.top_k = int(header["top_k"] if config.top_k is None else config.top_k)
+            models.weight = float(header["weight"] if config.verifier_weight is None
+                                  else config.verifier_weight)
+            lines.append(("info", f"window re-ranking: pair verifier {path} (top "
+                                  f"{models.top_k}, weight {models.weight})"))
+    return models, lines
+
+
+class Selection(NamedTuple):
+    """A chosen map window: its index in the prepared windows, its score (an estimated
+    overlap for :data:`OVERLAP_SCORERS` and the decoder, NaN otherwise), and how it was
+    chosen (for logs and status); then, for reports: the pair verifier's value (NaN without
+    re-ranking), the (map frame, query frame) pairs scored, and the chosen window's frame-pair
+    scores ``[W, T_query]`` (None for a pick by the hint)."""
+
+    index: int
+    score: float
+    how: str
+    verification: float = float("nan")
+    pairs_scored: int = 0
+    block: Optional[np.ndarray] = None
+
+
+@dataclass
+class PreparedMap:
+    """What :meth:`WindowSelector.prepare` keeps of a map (replaced as a whole)."""
+
+    gmap: G2GMap
+    windows: List[np.ndarray]
+    tokens: Optional[torch.Tensor]        # [F, P, D] float32, or None (no cached features)
+    parts: list                           # (describe a query, the map's descriptors)
+    verify_images: Optional[torch.Tensor]  # the map's frames shrunk for the pair verifier
+
+
+# describe(query_tokens, query_images) -> [T_query, dim] unit descriptors
+Describe = Callable[[torch.Tensor, Sequence[np.ndarray]], torch.Tensor]
+
+
+class WindowSelector:
+    """Window selection of a named configuration (see the module docstring).
+
+    Args:
+        config: the configuration.
+        models: its loaded models (:func:`load_selector_models`).
+        encode: ``encode(images, intrinsics) -> [T, P, D]`` tokens of query frames (the G2G
+            pipeline's ``encode_frames``); needed unless every :meth:`select` passes tokens.
+    """
+
+    def __init__(self, config: SelectorConfig, models: SelectorModels,
+                 encode: Optional[Callable] = None):
+        self.config = config.validate()
+        self.models = models
+        self.encode = encode
+        self.prepared: Optional[PreparedMap] = None
+
+    @classmethod
+    def from_config(cls, config: SelectorConfig, pipeline=None, info=LOG.info,
+                    warning=LOG.warning) -> "WindowSelector":
+        """Load the models of ``config`` (token models checked against ``pipeline``'s
+        encoder) and log what was loaded through ``info`` / ``warning``."""
+        encoder = pipeline.backbone_id() if pipeline is not None else None
+        models, lines = load_selector_models(config, encoder)
+        for level, line in lines:
+            if level == "warning":
+                warning(line)
+            else:
+                info(line)
+        return cls(config, models, pipeline.encode_frames if pipeline is not None else None)
+
+    # ------------------------------------------------------------------ the map
+    def prepare(self, gmap: G2GMap, source: str = "map") -> PreparedMap:
+        """Describe ``gmap`` once (:meth:`describe_map`) and make it the map :meth:`select`
+        searches. Raises ``ValueError`` saying what is wrong; the previously prepared map is
+        then kept."""
+        self.prepared = self.describe_map(gmap, source)
+        return self.prepared
+
+    def describe_map(self, gmap: G2GMap, source: str = "map") -> PreparedMap:
+        """What :meth:`select` needs of ``gmap``, without making it the current map. Windows
+        are ``window_size`` consecutive frames of every map camera (a place revisited in the
+        other direction is seen by another camera of the mapping run)."""
+        cfg, models = self.config, self.models
+        windows = map_windows(gmap, None, cfg.window_size)
+        if not windows:
+            raise ValueError(f"{source} has no camera with {cfg.window_size} frames "
+                             f"(cameras: {gmap.cameras()})")
+        parts = []
+        verify_images = None
+        if gmap.features is not None and cfg.scorer in PREPARED_SCORERS:
+            try:
+                if cfg.scorer == "whitened":
+                    whiten = MapWhitening.fit(gmap.features).transform
+                    parts.append((lambda tokens, images: whiten(tokens), whiten(gmap.features)))
+                if cfg.scorer in ("combined", "embedding"):
+                    describe_tokens = functools.partial(models.embedding.describe,
+                                                        stats=token_statistics(gmap.features))
+                    parts.append((lambda tokens, images: describe_tokens(tokens),
+                                  describe_tokens(gmap.features)))
+            except ValueError as exc:
+                raise ValueError(f"{source}: its cached features are unusable: {exc}") from exc
+            verifier = models.pair_verifier
+            images = ([f.decode() for f in gmap.frames]
+                      if cfg.scorer in ("combined", "image") or verifier is not None else None)
+            if cfg.scorer in ("combined", "image"):
+                image_model = models.image_embedding
+                parts.append((lambda tokens, images: image_model.describe(images),
+                              image_model.describe(images)))
+            verify_images = None if verifier is None else verifier.shrink_all(images)
+        tokens = None if gmap.features is None else gmap.features.float()
+        return PreparedMap(gmap, windows, tokens, parts, verify_images)
+
+    # ------------------------------------------------------------------ a query
+    def frame_scores(self, query: Group, query_tokens: Optional[torch.Tensor] = None,
+                     prepared: Optional[PreparedMap] = None) -> np.ndarray:
+        """``[F_map, T_query]`` frame-pair scores of the prepared map against ``query`` by the
+        configured scorer (not the decoder, which scores per camera inside :meth:`select`)."""
+        prepared = prepared or self._prepared()
+        if prepared.tokens is None:
+            raise ValueError("the map has no cached features; rebuild it with g2g-map build")
+        tokens = self._query_tokens(query, query_tokens)
+        if prepared.parts:  # map side described at prepare()
+            # The embeddings' cosines estimate overlaps: their mean is one too.
+            return sum((map_desc @ describe(tokens, query.images).T).numpy()
+                       for describe, map_desc in prepared.parts) / len(prepared.parts)
+        return descriptor_similarity(prepared.tokens, tokens)
+
+    def select(self, query: Group, hint: Optional[np.ndarray] = None,
+               query_tokens: Optional[torch.Tensor] = None,
+               allowed: Optional[Sequence[bool]] = None,
+               prepared: Optional[PreparedMap] = None) -> Selection:
+        """Pick the map window for ``query``.
+
+        Args:
+            query: the query frames (images and intrinsics are read).
+            hint: ``[4, 4]`` pose of the query's camera in the map frame, or None.
+            query_tokens: the query frames' tokens when already encoded (else ``encode``).
+            allowed: optional mask over the prepared windows (evaluation protocols).
+            prepared: search this map instead of the current one (a caller that took it
+                together with other state).
+        Raises:
+            ValueError: no map prepared, a map without cached features (without a hint), or
+                no window above the decoder's threshold.
+        """
+        prepared = prepared or self._prepared()
+        cfg, windows = self.config, prepared.windows
+        note = ""
+        if hint is not None:
+            position = np.asarray(hint)[:3, 3]
+            idx = nearest_window(prepared.gmap, windows, position, cfg.hint_radius_m,
+                                 direction=np.asarray(hint)[:3, 2])
+            if idx is not None:
+                return Selection(idx, float("nan"), "pose hint")
+            note = (f" (no map window within hint_radius_m={cfg.hint_radius_m} of the hint "
+                    f"{position.round(2).tolist()}: whole map searched)")
+        if prepared.tokens is None:
+            raise ValueError("the map has no cached features; rebuild it with g2g-map build")
+        if cfg.scorer == "covisibility":
+            return self._select_by_decoder(prepared, query, query_tokens, note)
+        scores = self.frame_scores(query, query_tokens, prepared)
+        ranked = self._rank(scores, query, allowed, prepared)
+        if not ranked:
+            raise ValueError("no map window may be picked")
+        idx, score, verification = ranked[0]
+        how = HOW[cfg.scorer if prepared.parts else "descriptor"]
+        if np.isfinite(verification):
+            how += f" + pair verifier {verification:.2f}"
+        # The embeddings' scores approximate overlaps; the other similarities have no scale.
+        overlap = cfg.scorer in OVERLAP_SCORERS and bool(prepared.parts)
+        return Selection(idx, score if overlap else float("nan"), how + note, verification,
+                         int(scores.size), scores[np.asarray(prepared.windows[idx])])
+
+    def rank(self, query: Group, query_tokens: Optional[torch.Tensor] = None,
+             allowed: Optional[Sequence[bool]] = None,
+             prepared: Optional[PreparedMap] = None) -> List[Tuple[int, float, float]]:
+        """The scorer's choice without a hint, best first, as ``(window index, window score,
+        verification)``: with the pair verifier its ``top_k`` best distinct places re-ranked
+        (:func:`~g2g_model.covisibility.pair_verifier.verify_windows`), without it the best
+        window alone (verification NaN). Empty when ``allowed`` allows none."""
+        prepared = prepared or self._prepared()
+        return self._rank(self.frame_scores(query, query_tokens, prepared), query, allowed,
+                          prepared)
+
+    def _rank(self, scores: np.ndarray, query: Group, allowed, prepared: PreparedMap):
+        verifier = self.models.pair_verifier
+        if verifier is not None and prepared.verify_images is not None:
+            from g2g_model.covisibility.pair_verifier import verify_windows
+
+            return verify_windows(verifier, scores, prepared.windows, prepared.verify_images,
+                                  verifier.shrink_all(query.images), self.models.top_k,
+                                  self.models.weight, allowed)
+        idx, score = best_window(scores, prepared.windows, allowed)
+        return [] if idx is None else [(idx, score, float("nan"))]
+
+    def _prepared(self) -> PreparedMap:
+        prepared = self.prepared
+        if prepared is None:
+            raise ValueError("no map prepared")
+        return prepared
+
+    def _query_tokens(self, query: Group, tokens: Optional[torch.Tensor]) -> torch.Tensor:
+        if tokens is not None:
+            return tokens
+        if self.encode is None:
+            raise ValueError("query tokens are needed (no encoder given)")
+        return self.encode(query.images, query.intrinsics)
+
+    def _select_by_decoder(self, prepared: PreparedMap, query: Group,
+                           query_tokens: Optional[torch.Tensor], note: str) -> Selection:
+        from g2g_model.covisibility.front_end import select_map_windows
+
+        cfg, gmap = self.config, prepared.gmap
+        tokens = self._query_tokens(query, query_tokens)
+        best, pairs = None, 0
+        for cam in gmap.cameras():  # windows are consecutive frames of one camera
+            rows = gmap.camera_indices(cam)
+            if len(rows) < cfg.window_size:
+                continue
+            picks, scores = select_map_windows(
+                self.models.covisibility, prepared.tokens[torch.from_numpy(rows)], tokens,
+                (cfg.window_size, len(query.images)), top_k=1, threshold=cfg.min_overlap_score,
+                coarse_stride=cfg.coarse_stride)
+            pairs += int(scores.score.any(axis=1).sum()) * len(query.images)
+            if picks and (best is None or picks[0].score > best[1]):
+                start = picks[0].map_start
+                best = (int(rows[start]), float(picks[0].score),
+                        scores.score[start:start + cfg.window_size])
+        if best is None:
+            raise ValueError(f"no map window scores above min_overlap_score="
+                             f"{cfg.min_overlap_score}")
+        idx = next(i for i, w in enumerate(prepared.windows) if int(w[0]) == best[0])
+        return Selection(idx, best[1], "covisibility" + note, pairs_scored=pairs,
+                         block=np.asarray(best[2]))

@@ -1,0 +1,187 @@
+"""The ROS-free localization engine: WindowSelector and Relocalizer, without DDS.
+
+A map is built from one traversal of a small simulated scene with the embedded default model;
+the query is the other traversal, with odometry poses in an ``odom`` frame that is offset from
+the map by a known transform, so that a correct correction is known exactly. Verifiers here are
+plain callables standing in for the geometric verifier (its interface is
+:mod:`g2g_model.localization.verification`).
+"""
+
+import numpy as np
+import pytest
+
+from g2g_model.data.format import TrajectoryReader
+from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
+from g2g_model.inference import G2GPipeline
+from g2g_model.localization.correction import GateConfig, QueryFrame
+from g2g_model.localization.relocalizer import G2G_COVARIANCE, Relocalizer
+from g2g_model.localization.verification import Verification
+from g2g_model.localization.window_selector import SelectorConfig, WindowSelector
+from g2g_model.map_cli import build_map_from_trajectory
+from g2g_model.maps import MapError, save_map
+from sim_fixtures import tiny_trajectories
+
+W = 4
+# map_T_odom of the query's odometry: what a perfect relocalization recovers.
+MAP_T_ODOM = make_pose(axis_angle_to_matrix([0.0, 0.0, 0.3]), [1.0, -2.0, 0.1])
+WIDE_OPEN = GateConfig(consistency_count=1, max_fusion_spread_m=1e3,
+                       max_jump_translation_m=1e3, max_jump_rotation_deg=180.0)
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reloc_engine")
+    trajs = tiny_trajectories(out, seed=20002, frames=16, traversals=2, rig="ring4")
+    pipeline = G2GPipeline.default("relocalization")
+    gmap = build_map_from_trajectory(trajs[0], pipeline, ["cam0", "cam1"], progress=False)
+    return pipeline, gmap, save_map(gmap, out / "scene.g2gmap"), TrajectoryReader(trajs[1])
+
+
+def _engine(pipeline, scorer="whitened", verifier=None, gate=WIDE_OPEN):
+    selector = WindowSelector.from_config(
+        SelectorConfig(scorer=scorer, window_size=W, pair_verifier="none"), pipeline)
+    return Relocalizer(pipeline, selector, gate, min_translation_m=0.0, min_rotation_deg=0.0,
+                       verifier=verifier)
+
+
+def _fill(engine, query, start=2, cam="cam0"):
+    world_T_cam = query.world_T_cam(cam)
+    for i in range(start, start + W):
+        odom_T_cam = invert_pose(MAP_T_ODOM) @ world_T_cam[i]
+        assert engine.add_frame(QueryFrame(int(query.timestamps_ns[i]), query.image(cam, i),
+                                           query.rig[cam].K, odom_T_cam))
+    return world_T_cam[start:start + W]
+
+
+def test_nothing_runs_without_a_map_or_a_full_window(scene):
+    pipeline, gmap, path, query = scene
+    engine = _engine(pipeline)
+    result = engine.localize()
+    assert not result.accepted and "no map loaded" in result.message
+    engine.use_map(gmap, "mem")
+    result = engine.localize()
+    assert not result.accepted and "query window not full (0/4 frames)" in result.message
+    assert result.window_index is None and engine.current is None
+
+
+def test_g2g_path_with_a_hint_publishes_the_g2g_covariance(scene):
+    pipeline, gmap, path, query = scene
+    engine = _engine(pipeline)
+    assert "windows" in engine.load_map(str(path))
+    truth = _fill(engine, query)
+    result = engine.localize(hint=truth[-1])
+    assert result.how == "pose hint" and np.isnan(result.score)
+    assert result.accepted, result.message
+    assert result.path == "g2g" and result.inliers == 0
+    np.testing.assert_array_equal(result.covariance, G2G_COVARIANCE)
+    assert result.prediction.poses_b.shape == (W, 4, 4)
+    np.testing.assert_allclose(result.current, result.map_T_odom)
+    # The chosen window is one camera's consecutive map frames near the hint.
+    window = engine.selector.prepared.windows[result.window_index]
+    assert len({gmap.frames[i].camera for i in window}) == 1
+    assert engine.last is result and engine.tracking_hint() is not None
+
+
+def test_a_verified_pose_makes_the_correction_and_its_covariance(scene):
+    pipeline, gmap, path, query = scene
+    seen = {}
+    cov = np.diag([1e-4] * 3 + [1e-5] * 3)
+
+    def verifier(group_a, q, map_T_b):
+        seen["map_T_b"], seen["group_a"], seen["query"] = map_T_b, group_a, q
+        return Verification("verified", truth[0], cov, inliers=57, reason="agrees with G2G")
+
+    engine = _engine(pipeline, verifier=verifier)
+    engine.use_map(gmap, "mem")
+    truth = _fill(engine, query)
+    result = engine.localize()  # no hint: the scorer picks the window
+    assert result.how == "map-whitened similarity", result.how
+    # The verifier saw G2G's estimate of every query camera in the map frame.
+    assert seen["map_T_b"].shape == (W, 4, 4)
+    np.testing.assert_allclose(
+        seen["map_T_b"], seen["group_a"].cam_to_world[0] @ result.prediction.poses_b)
+    assert seen["query"] is result.query
+    # map_T_odom = map_T_b0 @ inv(odom_T_b0): exactly the true offset.
+    np.testing.assert_allclose(result.map_T_odom, MAP_T_ODOM, atol=1e-9)
+    assert result.accepted and (result.path, result.inliers) == ("verified", 57)
+    np.testing.assert_array_equal(result.covariance, cov)
+    assert "path verified, 57 inliers" in result.message
+    assert result.verification_reason == "agrees with G2G"
+
+
+def test_the_gate_receives_path_inliers_and_covariance(scene):
+    pipeline, gmap, path, query = scene
+    cov = np.diag([2e-4] * 3 + [1e-5] * 3)
+    engine = _engine(pipeline, gate=GateConfig(consistency_count=2),
+                     verifier=lambda a, q, m: Verification("refined", truth[0], cov, 31))
+    engine.use_map(gmap, "mem")
+    truth = _fill(engine, query)
+    result = engine.localize()
+    assert not result.accepted and "waiting for 2 consistent candidates" in result.message
+    (cand,) = engine.gate.pending
+    assert (cand.path, cand.inliers) == ("refined", 31)
+    np.testing.assert_array_equal(cand.covariance, cov)
+    assert cand.spread_m == 0.0  # one rigid pose for the whole group
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ("raise", "verification failed: RuntimeError: no features"),
+    ("g2g", "too few features in the query (3)"),
+    ("nan", "verifier returned a non-finite or malformed pose"),
+])
+def test_verification_failures_fall_back_to_g2g(scene, answer, reason):
+    pipeline, gmap, path, query = scene
+
+    def verifier(group_a, q, map_T_b):
+        if answer == "raise":
+            raise RuntimeError("no features")
+        if answer == "nan":
+            return Verification("verified", np.full((4, 4), np.nan), inliers=40)
+        return Verification("g2g", map_T_b[0], np.eye(6), reason="too few features in the "
+                            "query (3)")
+
+    engine = _engine(pipeline, verifier=verifier)
+    engine.use_map(gmap, "mem")
+    _fill(engine, query)
+    result = engine.localize()
+    assert result.path == "g2g" and result.inliers == 0
+    assert result.verification_reason == reason
+    np.testing.assert_array_equal(result.covariance, G2G_COVARIANCE)
+    assert result.accepted and np.all(np.isfinite(result.map_T_odom))
+    # The correction is G2G's fusion, not the verifier's pose.
+    assert np.allclose(result.map_T_odom, result.current)
+
+
+def test_a_bad_map_keeps_the_previous_one(scene, tmp_path):
+    pipeline, gmap, path, query = scene
+    engine = _engine(pipeline)
+    engine.load_map(str(path))
+    with pytest.raises(MapError, match="does not exist"):
+        engine.load_map(str(tmp_path / "missing.g2gmap"))
+    assert engine.gmap is not None and engine.map_path == str(path)
+    small = type(gmap)(frames=gmap.frames[:2], backbone=gmap.backbone,
+                       features=gmap.features[:2])
+    with pytest.raises(ValueError, match="has no camera with 4 frames"):
+        engine.use_map(small, "small")
+    assert engine.map_path == str(path)
+
+
+def test_default_selector_picks_one_window_and_says_how(scene):
+    """The node's default configuration (combined + shipped pair verifier) through select()."""
+    pipeline, gmap, path, query = scene
+    selector = WindowSelector.from_config(SelectorConfig(window_size=W), pipeline)
+    with pytest.raises(ValueError, match="no map prepared"):
+        selector.select(None)
+    selector.prepare(gmap)
+    engine = Relocalizer(pipeline, selector, WIDE_OPEN, 0.0, 0.0)
+    engine.selector.prepared = selector.prepared
+    _fill(engine, query)
+    pick = selector.select(engine.buffer.group())
+    assert 0 <= pick.index < len(selector.prepared.windows)
+    assert pick.how.startswith("token + image covisibility embeddings + pair verifier ")
+    assert -1.0 <= pick.score <= 1.0 and np.isfinite(pick.verification)
+    assert pick.block.shape == (W, W) and pick.pairs_scored == len(gmap) * W
+    # Restricted to the windows of cam1, the pick is one of them.
+    allowed = [gmap.frames[int(w[0])].camera == "cam1" for w in selector.prepared.windows]
+    pick = selector.select(engine.buffer.group(), allowed=allowed)
+    assert allowed[pick.index]
