@@ -30,14 +30,10 @@ from g2g_model.groups import Group
 from g2g_model.localization.correction import (Candidate, CorrectionGate, GateConfig,
                                                QueryBuffer, QueryFrame,
                                                correction_from_prediction)
-from g2g_model.localization.verification import (PATH_G2G, PATH_REFINED, PATH_VERIFIED,
-                                                 Verification)
+from g2g_model.localization.verification import (G2G_COVARIANCE, PATH_G2G, PATH_REFINED,
+                                                 PATH_VERIFIED, Verification)
 from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps import G2GMap, load_map
-
-# Covariance of a G2G-only map pose (x y z roll pitch yaw; m^2, rad^2): constants until G2G's
-# uncertainty is calibrated. The one place they are written.
-G2G_COVARIANCE = np.diag([0.05] * 3 + [0.01] * 3)
 
 # verifier(group_a, query, map_T_b [W, 4, 4]) -> Verification
 Verifier = Callable[[Group, Group, np.ndarray], Verification]
