@@ -38,6 +38,19 @@ def pose_with_covariance_msg(map_T_base: np.ndarray, covariance: np.ndarray, sta
     return msg
 
 
+def relocalized_pose_msg(result, base_T_cam, stamp, frame_id: str):
+    """The robot's pose in the map at the query anchor of an accepted
+    :class:`~g2g_model.localization.relocalizer.LocalizationResult`, with the result's
+    covariance (the query camera's) carried to base_link through the lever arm."""
+    from g2g_model.geometry import invert_pose
+    from g2g_model.localization.verification import transfer_covariance
+
+    map_T_cam0 = result.current @ np.asarray(result.query.cam_to_world)[0]
+    map_T_base0 = map_T_cam0 @ invert_pose(base_T_cam if base_T_cam is not None else np.eye(4))
+    covariance = transfer_covariance(result.covariance, map_T_base0[:3, 3] - map_T_cam0[:3, 3])
+    return pose_with_covariance_msg(map_T_base0, covariance, stamp, frame_id)
+
+
 def alignment_msg(result, stamp, camera_frame_suffix: str):
     """A g2g_msgs/GroupAlignment of a :class:`~g2g_model.localization.relocalizer.
     LocalizationResult`: every predicted pose, the map window's and the query's stamps."""
@@ -60,4 +73,5 @@ def alignment_msg(result, stamp, camera_frame_suffix: str):
             matrix_to_pose_msg(T, out[-1])
     msg.overlap_score = float(result.score)
     msg.inference_time_ms = float(pred.timing_ms["total"])
+    msg.path, msg.inliers = str(result.path), int(result.inliers)
     return msg

@@ -137,8 +137,8 @@ def test_correction_from_exact_prediction():
     assert spread < 1e-9
 
 
-def _cand(x, score=0.5):
-    return Candidate(make_pose(np.eye(3), [x, 0, 0]), 0, score, 0.0)
+def _cand(x, score=0.5, path="g2g"):
+    return Candidate(make_pose(np.eye(3), [x, 0, 0]), 0, score, 0.0, path=path)
 
 
 def test_gate_needs_consistency_then_tracks_then_rejects_jumps():
@@ -160,6 +160,23 @@ def test_gate_needs_consistency_then_tracks_then_rejects_jumps():
     assert "overlap score" in low.offer(_cand(1.0, score=0.1)).reason
     with pytest.raises(ValueError):
         GateConfig(consistency_count=0).validate()
+
+
+def test_g2g_alone_does_not_replace_a_geometric_fix_until_the_hold_ends():
+    gate = CorrectionGate(GateConfig(max_jump_translation_m=0.5, consistency_count=2,
+                                     geometric_hold=3))
+    assert not gate.offer(_cand(1.0, path="verified")).accepted
+    assert gate.offer(_cand(1.01, path="refined")).accepted   # first fix, by geometry
+    for k in (1, 2, 3):  # G2G alone, even close by, is held off 3 times
+        d = gate.offer(_cand(1.2))
+        assert not d.accepted and f"does not replace a refined fix ({k}/3)" in d.reason
+    assert gate.current[0, 3] == pytest.approx(1.005)
+    assert gate.offer(_cand(1.2)).accepted                    # hold over: G2G tracks again
+    assert gate.current_path == "g2g"
+    assert gate.offer(_cand(1.0, path="verified")).accepted   # geometry takes over at once
+    assert gate.offer(_cand(9.0)).reason.endswith("(1/3)")    # and holds again
+    with pytest.raises(ValueError, match="geometric_hold"):
+        GateConfig(geometric_hold=-1).validate()
 
 
 def test_query_buffer_spacing_and_order():

@@ -96,11 +96,18 @@ def test_a_verified_pose_makes_the_correction_and_its_covariance(scene):
     truth = _fill(engine, query)
     result = engine.localize()  # no hint: the scorer picks the window
     assert result.how == "map-whitened similarity", result.how
-    # The verifier saw G2G's estimate of every query camera in the map frame.
+    # The verifier saw G2G's pose of the first query camera in the map frame, carried to the
+    # other query frames through their odometry (one rigid pose for the whole group).
     assert seen["map_T_b"].shape == (W, 4, 4)
-    np.testing.assert_allclose(
-        seen["map_T_b"], seen["group_a"].cam_to_world[0] @ result.prediction.poses_b)
-    assert seen["query"] is result.query
+    map_T_b0 = result.group_a.cam_to_world[0] @ result.prediction.poses_b[0]
+    odom = np.asarray(result.query.cam_to_world)
+    np.testing.assert_allclose(seen["map_T_b"], map_T_b0 @ np.linalg.inv(odom[0]) @ odom,
+                               atol=1e-9)
+    assert seen["query"] is result.query  # no rig views given: the query itself
+    # The map side: the window's frames first, then the other cameras at its stamps.
+    window = np.asarray(result.group_a.cam_to_world)
+    np.testing.assert_array_equal(np.asarray(seen["group_a"].cam_to_world)[:W], window)
+    assert len(seen["group_a"].images) == W * len(gmap.cameras())
     # map_T_odom = map_T_b0 @ inv(odom_T_b0): exactly the true offset.
     np.testing.assert_allclose(result.map_T_odom, MAP_T_ODOM, atol=1e-9)
     assert result.accepted and (result.path, result.inliers) == ("verified", 57)

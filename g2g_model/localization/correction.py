@@ -87,8 +87,15 @@ class GateConfig:
     consistency_count: int = 2
     min_overlap_score: float = 0.0
     max_fusion_spread_m: float = 1.0
+    # A fix made by geometry (verified / refined) is not replaced by G2G-only candidates for up
+    # to this many consecutive localizations: their errors are metres where the geometry's are
+    # millimetres (docs/VERIFICATION.md). After that G2G may re-localize (e.g. a robot moved
+    # where the images no longer match the map).
+    geometric_hold: int = 5
 
     def validate(self) -> "GateConfig":
+        if self.geometric_hold < 0:
+            raise ValueError(f"geometric_hold must be >= 0, got {self.geometric_hold}")
         if self.consistency_count < 1:
             raise ValueError(f"consistency_count must be >= 1, got {self.consistency_count}")
         if self.max_jump_translation_m <= 0 or self.max_jump_rotation_deg <= 0:
@@ -101,8 +108,8 @@ class Candidate:
     """A map->odom correction offered to the gate.
 
     ``path`` (``"g2g"``, ``"verified"``, ``"refined"``), ``inliers`` and the 6x6 ``covariance``
-    say how it was made (:mod:`g2g_model.localization.verification`); the gate does not weigh
-    them yet."""
+    say how it was made (:mod:`g2g_model.localization.verification`): a G2G-only candidate does
+    not replace a geometric fix (``GateConfig.geometric_hold``)."""
 
     map_T_odom: np.ndarray
     stamp_ns: int
@@ -141,17 +148,31 @@ class CorrectionGate:
     def __init__(self, config: GateConfig):
         self.config = config.validate()
         self.current: Optional[np.ndarray] = None
+        self.current_path = PATH_G2G
+        self.held = 0  # consecutive G2G-only candidates held off by a geometric fix
         self.pending: List[Candidate] = []
         self.rejected = 0
         self.accepted = 0
 
     def reset(self) -> None:
         self.current = None
+        self.current_path = PATH_G2G
+        self.held = 0
         self.pending = []
 
     def set_current(self, map_T_odom: np.ndarray) -> None:
         self.current = np.asarray(map_T_odom, float)
+        self.current_path = PATH_G2G
+        self.held = 0
         self.pending = []
+
+    def _accept(self, map_T_odom: np.ndarray, cand: Candidate, why: str) -> GateDecision:
+        self.current = map_T_odom
+        self.current_path = cand.path
+        self.held = 0
+        self.pending = []
+        self.accepted += 1
+        return GateDecision(True, why, cand)
 
     def _within(self, a: np.ndarray, b: np.ndarray) -> bool:
         dt, dr = pose_jump(a, b)
@@ -170,21 +191,24 @@ class CorrectionGate:
             self.rejected += 1
             return GateDecision(False, f"per-frame estimates disagree by {cand.spread_m:.2f} m",
                                 cand)
+        if (self.current is not None and cand.path == PATH_G2G
+                and self.current_path != PATH_G2G and self.held < cfg.geometric_hold):
+            self.held += 1
+            self.rejected += 1
+            dt, dr = pose_jump(self.current, cand.map_T_odom)
+            return GateDecision(False, f"G2G alone ({dt:.2f} m / {dr:.1f} deg from the current "
+                                f"correction) does not replace a {self.current_path} fix "
+                                f"({self.held}/{cfg.geometric_hold})", cand)
         if self.current is not None and self._within(self.current, cand.map_T_odom):
-            self.current = cand.map_T_odom
-            self.pending = []
-            self.accepted += 1
-            return GateDecision(True, "consistent with the current correction", cand)
+            return self._accept(cand.map_T_odom, cand, "consistent with the current correction")
         # First fix, or a jump: require consistency_count mutually consistent candidates.
         if self.pending and not self._within(self.pending[-1].map_T_odom, cand.map_T_odom):
             self.pending = []
         self.pending.append(cand)
         if len(self.pending) >= cfg.consistency_count:
-            self.current = fuse_poses([c.map_T_odom for c in self.pending])
-            self.pending = []
-            self.accepted += 1
-            return GateDecision(True, "first fix" if self.accepted == 1 else
-                                "re-localized after a jump", cand)
+            return self._accept(fuse_poses([c.map_T_odom for c in self.pending]), cand,
+                                "first fix" if self.accepted == 0 else
+                                "re-localized after a jump")
         self.rejected += 1
         if self.current is None:
             why = f"waiting for {cfg.consistency_count} consistent candidates " \

@@ -30,6 +30,7 @@ from g2g_model.groups import Group
 from g2g_model.localization.correction import (Candidate, CorrectionGate, GateConfig,
                                                QueryBuffer, QueryFrame,
                                                correction_from_prediction)
+from g2g_model.localization.rig_views import RigViews, map_rig_window, rig_group
 from g2g_model.localization.verification import (G2G_COVARIANCE, PATH_G2G, PATH_REFINED,
                                                  PATH_VERIFIED, Verification)
 from g2g_model.localization.window_selector import WindowSelector
@@ -88,13 +89,16 @@ class Relocalizer:
         gate: the correction gate's configuration.
         min_translation_m, min_rotation_deg: the query window's frame spacing.
         verifier: optional geometric verification (:data:`Verifier`).
+        views: the rig's other cameras (:class:`RigViews`): the verifier then gets every
+            camera of the query instants and of the map window's instants, not only the
+            relocalization camera's frames.
 
     Thread-safe: frames, hints and resets may come from other threads than localizations.
     """
 
     def __init__(self, pipeline, selector: WindowSelector, gate: GateConfig,
                  min_translation_m: float = 0.1, min_rotation_deg: float = 5.0,
-                 verifier: Optional[Verifier] = None):
+                 verifier: Optional[Verifier] = None, views: Optional[RigViews] = None):
         self.pipeline = pipeline
         self.selector = selector
         self.window_size = selector.config.window_size
@@ -105,6 +109,7 @@ class Relocalizer:
         self.gate = CorrectionGate(gate)
         self.buffer = QueryBuffer(self.window_size, min_translation_m, min_rotation_deg)
         self.verifier = verifier
+        self.views = views
         self.lock = threading.Lock()
         self.map_path = ""
         self.hint: Optional[np.ndarray] = None  # provisional map->odom (e.g. /initialpose)
@@ -154,6 +159,8 @@ class Relocalizer:
             self.gate.reset()
             self.buffer.clear()
             self.hint = None
+        if self.views is not None:
+            self.views.clear()
 
     def ready(self) -> bool:
         return self.gmap is not None and self.buffer.full()
@@ -201,8 +208,14 @@ class Relocalizer:
                                     group_a=group_a, map_id=gmap.map_id,
                                     camera=frames[0].camera)
         if self.verifier is not None:
-            map_T_b = group_a.cam_to_world[0] @ np.asarray(pred.poses_b)
-            verification = self._verify(group_a, query, map_T_b)
+            verify_a = map_rig_window(gmap, prepared.windows[idx])
+            verify_b = rig_group(query, self.views)
+            # G2G's pose of the query's first camera in the map, carried to every view through
+            # the odometry (the verifier uses the group's relative poses).
+            map_T_odom_g2g = group_a.cam_to_world[0] @ np.asarray(pred.poses_b)[0] @ \
+                invert_pose(odom_T_b[0])
+            map_T_b = map_T_odom_g2g @ np.asarray(verify_b.cam_to_world)
+            verification = self._verify(verify_a, verify_b, map_T_b)
             result.path, result.verification_reason = verification.path, verification.reason
             if verification.path in (PATH_VERIFIED, PATH_REFINED):
                 result.inliers = int(verification.inliers)

@@ -1,8 +1,8 @@
 """relocalize: G2G relocalization against a stored map (publishes map->odom).
 
 A thin ROS shell over :class:`g2g_model.localization.relocalizer.Relocalizer` (query window,
-map-window selection, G2G, optional geometric verification, correction gate): parameters
-(:mod:`~g2g_ros.nodes.relocalize_params`), images + odometry -> query frames
+map-window selection, G2G, geometric verification with the rig's other cameras, correction
+gate): parameters (:mod:`~g2g_ros.nodes.relocalize_params`), images + odometry -> query frames
 (:mod:`~g2g_ros.nodes.relocalize_inputs`), services, status and publishing:
 
 * TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
@@ -16,13 +16,10 @@ map-window selection, G2G, optional geometric verification, correction gate): pa
 ``stamps`` right after the first image stamped ``localize_period_s`` after the image that
 triggered the previous one (evaluation: the same bag gives the same localizations anywhere).
 ``/initialpose`` is a hint (held until the odometry at its stamp arrives). Services:
-``~/load_map``, ``~/localize``, ``~/reset``, ``~/pause``, ``~/resume``.
-
-A managed (lifecycle) node (:mod:`g2g_ros.managed_node`): configure loads the model and the map
-named by ``map_path`` (a bad map makes configure fail, with the reason in the diagnostics);
-activate subscribes the camera and ``/initialpose`` and starts the timers; deactivate stops them
-and keeps map, correction and query window (``~/load_map`` works while inactive); ``autostart``
-(default true) does configure + activate at start-up.
+``~/load_map``, ``~/localize``, ``~/reset``, ``~/pause``, ``~/resume``. A managed node
+(:mod:`g2g_ros.managed_node`): configure loads the model and the map named by ``map_path``;
+activate subscribes the cameras and ``/initialpose`` and starts the timers; deactivate stops
+them and keeps map, correction and query window; ``autostart`` does both at start-up.
 """
 
 from __future__ import annotations
@@ -34,8 +31,9 @@ from typing import Optional
 import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 
-from g2g_model.geometry import invert_pose
 from g2g_model.localization.relocalizer import LocalizationResult, Relocalizer
+from g2g_model.localization.rig_views import RigViews
+from g2g_model.localization.verification import StructureVerifier
 from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps import MapError
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
@@ -43,9 +41,9 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import StageTimes, load_pipeline, spin_node, steady_timer, to_stamp
 from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameters, gate_config,
-                                             selector_config)
+                                             selector_config, verifier_config, verify_cameras)
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
-from g2g_ros.pose_msgs import alignment_msg, pose_msg_to_matrix, pose_with_covariance_msg
+from g2g_ros.pose_msgs import alignment_msg, pose_msg_to_matrix, relocalized_pose_msg
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer
 from g2g_ros.tf_listener import TransformListener
@@ -125,8 +123,12 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         log = self.get_logger()
         selector = WindowSelector.from_config(selector_config(p), self.pipeline, log.info,
                                               log.warning)
-        self.engine = Relocalizer(self.pipeline, selector, gate_config(p),
-                                  p["min_translation_m"], p["min_rotation_deg"])
+        verify = verifier_config(p)
+        self.view_cameras = verify_cameras(p, self.camera)
+        self.engine = Relocalizer(
+            self.pipeline, selector, gate_config(p), p["min_translation_m"],
+            p["min_rotation_deg"], StructureVerifier(verify) if verify.enabled else None,
+            RigViews() if self.view_cameras else None)
         if p["map_path"]:
             # The map named at configure is part of the configuration: without it, no configure.
             self.get_logger().info(self.engine.load_map(p["map_path"]))
@@ -153,7 +155,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
     def activate(self) -> None:
         from geometry_msgs.msg import PoseWithCovarianceStamped
 
-        self.inputs = CameraInputs(self, [self.camera], self._on_image, self.p["image_topic"],
+        self.inputs = CameraInputs(self, [self.camera] + self.view_cameras, self._on_image,
+                                   self.p["image_topic"],
                                    self.p["camera_info_topic"], self.p["use_compressed"],
                                    self.p["sensor_qos_reliability"])
         self.initialpose_sub = self.create_subscription(
@@ -229,11 +232,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         """Publish an accepted fix: the robot pose in the map and the group alignment (the
         map id and camera are those of the window the localization used)."""
         stamp = to_stamp(int(result.query.stamps[0]))
-        base_T_cam = self._camera_extrinsics()
-        odom_T_base0 = np.asarray(result.query.cam_to_world)[0] @ invert_pose(
-            base_T_cam if base_T_cam is not None else np.eye(4))
-        self.pose_pub.publish(pose_with_covariance_msg(
-            result.current @ odom_T_base0, result.covariance, stamp, self.p["map_frame"]))
+        self.pose_pub.publish(relocalized_pose_msg(result, self._camera_extrinsics(), stamp,
+                                                   self.p["map_frame"]))
         self.align_pub.publish(alignment_msg(result, stamp, self.p["camera_frame_suffix"]))
         self._publish_tf()
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.correction import QueryFrame
+from g2g_model.localization.rig_views import RigView
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.node_common import stamp_ns, to_stamp
 from g2g_ros.pose_msgs import pose_msg_to_matrix
@@ -26,7 +27,32 @@ class QueryInputs:
     """Odometry, initial pose and image handling of the relocalize node (module docstring)."""
 
     def _on_image(self, cam: str, stamp: int, msg) -> None:
+        if cam != self.camera:  # another rig camera: kept for verification, not queued
+            self._add_view(cam, stamp, msg)
+            return
         self.worker.submit("frame", lambda: self._handle_image(stamp, msg))
+
+    def _add_view(self, cam: str, stamp: int, msg) -> None:
+        """Keep another camera's image for the verification of the query window (cheap: runs
+        in the subscription callback). A bad one is reported and left out."""
+        views = self.engine.views if self.engine is not None else None
+        if views is None:
+            return
+        intr = self.rig.camera(cam).K if self.rig is not None else (
+            self.inputs.intrinsics(cam) or (None,))[0]
+        base_T_cam, base_T_reloc = self._camera_extrinsics(cam), self._camera_extrinsics()
+        if intr is None or base_T_cam is None or base_T_reloc is None:
+            self.problems.report(f"camera {cam}", "verification view left out: no camera_info "
+                                 "or extrinsics yet")
+            return
+        try:
+            rgb = to_rgb(msg)
+        except ValueError as exc:
+            self.problems.report(f"camera {cam}", f"image rejected: {exc}")
+            return
+        views.add(stamp, RigView(cam, rgb, np.asarray(intr, float),
+                                 invert_pose(base_T_reloc) @ base_T_cam))
+        self.problems.clear(f"camera {cam}")
 
     def _handle_image(self, stamp: int, msg) -> None:
         """Worker job of one image: buffer it, localize when paced by stamps and due, then
@@ -119,12 +145,13 @@ class QueryInputs:
                 self.pending_initialpose = None
         self.problems.report("initialpose", why)
 
-    def _camera_extrinsics(self) -> Optional[np.ndarray]:
+    def _camera_extrinsics(self, camera: Optional[str] = None) -> Optional[np.ndarray]:
+        camera = camera or self.camera
         if self.rig is not None:
-            return self.rig.camera(self.camera).T_base_cam
+            return self.rig.camera(camera).T_base_cam
         try:
             return self.tf_buffer.lookup_transform(
-                self.p["base_frame"], self.camera + self.p["camera_frame_suffix"], 0)
+                self.p["base_frame"], camera + self.p["camera_frame_suffix"], 0)
         except TFError as exc:
             self.problems.report("calibration", f"camera extrinsics from TF: {exc}")
             return None

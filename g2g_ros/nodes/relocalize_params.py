@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Dict
 
 from g2g_model.localization.correction import GateConfig
+from g2g_model.localization.verification import VerifierConfig
 from g2g_model.localization.window_selector import WINDOW_SCORERS, SelectorConfig
 from g2g_ros.node_common import sensor_qos
 
@@ -37,6 +38,8 @@ def declare_parameters(node) -> None:
     d("max_jump_translation_m", 1.0, "larger correction changes need consistency", True)
     d("max_jump_rotation_deg", 10.0, "larger correction changes need consistency", True)
     d("consistency_count", 2, "consistent candidates needed for a first fix / a jump", True)
+    d("geometric_hold", 5, "a verified / refined fix is not replaced by G2G-only candidates for "
+      "this many consecutive localizations", True)
     d("max_fusion_spread_m", 1.0,
       "reject when the per-frame corrections disagree by more",
       True)
@@ -65,6 +68,15 @@ def declare_parameters(node) -> None:
     d("covis_checkpoint", "",
       "covisibility decoder for window_scorer=covisibility; empty = embedded default", True)
     d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
+    d("verify", True, "geometric verification and refinement of every localization (local "
+      "features, map points triangulated from the map's poses, one generalized absolute pose "
+      "for the query group); false = G2G alone", True)
+    d("verify_cameras", [""], "rig cameras whose images join the verification (their images "
+      "at the query stamps); [''] = every camera of cameras, [] = reloc_camera only", True)
+    d("verify_feature", "sift", "local features for verification: 'sift' (RootSIFT)", True)
+    d("verify_min_inliers", 30, "fewer geometric inliers: keep G2G's estimate (with the reason "
+      "in ~/status)", True)
+    d("verify_reprojection_px", 4.0, "inlier threshold of the geometric solver, pixels", True)
     d("device", "cpu", "torch device", True)
     d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
       "or bf16", True)
@@ -86,6 +98,23 @@ def check_parameters(p: Dict) -> None:
     sensor_qos(p["sensor_qos_reliability"])  # raises naming a bad value
 
 
+def verifier_config(p: Dict) -> VerifierConfig:
+    """The verification the parameters describe (``ValueError`` naming a bad value)."""
+    return VerifierConfig(enabled=bool(p["verify"]), feature=p["verify_feature"],
+                          min_inliers=p["verify_min_inliers"],
+                          reprojection_px=p["verify_reprojection_px"]).validate()
+
+
+def verify_cameras(p: Dict, reloc_camera: str) -> list:
+    """The other rig cameras whose images join the verification."""
+    chosen = list(p["cameras"]) if list(p["verify_cameras"]) == [""] else list(
+        p["verify_cameras"])
+    unknown = [c for c in chosen if c not in p["cameras"]]
+    if unknown:
+        raise ValueError(f"verify_cameras {unknown} are not in cameras {list(p['cameras'])}")
+    return [c for c in chosen if c != reloc_camera] if p["verify"] else []
+
+
 def selector_config(p: Dict) -> SelectorConfig:
     """The window selection the parameters describe."""
     return SelectorConfig(
@@ -101,5 +130,6 @@ def gate_config(p: Dict) -> GateConfig:
     return GateConfig(max_jump_translation_m=p["max_jump_translation_m"],
                       max_jump_rotation_deg=p["max_jump_rotation_deg"],
                       consistency_count=p["consistency_count"],
+                      geometric_hold=p["geometric_hold"],
                       min_overlap_score=p["min_overlap_score"],
                       max_fusion_spread_m=p["max_fusion_spread_m"])

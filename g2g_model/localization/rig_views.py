@@ -1,0 +1,89 @@
+"""The rig's other cameras at the query stamps, for geometric verification.
+
+G2G relocalizes with one camera's window (``reloc_camera``), but a pose solved from every
+camera of the rig at those instants is far better constrained: the cameras look in different
+directions and add 4-5x the correspondences (docs/VERIFICATION.md). :class:`RigViews` keeps the
+latest images of the other cameras, keyed by stamp and bounded; :func:`rig_group` builds the
+group a verifier gets (the relocalization camera's frames first, then the other views whose
+stamps are in the window), and :func:`map_rig_window` does the same for a map window.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from g2g_model.groups import Group
+from g2g_model.maps import G2GMap
+
+
+@dataclass
+class RigView:
+    camera: str
+    image: np.ndarray        # RGB uint8 [H, W, 3]
+    intrinsics: np.ndarray   # [3, 3]
+    reloc_T_cam: np.ndarray  # [4, 4] pose of this camera in the relocalization camera's frame
+
+
+class RigViews:
+    """Images of the rig's other cameras by stamp (the newest ``max_stamps`` stamps)."""
+
+    def __init__(self, max_stamps: int = 64):
+        self.max_stamps = max_stamps
+        self._views: "collections.OrderedDict[int, Dict[str, RigView]]" = \
+            collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, stamp_ns: int, view: RigView) -> None:
+        with self._lock:
+            self._views.setdefault(int(stamp_ns), {})[view.camera] = view
+            while len(self._views) > self.max_stamps:
+                self._views.popitem(last=False)
+
+    def at(self, stamp_ns: int) -> List[RigView]:
+        with self._lock:
+            return list(self._views.get(int(stamp_ns), {}).values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._views.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._views)
+
+
+def rig_group(query: Group, views: Optional[RigViews]) -> Group:
+    """The query group plus every stored view at its stamps (odometry poses through each view's
+    extrinsics relative to the relocalization camera). Without views: the query itself."""
+    if views is None or query.stamps is None:
+        return query
+    images, ks, poses = list(query.images), list(np.asarray(query.intrinsics)), \
+        list(np.asarray(query.cam_to_world))
+    if np.asarray(query.intrinsics).ndim == 2:
+        ks = [np.asarray(query.intrinsics)] * len(images)
+    for stamp, odom_T_reloc in zip(query.stamps, np.asarray(query.cam_to_world)):
+        for view in views.at(stamp):
+            images.append(view.image)
+            ks.append(view.intrinsics)
+            poses.append(odom_T_reloc @ view.reloc_T_cam)
+    if len(images) == len(query.images):
+        return query
+    return Group(images=images, intrinsics=np.stack(ks), cam_to_world=np.stack(poses))
+
+
+def map_rig_window(gmap: G2GMap, window: Sequence[int]) -> Group:
+    """A map window's frames followed by every other map frame taken at the same stamps (the
+    other cameras of the mapping rig)."""
+    first = [int(i) for i in window]
+    stamps = {gmap.frames[i].stamp_ns for i in first}
+    rest = [i for i, f in enumerate(gmap.frames) if f.stamp_ns in stamps and i not in first]
+    frames = [gmap.frames[i] for i in first + rest]
+    return Group(images=[f.decode() for f in frames],
+                 intrinsics=np.stack([f.intrinsics for f in frames]),
+                 cam_to_world=np.stack([f.world_T_cam for f in frames]),
+                 stamps=[f.stamp_ns for f in frames])
