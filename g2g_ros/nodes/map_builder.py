@@ -23,7 +23,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 
 from g2g_model.geometry import relative_pose, rotation_angle_deg
 from g2g_model.groups import resize_with_intrinsics
-from g2g_model.maps import G2GMap, MapFrame, encode_image, save_map
+from g2g_model.maps import G2GMap, MapFrame, encode_image, map_save_path, save_map
 from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
@@ -170,8 +170,13 @@ class MapBuilderNode(ManagedNode):
         if not self.configured:
             response.success, response.message = False, "node is not configured"
             return response
-        if not request.path:
-            response.success, response.message = False, "path is empty"
+        try:  # refused at once, before the keyframes are encoded
+            if not request.path:
+                raise ValueError("path is empty")
+            map_save_path(request.path)
+        except (ValueError, OSError) as exc:
+            response.success, response.message = False, f"map not saved: {exc}"
+            self.get_logger().error(response.message)
             return response
         done, result = threading.Event(), {}
 
@@ -193,8 +198,12 @@ class MapBuilderNode(ManagedNode):
         else:
             response.success, response.num_keyframes = True, result["n"]
             response.message = f"saved {result['n']} keyframes to {result['path']}"
-        (self.get_logger().info if response.success else self.get_logger().error)(
-            response.message)
+        # One call site per severity: rclpy refuses a call site that changes its severity
+        # (ValueError, which would end the node).
+        if response.success:
+            self.get_logger().info(response.message)
+        else:
+            self.get_logger().error(response.message)
         return response
 
     def _srv_clear(self, request, response):
