@@ -30,12 +30,13 @@ drives it.
 from __future__ import annotations
 
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from g2g_ros.node_common import ProblemLog, Worker, diagnostic_status
+from g2g_ros.parameters import declare_checked, descriptor, ints_as_doubles, type_problem
 
 AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
                      "(transition 'cleanup' first, then change it and 'configure')")
@@ -58,24 +59,45 @@ class ManagedNode(LifecycleNode):
         self.worker: Optional[Worker] = None
         self.p: Dict[str, Any] = {}
         self._at_configure: List[str] = []
+        self._doubles: List[str] = []
+        self._defaults: Dict[str, Any] = {}
+        #: Parameters whose command-line / file value was refused at start-up (the default
+        #: was declared instead), with the reason; configure fails while any is left.
+        self.param_problems: Dict[str, str] = {}
+        self.add_pre_set_parameters_callback(ints_as_doubles(lambda: self._doubles))
         self.autostart = self.declare("autostart", True,
                                       "configure and activate at start-up (false: wait for a "
                                       "lifecycle manager / ros2 lifecycle set)", fixed=True)
         self.add_on_set_parameters_callback(self._refuse_configure_time_changes)
+        self.add_on_set_parameters_callback(self._check_types)
         self.add_post_set_parameters_callback(self._keep_values)
 
     # ------------------------------------------------------------------ parameters
     def declare(self, name: str, default: Any, description: str, at_configure: bool = False,
-                fixed: bool = False) -> Any:
+                fixed: bool = False, value_range: Optional[Tuple[Any, Any]] = None) -> Any:
         """Declare a parameter with a description and default; return its value.
 
         ``at_configure``: read by ``configure()``, settable only while unconfigured.
         ``fixed``: read-only after start-up (values from the command line / files only).
+        ``value_range``: inclusive ``(low, high)`` of a number, declared in the descriptor and
+        enforced on every set; doubles without one must still be finite (see
+        :mod:`g2g_ros.parameters`). A refused start-up value is reported, not raised.
         """
-        desc = ParameterDescriptor(description=description, read_only=fixed,
-                                   additional_constraints=AT_CONFIGURE_NOTE if at_configure
-                                   else "")
-        value = self.declare_parameter(name, default, desc).value
+        desc = descriptor(default, description, read_only=fixed,
+                          constraints=AT_CONFIGURE_NOTE if at_configure else "",
+                          value_range=value_range)
+        value, problem = declare_checked(self, name, default, desc)
+        if problem and fixed:  # cannot be set later: the default stays
+            self.problems.report(f"parameter {name}", problem)
+            self.get_logger().error(f"{problem}; using the default {default!r}")
+        elif problem:
+            self.param_problems[name] = problem
+            self.problems.report("parameters", "; ".join(self.param_problems.values()))
+            self.get_logger().error(f"{problem}; configure fails until it is set to a valid "
+                                    f"value (the default is {default!r})")
+        if isinstance(default, float):
+            self._doubles.append(name)
+        self._defaults[name] = default
         if at_configure:
             self._at_configure.append(name)
         self.p[name] = value
@@ -107,13 +129,25 @@ class ManagedNode(LifecycleNode):
                                f"{self.lifecycle_state}")
         return SetParametersResult(successful=True)
 
+    def _check_types(self, params) -> SetParametersResult:
+        for p in params:
+            if p.name in self._defaults:
+                problem = type_problem(p.name, p.value, self._defaults[p.name])
+                if problem:
+                    return SetParametersResult(successful=False, reason=problem)
+        return SetParametersResult(successful=True)
+
     def _keep_values(self, params) -> None:
         # After a successful set (validation callbacks run before, in any order).
         for p in params:
             if p.name in self.p:
                 self.p[p.name] = p.value
+            if self.param_problems.pop(p.name, None) is not None and not self.param_problems:
+                self.problems.clear("parameters")
 
     def _read_parameters(self) -> None:
+        if self.param_problems:
+            raise ValueError("; ".join(self.param_problems.values()))
         for name in list(self.p):
             self.p[name] = self.get_parameter(name).value
 
@@ -158,8 +192,8 @@ class ManagedNode(LifecycleNode):
             self.get_logger().error(f"{hook.__name__} failed: {exc!r}")
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._read_parameters()
         try:
+            self._read_parameters()
             self.configure()
         except Exception as exc:
             self._failed("configure", exc)

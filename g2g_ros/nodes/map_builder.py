@@ -51,12 +51,16 @@ class MapBuilderNode(ManagedNode):
         d = self.declare
         d("cameras", ["cam0"], "cameras to record", True)
         d("map_frame", "map", "frame the keyframe poses are expressed in", True)
-        d("min_translation_m", 0.2, "keyframe spacing (translation)", True)
-        d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True)
-        d("max_keyframes", 20000, "stop recording beyond this", True)
+        d("min_translation_m", 0.2, "keyframe spacing (translation)", True,
+          value_range=(0.0, 1000.0))
+        d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True,
+          value_range=(0.0, 180.0))
+        d("max_keyframes", 20000, "stop recording beyond this", True,
+          value_range=(1, 10_000_000))
         d("checkpoint", "", "G2G checkpoint whose backbone encodes the map", True)
         d("device", "cpu", "torch device", True)
-        d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
+        d("status_period_s", 1.0, "status/diagnostics period", fixed=True,
+          value_range=(0.05, 3600.0))
         from diagnostic_msgs.msg import DiagnosticArray
 
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
