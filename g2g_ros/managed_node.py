@@ -65,6 +65,7 @@ class ManagedNode(LifecycleNode):
         #: was declared instead), with the reason; configure fails while any is left.
         self.param_problems: Dict[str, str] = {}
         self.add_pre_set_parameters_callback(ints_as_doubles(lambda: self._doubles))
+        self._jump_handle = self._watch_time_jumps()
         self.autostart = self.declare("autostart", True,
                                       "configure and activate at start-up (false: wait for a "
                                       "lifecycle manager / ros2 lifecycle set)", fixed=True)
@@ -118,6 +119,8 @@ class ManagedNode(LifecycleNode):
           "optical frame of camera c is <c><suffix> in TF", True)
         d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
         d("calibration_file", "", "YAML rig calibration (extrinsics_source=yaml)", True)
+        d("max_stamp_ahead_s", 10.0, "drop (and count) images stamped further ahead of the ROS "
+          "time (0 = off)", True, value_range=(0.0, 1e6))
 
     def _refuse_configure_time_changes(self, params) -> SetParametersResult:
         if self.configured:
@@ -257,6 +260,43 @@ class ManagedNode(LifecycleNode):
             self.configured = False
             self._release(self.cleanup)
         self.lifecycle_state = "finalized"
+
+    # ------------------------------------------------------------------ time and bad input
+    def _watch_time_jumps(self):
+        """Call :meth:`reset_time_buffers` when the ROS time jumps back (a bag played again,
+        ``/clock`` restarted): stamps older than those already seen would otherwise be
+        rejected as out of order for ever."""
+        from rclpy.clock import JumpThreshold
+        from rclpy.duration import Duration
+
+        threshold = JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
+                                  on_clock_change=False)
+        return self.get_clock().create_jump_callback(threshold, post_callback=self._on_time_jump)
+
+    def _on_time_jump(self, jump) -> None:
+        back_s = -jump.delta.nanoseconds * 1e-9
+        if back_s <= 0 or not self.configured:
+            return
+        self.get_logger().warning(f"ROS time jumped back by {back_s:.3f} s (bag played again?): "
+                                  "time-keyed buffers cleared, state kept")
+        try:
+            self.reset_time_buffers()
+        except Exception as exc:  # runs in the /clock callback: never raise into rclpy
+            self.get_logger().error(f"reset after the time jump failed: {exc!r}")
+
+    def reset_time_buffers(self) -> None:
+        """Forget what is keyed by time (synchronizer, TF, stamp checks, queued work), keep the
+        state (pose, map, keyframes). Called on a jump back of the ROS time and by
+        ``~/reset``; nodes override it."""
+
+    def report_input(self, key: str, message: str) -> None:
+        """Bad input: shown in ``~/status`` / ``/diagnostics`` (problem ``key``) and logged
+        through the node's logger as a warning, at most once per key every
+        ``ProblemLog.log_every_s`` (with the count since the last line)."""
+        repeats = self.problems.report(key, message)
+        if repeats is not None:
+            more = f" ({repeats} more since the last report)" if repeats else ""
+            self.get_logger().warning(f"{key}: {message}{more}")
 
     # ------------------------------------------------------------------ helpers
     def lifecycle_text(self) -> str:

@@ -182,18 +182,32 @@ class Worker:
 
 
 class ProblemLog:
-    """Recent problems by key (e.g. ``camera cam2``), for status text and diagnostics."""
+    """Recent problems by key (e.g. ``camera cam2``), for status text and diagnostics.
 
-    def __init__(self, keep_s: float = 10.0):
+    :meth:`report` also says whether the problem should be logged now: the first report of a
+    key, then at most once every ``log_every_s`` per key (rate-limited logging).
+    """
+
+    def __init__(self, keep_s: float = 10.0, log_every_s: float = 5.0):
         self._lock = threading.Lock()
         self._items: Dict[str, Tuple[float, str]] = {}
         self.counts: Dict[str, int] = collections.Counter()
         self.keep_s = keep_s
+        self.log_every_s = log_every_s
+        self._logged: Dict[str, Tuple[float, int]] = {}  # key -> (time, count) when logged
 
-    def report(self, key: str, message: str) -> None:
+    def report(self, key: str, message: str) -> Optional[int]:
+        """Record a problem. Returns None when it should not be logged now, else how many
+        reports of this key were not logged since its last logged one."""
+        now = time.monotonic()
         with self._lock:
-            self._items[key] = (time.monotonic(), message)
+            self._items[key] = (now, message)
             self.counts[key] += 1
+            last = self._logged.get(key)
+            if last is not None and now - last[0] < self.log_every_s:
+                return None
+            self._logged[key] = (now, self.counts[key])
+            return 0 if last is None else self.counts[key] - last[1] - 1
 
     def clear(self, key: str) -> None:
         with self._lock:

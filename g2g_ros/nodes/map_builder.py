@@ -91,7 +91,10 @@ class MapBuilderNode(ManagedNode):
     def activate(self) -> None:
         self.inputs = CameraInputs(self, list(self.p["cameras"]), self._on_image,
                                    self.p["image_topic"], self.p["camera_info_topic"],
-                                   self.p["use_compressed"], self.p["sensor_qos_reliability"])
+                                   self.p["use_compressed"], self.p["sensor_qos_reliability"],
+                                   max_ahead_s=self.p["max_stamp_ahead_s"],
+                                   on_reject=lambda cam, why: self.report_input(
+                                       f"camera {cam}", why))
         self.get_logger().info(f"recording keyframes of {list(self.p['cameras'])} in frame "
                                f"{self.p['map_frame']}")
 
@@ -115,6 +118,14 @@ class MapBuilderNode(ManagedNode):
         self.pipeline = self.rig = self.tf_buffer = None
         with self.lock:
             self.frames, self.last_pose = [], {}
+
+    def reset_time_buffers(self) -> None:
+        """After a jump back of time: forget the dynamic TF (its newer samples would make the
+        replayed poses "old data") and the stamp history; the keyframes are kept."""
+        if self.tf_buffer is not None:
+            self.tf_buffer.clear_dynamic()
+        if self.inputs is not None:
+            self.inputs.reset_stamps()
 
     def _on_image(self, cam: str, stamp: int, msg) -> None:
         self.worker.submit("frame", lambda: self._add(cam, stamp, msg))

@@ -167,7 +167,10 @@ class RigOdometryNode(ManagedNode):
     def activate(self) -> None:
         self.inputs = CameraInputs(self, self.cameras, self.sync.add, p_image(self.p),
                                    self.p["camera_info_topic"], self.p["use_compressed"],
-                                   self.p["sensor_qos_reliability"])
+                                   self.p["sensor_qos_reliability"],
+                                   max_ahead_s=self.p["max_stamp_ahead_s"],
+                                   on_reject=lambda cam, why: self.report_input(
+                                       f"camera {cam}", why))
         self.get_logger().info(
             f"rig odometry active: cameras {self.cameras} (min {self.min_cameras}), "
             f"keyframe stride {self.p['keyframe_stride']}, model "
@@ -395,14 +398,36 @@ class RigOdometryNode(ManagedNode):
         self.get_logger().warning(f"group dropped: {exc}", throttle_duration_sec=2.0)
 
     # ------------------------------------------------------------------ services
-    def _srv_reset(self, request, response):
-        if self.odometry is None:
-            response.success, response.message = False, "not configured or no group received yet"
-            return response
+    def reset_time_buffers(self) -> None:
+        """After a jump back of time or on ``~/reset``: the synchronizer's per-camera stamps
+        and queues, the dynamic TF, the stamp history, queued and held groups are forgotten
+        (dropped groups counted); the pose is kept and the next group starts a new chain."""
+        if self.sync is not None:
+            self.sync.reset()
+        if self.tf_buffer is not None:
+            self.tf_buffer.clear_dynamic()
+        if self.inputs is not None:
+            self.inputs.reset_stamps()
+        if self.worker is not None:
+            self.worker.discard(("group", "held"))
+        self._drop_held()
         with self.state_lock:
-            self.odometry.reset()
+            if self.odometry is not None:
+                self.odometry.restart_chain()
             self._feature_cache = {}
-        response.success, response.message = True, "odometry reset to the identity"
+
+    def _srv_reset(self, request, response):
+        if not self.configured:
+            response.success, response.message = False, "not configured"
+            return response
+        self.reset_time_buffers()
+        with self.state_lock:
+            if self.odometry is not None:
+                self.odometry.reset()
+            self._feature_cache = {}
+        response.success = True
+        response.message = ("odometry reset to the identity; synchronizer, TF and stamp "
+                            "checks cleared")
         return response
 
     def _srv_reset_to_pose(self, request, response):
