@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from g2g_ros.node_common import ProblemLog, Worker, diagnostic_status
+from g2g_ros.node_common import ProblemLog, Worker, diagnostic_status, shutting_down
 from g2g_ros.parameters import declare_checked, descriptor, ints_as_doubles, type_problem
 
 AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
@@ -362,7 +362,11 @@ class ManagedNode(LifecycleNode):
     def start_worker(self, name: str, maxlen: int, on_error) -> None:
         """The inference worker lives while the node is configured (services use it too)."""
         if self.worker is None:
-            self.worker = Worker(name, maxlen=maxlen, on_error=on_error)
+            def report(exc: BaseException) -> None:
+                if not shutting_down(self):  # Ctrl-C: a failed publish is no input error
+                    on_error(exc)
+
+            self.worker = Worker(name, maxlen=maxlen, on_error=report)
 
     def stop_worker(self) -> None:
         if self.worker is not None:

@@ -238,6 +238,8 @@ def guarded(node: Node, what: str, fn: Callable[[], None]) -> Callable[[], None]
         try:
             fn()
         except Exception as exc:  # a status or TF timer must never take the node down
+            if shutting_down(node):  # Ctrl-C: publishing on a shut-down context fails
+                return
             node.get_logger().error(f"{what} failed: {exc!r}", throttle_duration_sec=5.0)
 
     return run
@@ -267,8 +269,29 @@ def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "aut
     return pipeline
 
 
+def describe_model(pipeline, checkpoint: str, task: str) -> str:
+    """What a node loaded, for its start-up log: the checkpoint file (the embedded default's
+    name when ``checkpoint`` is empty), backbone and preset; says so for random weights."""
+    from g2g_model.inference import default_checkpoint
+
+    if pipeline.untrained:
+        return f"untrained stand-in for {task} (RANDOM weights)"
+    header = pipeline.header
+    source = checkpoint or f"embedded default {default_checkpoint(task).name}"
+    backbone = (header.get("backbone") or {}).get("name", "?")
+    preset = header.get("preset") or "custom config"
+    return f"{source} (backbone {backbone}, {preset})"
+
+
 def spin_node(node_class, args=None, threads: int = 2) -> None:
-    """The standard node entry point: init, spin a multi-threaded executor, clean shutdown."""
+    """The standard node entry point: init, spin a multi-threaded executor, clean shutdown.
+
+    Ctrl-C ends the node quietly with exit status 0. Under ``ros2 launch`` a node gets SIGINT
+    twice (from the terminal's process group and forwarded by launch); the second one used to
+    interrupt the teardown (exit -2), so further SIGINTs are ignored once shutdown began.
+    """
+    import signal
+
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -289,6 +312,13 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
         if rclpy.ok():
             raise
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def shutting_down(node: Node) -> bool:
+    """True once the node's context is shut down (Ctrl-C): publishing fails then, and that is
+    not an error worth reporting."""
+    return not node.context.ok()

@@ -29,7 +29,7 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    diagnostic_status, load_pipeline, sensor_qos, spin_node, steady_timer,
+    describe_model, diagnostic_status, load_pipeline, sensor_qos, spin_node, steady_timer,
 )
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
@@ -95,8 +95,9 @@ class MapBuilderNode(ManagedNode):
                                    max_ahead_s=self.p["max_stamp_ahead_s"],
                                    on_reject=lambda cam, why: self.report_input(
                                        f"camera {cam}", why))
-        self.get_logger().info(f"recording keyframes of {list(self.p['cameras'])} in frame "
-                               f"{self.p['map_frame']}")
+        self.get_logger().info(
+            f"recording keyframes of {list(self.p['cameras'])} in frame {self.p['map_frame']}; "
+            f"encoder of {describe_model(self.pipeline, self.p['checkpoint'], 'relocalization')}")
 
     def deactivate(self) -> None:
         # Recording pauses; the keyframes are kept and ~/save_map still works.

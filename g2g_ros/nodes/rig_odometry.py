@@ -25,7 +25,7 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    StageTimes, load_pipeline, sensor_qos, spin_node, steady_timer, to_stamp,
+    StageTimes, describe_model, load_pipeline, sensor_qos, spin_node, steady_timer, to_stamp,
 )
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import pose_msg_to_matrix
@@ -174,7 +174,8 @@ class RigOdometryNode(ManagedNode):
         self.get_logger().info(
             f"rig odometry active: cameras {self.cameras} (min {self.min_cameras}), "
             f"keyframe stride {self.p['keyframe_stride']}, model "
-            f"{self.pipeline.header.get('preset')} on {self.p['device']}")
+            f"{describe_model(self.pipeline, self.p['checkpoint'], 'rig_odometry')} on "
+            f"{self.p['device']}")
         if self._held_timer is None:
             self._held_timer = steady_timer(self, self.HELD_RETRY_S, self._retry_held,
                                             "retry_held_group")
