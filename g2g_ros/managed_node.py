@@ -35,7 +35,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from g2g_ros.node_common import ProblemLog, Worker, diagnostic_status, shutting_down
+from g2g_ros.node_common import (
+    NodeLogBridge, ProblemLog, Worker, diagnostic_status, shutting_down,
+)
 from g2g_ros.parameters import declare_checked, descriptor, ints_as_doubles, type_problem
 
 AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
@@ -51,6 +53,8 @@ class ManagedNode(LifecycleNode):
 
     def __init__(self, node_name: str, **kwargs):
         super().__init__(node_name, **kwargs)
+        # Module log lines (synchronizer, TF buffer, ...) go through this node's logger.
+        self._log_bridge = NodeLogBridge(self).install()
         self.problems = ProblemLog()
         self.configured = False
         self.active = False
@@ -356,8 +360,12 @@ class ManagedNode(LifecycleNode):
                                         self.lifecycle_level(level), text, values)]
         self.diag_pub.publish(arr)
 
-    def jobs_dropped(self) -> int:
-        return sum(self.worker.dropped.values()) if self.worker is not None else 0
+    def jobs_dropped(self, kinds=None) -> int:
+        """Jobs the worker dropped (queue full, discarded), of ``kinds`` (all when None)."""
+        if self.worker is None:
+            return 0
+        return sum(n for kind, n in self.worker.dropped.items()
+                   if kinds is None or kind in kinds)
 
     def start_worker(self, name: str, maxlen: int, on_error) -> None:
         """The inference worker lives while the node is configured (services use it too)."""
@@ -376,4 +384,5 @@ class ManagedNode(LifecycleNode):
     def destroy_node(self):
         # Process exit (Ctrl-C): stop the worker thread; the entities go with the node.
         self.stop_worker()
+        self._log_bridge.remove()
         return super().destroy_node()

@@ -219,6 +219,54 @@ class ProblemLog:
             return [(k, m) for k, (t, m) in sorted(self._items.items()) if now - t < self.keep_s]
 
 
+class NodeLogBridge(logging.Handler):
+    """Forwards the Python ``logging`` records of the project's modules (synchronizer, TF
+    buffer, maps, model) to a node's rclpy logger, so that they carry time, severity and the
+    node's name like the node's own lines (and reach ``/rosout``). One call site per severity:
+    rclpy refuses a call site whose severity changes."""
+
+    PACKAGES = ("g2g_ros", "g2g_model")
+
+    def __init__(self, node: Node):
+        super().__init__()
+        self._logger = node.get_logger()
+        self._formatter = logging.Formatter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = f"{record.name}: {record.getMessage()}"
+            if record.exc_info:
+                text += "\n" + self._formatter.formatException(record.exc_info)
+            if record.levelno >= logging.ERROR:
+                self._logger.error(text)
+            elif record.levelno >= logging.WARNING:
+                self._logger.warning(text)
+            elif record.levelno >= logging.INFO:
+                self._logger.info(text)
+            else:
+                self._logger.debug(text)
+        except Exception:  # logging must never raise into the code that logs
+            self.handleError(record)
+
+    def install(self) -> "NodeLogBridge":
+        from rclpy.logging import LoggingSeverity
+
+        debug = self._logger.get_effective_level() <= LoggingSeverity.DEBUG
+        for name in self.PACKAGES:
+            py_logger = logging.getLogger(name)
+            py_logger.addHandler(self)
+            py_logger.setLevel(logging.DEBUG if debug else logging.INFO)
+            py_logger.propagate = False  # not printed a second time by Python's last resort
+        return self
+
+    def remove(self) -> None:
+        for name in self.PACKAGES:
+            py_logger = logging.getLogger(name)
+            py_logger.removeHandler(self)
+            if not py_logger.handlers:
+                py_logger.propagate = True
+
+
 def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
                       values: Dict[str, Any]):
     from diagnostic_msgs.msg import DiagnosticStatus, KeyValue

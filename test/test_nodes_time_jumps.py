@@ -108,3 +108,6 @@ def test_reset_clears_the_stamp_checks(sim_traj, tmp_path):
         log = node.stop()
         listener.close()
     assert "Traceback" not in log, log[-3000:]
+    # The synchronizer's rejections go through the node's logger (time, severity, node name).
+    assert "[WARN]" in log and "[rig_odometry]: g2g_ros.rig_sync: camera cam0: out_of_order" \
+        in log, log[-3000:]

@@ -134,7 +134,7 @@ class MapBuilderNode(ManagedNode):
     def _add(self, cam: str, stamp: int, msg) -> None:
         self.frames_seen += 1
         if len(self.frames) >= self.p["max_keyframes"]:
-            self.problems.report("map", f"max_keyframes={self.p['max_keyframes']} reached")
+            self.report_input("map", f"max_keyframes={self.p['max_keyframes']} reached")
             return
         if self.rig is not None:
             K, size = self.rig.camera(cam).K, self.rig.camera(cam).size
@@ -142,7 +142,7 @@ class MapBuilderNode(ManagedNode):
         else:
             intr = self.inputs.intrinsics(cam)
             if intr is None:
-                self.problems.report(f"camera {cam}", "no valid camera_info yet")
+                self.report_input(f"camera {cam}", "no valid camera_info yet")
                 return
             K, size = intr
             base_T_cam = self.tf_buffer.lookup_transform(
@@ -231,7 +231,7 @@ class MapBuilderNode(ManagedNode):
 
     def _on_error(self, exc: BaseException) -> None:
         key = "tf" if isinstance(exc, TFError) else "frame"
-        self.problems.report(key, str(exc))
+        self.report_input(key, str(exc))
 
     def _publish_status(self) -> None:
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus

@@ -14,6 +14,7 @@ activate at start-up.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Dict, List, Optional
@@ -56,8 +57,11 @@ class RigOdometryNode(ManagedNode):
         self.srvs: List = []
         # Created by activate(); its subscriptions are removed by deactivate().
         self.inputs: Optional[CameraInputs] = None
+        # Every synchronized group ends once: processed, skipped (keyframe_stride) or dropped
+        # (counted by reason here, or by the worker's queue as "group" jobs).
         self.groups_processed = 0
-        self.groups_dropped = 0
+        self.groups_skipped = 0
+        self.drops: Dict[str, int] = collections.Counter()
         self.last_update_wall: Optional[float] = None
         self.last_cameras: List[str] = []
         self._feature_cache: Dict[int, object] = {}
@@ -278,7 +282,7 @@ class RigOdometryNode(ManagedNode):
         duplicates to the synchronizer, so a dropped first group would not come back."""
         with self._held_lock:
             if self._held_group is not None:
-                self.groups_dropped += 1
+                self.drops["held_replaced"] += 1
             self._held_group = group
 
     def _take_held(self):
@@ -288,7 +292,7 @@ class RigOdometryNode(ManagedNode):
 
     def _drop_held(self) -> None:
         if self._take_held() is not None:
-            self.groups_dropped += 1
+            self.drops["held_discarded"] += 1
 
     def _retry_held(self) -> None:
         """Timer: hand the held group to the worker once the calibration has come (the worker
@@ -310,7 +314,10 @@ class RigOdometryNode(ManagedNode):
             return
         held = self._take_held()
         if held is not None:
-            self._process_calibrated(held)
+            try:
+                self._process_calibrated(held)
+            except Exception as exc:  # the current group is still processed (and counted)
+                self._on_worker_error(exc)
         self._process_calibrated(group)
 
     def _process_calibrated(self, group) -> None:
@@ -323,35 +330,36 @@ class RigOdometryNode(ManagedNode):
         for cam in self.cameras:
             msg = group.messages.get(cam)
             if msg is None:
-                self.problems.report(f"camera {cam}", "missing from the synchronized group")
+                self.report_input(f"camera {cam}", "missing from the synchronized group")
                 continue
             intr = self._intrinsics(cam)
             if intr is None:
-                self.problems.report(f"camera {cam}", "no valid camera_info received yet")
+                self.report_input(f"camera {cam}", "no valid camera_info received yet")
                 continue
             try:
                 rgb = to_rgb(msg)
             except ValueError as exc:
-                self.problems.report(f"camera {cam}", f"image rejected: {exc}")
+                self.report_input(f"camera {cam}", f"image rejected: {exc}")
                 continue
             k, (width, height) = intr
             if rgb.shape[:2] != (height, width):
-                self.problems.report(f"camera {cam}", f"image is {rgb.shape[1]}x{rgb.shape[0]} "
-                                     f"but camera_info says {width}x{height}")
+                self.report_input(f"camera {cam}", f"image is {rgb.shape[1]}x{rgb.shape[0]} "
+                                  f"but camera_info says {width}x{height}")
                 continue
             self.problems.clear(f"camera {cam}")
             cams.append(cam)
             images.append(rgb)
             ks.append(k)
         if len(cams) < self.min_cameras:
-            self.groups_dropped += 1
-            self.problems.report("group", f"only {len(cams)} usable cameras "
-                                 f"(min_cameras {self.min_cameras}); group dropped")
+            self.drops["too_few_cameras"] += 1
+            self.report_input("group", f"only {len(cams)} usable cameras "
+                              f"(min_cameras {self.min_cameras}); group dropped")
             return
         self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
         with self.state_lock:
             update = self.odometry.process(RigFrames(group.stamp_ns, cams, images, np.stack(ks)))
         if update is None:
+            self.groups_skipped += 1
             return
         t1 = time.perf_counter()
         self._publish(update)
@@ -394,9 +402,8 @@ class RigOdometryNode(ManagedNode):
                                             self.p["base_frame"], update.stamp_ns)
 
     def _on_worker_error(self, exc: BaseException) -> None:
-        self.groups_dropped += 1
-        self.problems.report("odometry", str(exc))
-        self.get_logger().warning(f"group dropped: {exc}", throttle_duration_sec=2.0)
+        self.drops["error"] += 1
+        self.report_input("odometry", f"group dropped: {exc}")
 
     # ------------------------------------------------------------------ services
     def reset_time_buffers(self) -> None:
@@ -464,20 +471,29 @@ class RigOdometryNode(ManagedNode):
     def _publish_status(self) -> None:
         if self.active and self.last_update_wall is not None:
             for cam, age in self.inputs.silent(self.p["lost_after_s"]).items():
-                self.problems.report(f"camera {cam}", "no images received" if age is None
-                                     else f"no images for {age:.1f} s")
+                self.report_input(f"camera {cam}", "no images received" if age is None
+                                  else f"no images for {age:.1f} s")
         state, text = self._state()
-        dropped = self.groups_dropped + self.jobs_dropped()
+        drops = dict(self.drops, worker_queue=self.jobs_dropped(("group",)))
+        if self.sync is not None:
+            drops["sync_incomplete"] = self.sync.stats().groups_dropped
+        dropped = sum(drops.values())
         values = {"state": state, "lifecycle_state": self.lifecycle_state,
                   "groups_processed": self.groups_processed,
+                  "groups_skipped_stride": self.groups_skipped,
                   "groups_dropped": dropped,
+                  **{f"groups_dropped {k}": v for k, v in sorted(drops.items())},
                   "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained)}
         if self.active:
             stats = self.sync.stats()
             for cam, hz in self.inputs.rates_hz().items():
+                # received = dropped (by the synchronizer, or stamped too far ahead) + in
+                # emitted groups + queued
                 values[f"{cam} rate_hz"] = f"{hz:.2f}"
-                values[f"{cam} received"] = stats.received[cam]
-                values[f"{cam} dropped"] = stats.dropped_total(cam)
+                values[f"{cam} received"] = self.inputs.received[cam]
+                values[f"{cam} dropped"] = (stats.dropped_total(cam)
+                                            + self.inputs.rejected_future[cam])
+                values[f"{cam} queued"] = stats.queued[cam]
             values["sync groups_emitted"] = stats.groups_emitted
             values["sync groups_degraded"] = stats.groups_degraded
             values["sync groups_dropped"] = stats.groups_dropped
