@@ -29,7 +29,9 @@ import cv2
 import numpy as np
 import torch
 
-from g2g_model.tagged_safetensors import write_tagged
+from g2g_model.tagged_safetensors import (
+    SafetensorsReadError, read_safetensors, read_safetensors_metadata, write_tagged,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -124,12 +126,27 @@ def _sha256(t: torch.Tensor) -> str:
     return hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
-def save_map(gmap: G2GMap, path) -> pathlib.Path:
-    """Write ``gmap`` atomically to ``path`` (suffix ``.g2gmap`` added if missing)."""
-    path = pathlib.Path(path)
+def map_save_path(path) -> pathlib.Path:
+    """The file a map saved to ``path`` goes to (suffix ``.g2gmap`` added if missing).
+
+    Raises ``IsADirectoryError`` when ``path`` or that file is an existing directory (it would
+    otherwise become ``<dir>.g2gmap`` beside it, or fail late)."""
+    given = pathlib.Path(path)
+    path = given
     if path.suffix != MAP_SUFFIX:
         path = path.with_suffix(path.suffix + MAP_SUFFIX) if path.suffix else \
             path.with_suffix(MAP_SUFFIX)
+    for p in (given, path):
+        if p.is_dir():
+            raise IsADirectoryError(f"save path {p} is an existing directory; give a file name, "
+                                    f"e.g. {p / ('map' + MAP_SUFFIX)}")
+    return path
+
+
+def save_map(gmap: G2GMap, path) -> pathlib.Path:
+    """Write ``gmap`` atomically to :func:`map_save_path` of ``path``. Leftover temporary files
+    of a killed save of the same map are removed (see :func:`write_tagged`)."""
+    path = map_save_path(path)
     if not gmap.frames:
         raise ValueError("refusing to save an empty map (no keyframes)")
     blobs = [np.frombuffer(f.image, np.uint8) for f in gmap.frames]
@@ -171,19 +188,25 @@ def save_map(gmap: G2GMap, path) -> pathlib.Path:
 
 
 def read_map_header(path) -> Dict:
-    """Read and check only the header (cheap): raises :class:`MapError`."""
-    from safetensors import safe_open
+    """Read and check only the header (cheap, plain reads): raises :class:`MapError`."""
+    path = _check_map_path(path)
+    try:
+        meta = read_safetensors_metadata(path)
+    except (OSError, SafetensorsReadError) as exc:
+        raise MapError(f"map file {path} is corrupt or truncated (container: {exc})") from None
+    return _map_header(path, meta)
 
+
+def _check_map_path(path) -> pathlib.Path:
     path = pathlib.Path(path)
     if not path.exists():
         raise MapError(f"map file {path} does not exist")
     if path.is_dir():
         raise MapError(f"map path {path} is a directory, expected a {MAP_SUFFIX} file")
-    try:
-        with safe_open(str(path), framework="pt") as fh:
-            meta = fh.metadata() or {}
-    except Exception as exc:  # safetensors raises its own error types for bad containers
-        raise MapError(f"map file {path} is corrupt or truncated (container: {exc})") from None
+    return path
+
+
+def _map_header(path: pathlib.Path, meta: Dict[str, str]) -> Dict:
     if "g2g_map" not in meta:
         raise MapError(f"{path} is a safetensors file but not a G2G map (no g2g_map header)")
     try:
@@ -208,10 +231,14 @@ def load_map(path, expect_backbone: Optional[Dict] = None, load_features: bool =
             features come from another backbone is rejected (its features would be meaningless).
         load_features: skip the (large) feature tensor when False.
     """
-    from safetensors import safe_open
-
-    path = pathlib.Path(path)
-    header = read_map_header(path)
+    # The whole file is read into memory first (never memory-mapped): a map store is a shared
+    # folder, and a mapped file truncated by someone else would kill the process (SIGBUS).
+    path = _check_map_path(path)
+    try:
+        meta, tensors = read_safetensors(path)
+    except (OSError, SafetensorsReadError) as exc:
+        raise MapError(f"map file {path} is corrupt or truncated ({exc})") from None
+    header = _map_header(path, meta)
     if expect_backbone is not None and header.get("backbone"):
         mine, theirs = expect_backbone, header["backbone"]
         key = encoder_mismatch(theirs, mine)
@@ -222,15 +249,8 @@ def load_map(path, expect_backbone: Optional[Dict] = None, load_features: bool =
                 f"{mine.get('name')!r} (config {mine.get('config_hash')}): {key} differs; "
                 "rebuild the map with this model"
             )
-    tensors = {}
-    try:
-        with safe_open(str(path), framework="pt") as fh:
-            for name in fh.keys():
-                if name == "features" and not load_features:
-                    continue
-                tensors[name] = fh.get_tensor(name)
-    except Exception as exc:
-        raise MapError(f"map file {path} is corrupt or truncated (tensors: {exc})") from None
+    if not load_features:
+        tensors.pop("features", None)
     for name, digest in header.get("sha256", {}).items():
         if name not in tensors:
             if name == "features" and not load_features:

@@ -4,33 +4,91 @@ Our artefacts (covisibility checkpoints and sample files, maps) share this layou
 one place that writes them atomically (a crash never leaves a truncated file under the final
 name) and that turns "missing", "corrupt or truncated", "not this kind of file" and "other
 format version" into clear errors of the caller's exception type.
+
+Reads never memory-map the file (``safe_open`` and ``load_file`` do): a mapped file that another
+process truncates kills the reader with SIGBUS. :func:`read_safetensors` reads the bytes into
+memory first, so a concurrent truncation is a clear error instead.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pathlib
-import tempfile
+import secrets
+import socket
+import time
 from typing import Dict, Tuple, Type
 
 import torch
+
+#: A header longer than this is not believed (the safetensors format allows 100 MB).
+MAX_HEADER_BYTES = 100_000_000
+#: Temporary files of a save that are this old are removed even when their writer cannot be
+#: checked (another host, an older naming).
+STALE_TMP_S = 24 * 3600.0
+
+
+class SafetensorsReadError(ValueError):
+    """The bytes are not a complete safetensors file (truncated, corrupt, changed meanwhile)."""
+
+
+def _parse_header(fh, size: int) -> Dict:
+    head = fh.read(8)
+    if len(head) < 8:
+        raise SafetensorsReadError(f"{size} bytes, too short for a safetensors header")
+    n = int.from_bytes(head, "little")
+    if n > min(MAX_HEADER_BYTES, size - 8):
+        raise SafetensorsReadError(f"header length {n} does not fit in {size} bytes")
+    try:
+        header = json.loads(fh.read(n))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SafetensorsReadError(f"header is not JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise SafetensorsReadError("header is not a JSON object")
+    return header
+
+
+def read_safetensors_metadata(path) -> Dict[str, str]:
+    """The ``__metadata__`` of a safetensors file, read with plain reads (no memory map).
+
+    Raises ``OSError`` (missing, a directory, unreadable) or :class:`SafetensorsReadError`.
+    """
+    with open(path, "rb") as fh:
+        return _parse_header(fh, os.fstat(fh.fileno()).st_size).get("__metadata__") or {}
+
+
+def read_safetensors(path) -> Tuple[Dict[str, str], Dict[str, torch.Tensor]]:
+    """``(metadata, tensors)`` of a safetensors file, read into memory first, never
+    memory-mapped. Raises ``OSError`` or :class:`SafetensorsReadError` (also when the file is
+    truncated or replaced while it is read)."""
+    from safetensors.torch import load
+
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read()
+    if len(data) != size:
+        raise SafetensorsReadError(f"the file changed while it was read ({size} bytes at open, "
+                                   f"{len(data)} read)")
+    metadata = _parse_header(io.BytesIO(data), len(data)).get("__metadata__") or {}
+    try:
+        tensors = load(data)
+    except Exception as exc:  # safetensors raises its own error type for bad containers
+        raise SafetensorsReadError(str(exc)) from None
+    return metadata, tensors
 
 
 def read_tagged(path, key: str, version: int, what: str,
                 error: Type[Exception] = ValueError) -> Tuple[Dict, Dict[str, torch.Tensor]]:
     """Return ``(header, tensors)`` of ``path`` whose metadata ``key`` holds a JSON header with
     ``"version" == version``; anything else raises ``error`` naming ``what`` was expected."""
-    from safetensors import safe_open
-
     path = pathlib.Path(path)
     if not path.is_file():
         raise error(f"{what} {path} does not exist")
     try:
-        with safe_open(str(path), framework="pt") as fh:
-            raw = fh.metadata() or {}
-            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
-    except Exception as exc:  # safetensors raises its own error types
+        raw, tensors = read_safetensors(path)
+    except (OSError, SafetensorsReadError) as exc:
         raise error(f"{what} {path} is corrupt or truncated ({exc})") from None
     if key not in raw:
         raise error(f"{path} is not a {what} (no {key})")
@@ -43,18 +101,67 @@ def read_tagged(path, key: str, version: int, what: str,
     return header, tensors
 
 
+def _tmp_prefix(path: pathlib.Path) -> str:
+    return f"{path.name}."
+
+
+def remove_stale_tmp_files(path) -> list:
+    """Remove temporary files that a killed save of ``path`` left beside it: those written on
+    this host by a process that no longer runs, and any older than :data:`STALE_TMP_S`. A save
+    in progress (its writer alive) keeps its file. Returns the removed paths."""
+    path = pathlib.Path(path)
+    host = _host()
+    removed = []
+    for tmp in path.parent.glob(_tmp_prefix(path) + "*.tmp"):
+        parts = tmp.name[len(_tmp_prefix(path)):].split(".")
+        try:
+            stale = time.time() - tmp.stat().st_mtime > STALE_TMP_S
+            if not stale and len(parts) == 4 and parts[0] == host and parts[1].isdigit():
+                stale = not _process_alive(int(parts[1]))
+            if stale:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:  # gone meanwhile, or not ours to remove
+            continue
+    return removed
+
+
+def _host() -> str:
+    return socket.gethostname().replace(".", "-") or "host"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        return True
+    return True
+
+
 def write_tagged(path, key: str, header: Dict, tensors: Dict[str, torch.Tensor]) -> pathlib.Path:
     """Write ``tensors`` with ``header`` (JSON) under metadata ``key`` to ``path`` atomically:
-    a temporary file in the same folder, flushed to disk, then renamed over ``path``."""
-    from safetensors.torch import save_file
+    a temporary file in the same folder (``<name>.<host>.<pid>.<random>.tmp``), flushed to disk,
+    then renamed over ``path``. The file gets the usual mode (0666 less the umask, as ``open``
+    gives); leftovers of killed saves of the same ``path`` are removed first."""
+    from safetensors.torch import save
 
     path = pathlib.Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is an existing directory, not a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    remove_stale_tmp_files(path)
+    tmp = path.parent / (f"{_tmp_prefix(path)}{_host()}.{os.getpid()}."
+                         f"{secrets.token_hex(4)}.tmp")
+    data = save(tensors, metadata={key: json.dumps(header)})
+    # Created here with mode 0o666, so the umask applies as for any new file (mkstemp, and
+    # safetensors' save_file, give 0600).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        save_file(tensors, tmp, metadata={key: json.dumps(header)})
-        with open(tmp, "rb") as fh:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:

@@ -18,7 +18,9 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from g2g_ros.graphs import GRAPHS, PACKAGE, Graph, is_true, node_parameter_overrides
+from g2g_ros.graphs import (
+    GRAPHS, PACKAGE, Graph, is_true, node_parameter_overrides, params_file_warnings,
+)
 
 LOG = logging.getLogger("g2g-bringup")
 
@@ -68,6 +70,8 @@ def node_commands(graph: Graph, args: Dict[str, str]) -> List[List[str]]:
     if args.get("params_file"):
         if not pathlib.Path(args["params_file"]).is_file():
             raise ValueError(f"params_file {args['params_file']!r} does not exist")
+        for warning in params_file_warnings(args["params_file"], graph, args["namespace"]):
+            LOG.warning(warning)
         params.append(args["params_file"])
     commands = []
     for spec in graph.nodes:

@@ -3,6 +3,10 @@
 Callbacks only record the latest CameraInfo and hand the raw image message, with its stamp, to
 a sink (a synchronizer or a bounded queue). Conversion to RGB happens later on the worker, so a
 wrong encoding is reported there (per camera) without blocking the executor.
+
+An image stamped more than ``max_ahead_s`` ahead of the node's ROS time is dropped here and
+counted (``rejected_future``): one such stamp would otherwise become the camera's "last stamp"
+and make the per-camera order checks downstream reject every later, correct image.
 """
 
 from __future__ import annotations
@@ -27,12 +31,16 @@ class CameraInputs:
         sink: ``sink(camera, stamp_ns, message)`` called from the subscription callback.
         compressed: subscribe ``CompressedImage`` on ``<cam>/<image_topic>/compressed``.
         reliability: ``best_effort`` (default for sensors) or ``reliable``.
+        max_ahead_s: drop images stamped further ahead of the node's ROS time (None or 0: off;
+            not checked while the ROS time is 0, i.e. before the first /clock).
+        on_reject: ``on_reject(camera, reason)`` for every dropped image (e.g. to report it).
     """
 
     def __init__(self, node: Node, cameras: List[str], sink: Callable[[str, int, object], None],
                  image_topic: str = "image_raw", camera_info_topic: str = "camera_info",
                  compressed: bool = False, reliability: str = "best_effort",
-                 callback_group=None):
+                 callback_group=None, max_ahead_s: Optional[float] = 10.0,
+                 on_reject: Optional[Callable[[str, str], None]] = None):
         from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
         self.cameras = list(cameras)
@@ -44,6 +52,10 @@ class CameraInputs:
         self.first_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
         self.last_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
         self.last_wall: Dict[str, Optional[float]] = {c: None for c in cameras}
+        self.rejected_future: Dict[str, int] = {c: 0 for c in cameras}
+        self._clock = node.get_clock()
+        self._max_ahead_ns = int(max_ahead_s * 1e9) if max_ahead_s else None
+        self._on_reject = on_reject
         qos = sensor_qos(reliability)
         self._subs = []
         for cam in self.cameras:
@@ -65,14 +77,38 @@ class CameraInputs:
     def _image_cb(self, cam: str):
         def cb(msg):
             stamp = stamp_ns(msg.header.stamp)
+            ahead = self._ahead_ns(stamp)
             with self._lock:
                 self.received[cam] += 1
-                if self.first_stamp[cam] is None:
+                if ahead is not None:
+                    self.rejected_future[cam] += 1
+                if ahead is None and self.first_stamp[cam] is None:
                     self.first_stamp[cam] = stamp
-                self.last_stamp[cam] = stamp
-                self.last_wall[cam] = time.monotonic()
+                if ahead is None:
+                    self.last_stamp[cam] = stamp
+                    self.last_wall[cam] = time.monotonic()
+            if ahead is not None:
+                if self._on_reject is not None:
+                    self._on_reject(cam, f"image stamped {ahead * 1e-9:.1f} s ahead of the ROS "
+                                    f"time dropped (max_stamp_ahead_s "
+                                    f"{self._max_ahead_ns * 1e-9:g})")
+                return
             self._sink(cam, stamp, msg)
         return cb
+
+    def _ahead_ns(self, stamp: int) -> Optional[int]:
+        """How far ``stamp`` is ahead of the ROS time when that is too far, else None."""
+        if self._max_ahead_ns is None:
+            return None
+        now = self._clock.now().nanoseconds
+        ahead = stamp - now
+        return ahead if now > 0 and ahead > self._max_ahead_ns else None
+
+    def reset_stamps(self) -> None:
+        """Forget the stamp history (rates) after a jump back of time; counters are kept."""
+        with self._lock:
+            for cam in self.cameras:
+                self.first_stamp[cam] = self.last_stamp[cam] = None
 
     def _info_cb(self, cam: str):
         def cb(msg):

@@ -84,7 +84,8 @@ class DatasetPlayer(Node):
                  drift_per_m: float = 0.0, yaw_drift_deg_per_m: float = 0.0,
                  encoding: str = "rgb8", cameras: Optional[List[str]] = None,
                  start: int = 0, count: int = 0, stride: int = 1,
-                 corrupt_encoding: Optional[List[str]] = None, wait_subscribers_s: float = 10.0):
+                 corrupt_encoding: Optional[List[str]] = None, wait_subscribers_s: float = 10.0,
+                 future_frames: int = 0, future_offset_s: float = 86400.0):
         super().__init__("g2g_dataset_player")
         from g2g_model.data.format import TrajectoryReader
         from nav_msgs.msg import Odometry
@@ -108,6 +109,9 @@ class DatasetPlayer(Node):
         # Fault injection for tests: these cameras' images are labelled with an unsupported
         # encoding (the bytes stay RGB), as a misconfigured driver would send them.
         self.corrupt = set(corrupt_encoding or [])
+        # Fault injection: the first `future_frames` frames are stamped `future_offset_s` ahead
+        # (images, camera_info, TF), while /clock keeps the true time.
+        self.future_frames, self.future_offset_ns = future_frames, int(future_offset_s * 1e9)
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.image_pubs: Dict[str, object] = {}
         self.info_pubs: Dict[str, object] = {}
@@ -137,6 +141,8 @@ class DatasetPlayer(Node):
         i, stamp = self.indices[k], int(self.stamps[k])
         if self.clock_pub is not None:
             self.clock_pub.publish(Clock(clock=to_stamp(stamp)))
+        if self.published < self.future_frames:
+            stamp += self.future_offset_ns
         self.tf.send(matrix_to_transform_stamped(self.odom[k], self.odom_frame, self.base_frame,
                                                  stamp))
         for cam in self.cameras:
@@ -197,6 +203,10 @@ def main(argv=None) -> int:
                         help="wait up to S seconds for a subscriber on every image topic")
     parser.add_argument("--corrupt-encoding", nargs="*", default=None, metavar="CAM",
                         help="fault injection: label these cameras' images with a bad encoding")
+    parser.add_argument("--future-frames", type=int, default=0, metavar="N",
+                        help="fault injection: stamp the first N frames ahead of /clock")
+    parser.add_argument("--future-offset", type=float, default=86400.0, metavar="S",
+                        help="how far ahead (seconds) for --future-frames")
     opts, ros_args = parser.parse_known_args(argv)
     rclpy.init(args=[sys.argv[0]] + ros_args)
     node = None
@@ -204,7 +214,7 @@ def main(argv=None) -> int:
         node = DatasetPlayer(opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock,
                              opts.loop, opts.drift, opts.yaw_drift, opts.encoding, opts.cameras,
                              opts.start, opts.count, opts.stride, opts.corrupt_encoding,
-                             opts.wait_subscribers)
+                             opts.wait_subscribers, opts.future_frames, opts.future_offset)
         while rclpy.ok() and not (opts.exit_when_done and node.finished):
             rclpy.spin_once(node, timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):

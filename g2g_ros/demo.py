@@ -157,11 +157,11 @@ def run_nodes(query_bag, query_traj, map_path, workdir: pathlib.Path, rate_hz: f
 
     overrides = workdir / "demo_params.yaml"
     overrides.write_text(
-        "relocalize:\n  ros__parameters:\n    localize_period_s: 0.5\n"
+        "/**/relocalize:\n  ros__parameters:\n    localize_period_s: 0.5\n"
         "    localize_pacing: stamps\n    tf_wait_s: 5.0\n"
         "    consistency_count: 1\n    min_translation_m: 0.05\n"
         "    sensor_qos_reliability: reliable\n"
-        "rig_odometry:\n  ros__parameters:\n    publish_tf: false\n"
+        "/**/rig_odometry:\n  ros__parameters:\n    publish_tf: false\n"
         "    keyframe_stride: 1\n    sensor_qos_reliability: reliable\n")
     graph = GRAPHS["relocalize"]
     args = parse_launch_args(graph, ["rig:=sim", f"map:={map_path}", "with_odometry:=true",

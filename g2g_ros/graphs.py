@@ -7,6 +7,7 @@ two always start the same nodes with the same parameter files and arguments.
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
@@ -104,6 +105,59 @@ def node_parameter_overrides(node: NodeSpec, args: Dict[str, str]) -> List[Tuple
         if value != "":
             out.append((param, value))
     return out
+
+
+def params_key(node_name: str) -> str:
+    """The key of a node's section in a parameter file: ``/**/<name>``, which rcl matches in
+    every namespace (a plain ``<name>:`` matches only ``/<name>``, so ``namespace:=robot1``
+    would silently drop the section)."""
+    return f"/**/{node_name}"
+
+
+def section_matches(key: str, node_fqn: str) -> bool:
+    """Whether a parameter-file key applies to the node ``/ns/name`` under rcl's rules: a
+    plain key is the fully qualified name (a leading ``/`` optional), ``*`` matches one
+    token and ``**`` any number of tokens (none included)."""
+    pattern = [t for t in key.strip("/").split("/") if t]
+    tokens = [t for t in node_fqn.strip("/").split("/") if t]
+
+    def match(p: int, t: int) -> bool:
+        if p == len(pattern):
+            return t == len(tokens)
+        if pattern[p] == "**":
+            return any(match(p + 1, k) for k in range(t, len(tokens) + 1))
+        return (t < len(tokens) and fnmatch.fnmatchcase(tokens[t], pattern[p])
+                and match(p + 1, t + 1))
+
+    return match(0, 0)
+
+
+def node_fqn(namespace: str, name: str) -> str:
+    ns = namespace.strip("/")
+    return f"/{ns}/{name}" if ns else f"/{name}"
+
+
+def unmatched_sections(data: Dict, graph: "Graph", namespace: str) -> List[str]:
+    """Keys of a parameter file (parsed YAML) that match no node of ``graph`` in
+    ``namespace``: their parameters would be silently ignored."""
+    fqns = [node_fqn(namespace, n.name) for n in graph.nodes]
+    return [str(key) for key in (data or {})
+            if not any(section_matches(str(key), fqn) for fqn in fqns)]
+
+
+def params_file_warnings(path, graph: "Graph", namespace: str) -> List[str]:
+    """Warnings for a user parameter file: sections that no node of the graph would get."""
+    import yaml
+
+    with open(path) as fh:
+        data = yaml.safe_load(fh)
+    if not isinstance(data, dict):
+        return [f"params_file {path} holds no node sections"]
+    return [f"params_file {path}: section {key!r} matches no node of graph {graph.name!r} "
+            f"in namespace {namespace or '/'!r} (nodes: "
+            f"{[node_fqn(namespace, n.name) for n in graph.nodes]}); its parameters are "
+            f"ignored. Use {params_key('<node>')!r} keys to match every namespace"
+            for key in unmatched_sections(data, graph, namespace)]
 
 
 def is_true(value: str) -> bool:

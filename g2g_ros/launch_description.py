@@ -7,13 +7,22 @@ The nodes are managed (lifecycle) nodes, started with ``launch_ros.actions.Lifec
 that their state transitions are visible to launch event handlers. With the launch argument
 ``autostart:=true`` (default) each node configures and activates itself (its ``autostart``
 parameter); with ``autostart:=false`` they wait, unconfigured, for a lifecycle manager.
+
+The parameter files key their sections ``/**/<node>`` (:func:`g2g_ros.graphs.params_key`), so
+they apply under any ``namespace``; a user ``params_file`` section that matches no node of the
+graph is warned about.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
-from g2g_ros.graphs import GRAPHS, PACKAGE, is_true, node_parameter_overrides
+from g2g_ros.graphs import (
+    GRAPHS, PACKAGE, is_true, node_parameter_overrides, params_file_warnings,
+)
+
+LOG = logging.getLogger("g2g_ros.launch")
 
 
 def generate(graph_name: str):
@@ -30,6 +39,8 @@ def generate(graph_name: str):
         share = get_package_share_directory(PACKAGE)
         params = [os.path.join(share, "config", args["rig"] + ".yaml")]
         if args["params_file"]:
+            for warning in params_file_warnings(args["params_file"], graph, args["namespace"]):
+                LOG.warning(warning)
             params.append(args["params_file"])
         actions = []
         for spec in graph.nodes:

@@ -30,12 +30,15 @@ drives it.
 from __future__ import annotations
 
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from g2g_ros.node_common import ProblemLog, Worker, diagnostic_status
+from g2g_ros.node_common import (
+    NodeLogBridge, ProblemLog, Worker, diagnostic_status, shutting_down,
+)
+from g2g_ros.parameters import declare_checked, descriptor, ints_as_doubles, type_problem
 
 AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
                      "(transition 'cleanup' first, then change it and 'configure')")
@@ -50,6 +53,8 @@ class ManagedNode(LifecycleNode):
 
     def __init__(self, node_name: str, **kwargs):
         super().__init__(node_name, **kwargs)
+        # Module log lines (synchronizer, TF buffer, ...) go through this node's logger.
+        self._log_bridge = NodeLogBridge(self).install()
         self.problems = ProblemLog()
         self.configured = False
         self.active = False
@@ -58,24 +63,46 @@ class ManagedNode(LifecycleNode):
         self.worker: Optional[Worker] = None
         self.p: Dict[str, Any] = {}
         self._at_configure: List[str] = []
+        self._doubles: List[str] = []
+        self._defaults: Dict[str, Any] = {}
+        #: Parameters whose command-line / file value was refused at start-up (the default
+        #: was declared instead), with the reason; configure fails while any is left.
+        self.param_problems: Dict[str, str] = {}
+        self.add_pre_set_parameters_callback(ints_as_doubles(lambda: self._doubles))
+        self._jump_handle = self._watch_time_jumps()
         self.autostart = self.declare("autostart", True,
                                       "configure and activate at start-up (false: wait for a "
                                       "lifecycle manager / ros2 lifecycle set)", fixed=True)
         self.add_on_set_parameters_callback(self._refuse_configure_time_changes)
+        self.add_on_set_parameters_callback(self._check_types)
         self.add_post_set_parameters_callback(self._keep_values)
 
     # ------------------------------------------------------------------ parameters
     def declare(self, name: str, default: Any, description: str, at_configure: bool = False,
-                fixed: bool = False) -> Any:
+                fixed: bool = False, value_range: Optional[Tuple[Any, Any]] = None) -> Any:
         """Declare a parameter with a description and default; return its value.
 
         ``at_configure``: read by ``configure()``, settable only while unconfigured.
         ``fixed``: read-only after start-up (values from the command line / files only).
+        ``value_range``: inclusive ``(low, high)`` of a number, declared in the descriptor and
+        enforced on every set; doubles without one must still be finite (see
+        :mod:`g2g_ros.parameters`). A refused start-up value is reported, not raised.
         """
-        desc = ParameterDescriptor(description=description, read_only=fixed,
-                                   additional_constraints=AT_CONFIGURE_NOTE if at_configure
-                                   else "")
-        value = self.declare_parameter(name, default, desc).value
+        desc = descriptor(default, description, read_only=fixed,
+                          constraints=AT_CONFIGURE_NOTE if at_configure else "",
+                          value_range=value_range)
+        value, problem = declare_checked(self, name, default, desc)
+        if problem and fixed:  # cannot be set later: the default stays
+            self.problems.report(f"parameter {name}", problem)
+            self.get_logger().error(f"{problem}; using the default {default!r}")
+        elif problem:
+            self.param_problems[name] = problem
+            self.problems.report("parameters", "; ".join(self.param_problems.values()))
+            self.get_logger().error(f"{problem}; configure fails until it is set to a valid "
+                                    f"value (the default is {default!r})")
+        if isinstance(default, float):
+            self._doubles.append(name)
+        self._defaults[name] = default
         if at_configure:
             self._at_configure.append(name)
         self.p[name] = value
@@ -96,6 +123,8 @@ class ManagedNode(LifecycleNode):
           "optical frame of camera c is <c><suffix> in TF", True)
         d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
         d("calibration_file", "", "YAML rig calibration (extrinsics_source=yaml)", True)
+        d("max_stamp_ahead_s", 10.0, "drop (and count) images stamped further ahead of the ROS "
+          "time (0 = off)", True, value_range=(0.0, 1e6))
 
     def _refuse_configure_time_changes(self, params) -> SetParametersResult:
         if self.configured:
@@ -107,13 +136,25 @@ class ManagedNode(LifecycleNode):
                                f"{self.lifecycle_state}")
         return SetParametersResult(successful=True)
 
+    def _check_types(self, params) -> SetParametersResult:
+        for p in params:
+            if p.name in self._defaults:
+                problem = type_problem(p.name, p.value, self._defaults[p.name])
+                if problem:
+                    return SetParametersResult(successful=False, reason=problem)
+        return SetParametersResult(successful=True)
+
     def _keep_values(self, params) -> None:
         # After a successful set (validation callbacks run before, in any order).
         for p in params:
             if p.name in self.p:
                 self.p[p.name] = p.value
+            if self.param_problems.pop(p.name, None) is not None and not self.param_problems:
+                self.problems.clear("parameters")
 
     def _read_parameters(self) -> None:
+        if self.param_problems:
+            raise ValueError("; ".join(self.param_problems.values()))
         for name in list(self.p):
             self.p[name] = self.get_parameter(name).value
 
@@ -158,8 +199,8 @@ class ManagedNode(LifecycleNode):
             self.get_logger().error(f"{hook.__name__} failed: {exc!r}")
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._read_parameters()
         try:
+            self._read_parameters()
             self.configure()
         except Exception as exc:
             self._failed("configure", exc)
@@ -224,6 +265,43 @@ class ManagedNode(LifecycleNode):
             self._release(self.cleanup)
         self.lifecycle_state = "finalized"
 
+    # ------------------------------------------------------------------ time and bad input
+    def _watch_time_jumps(self):
+        """Call :meth:`reset_time_buffers` when the ROS time jumps back (a bag played again,
+        ``/clock`` restarted): stamps older than those already seen would otherwise be
+        rejected as out of order for ever."""
+        from rclpy.clock import JumpThreshold
+        from rclpy.duration import Duration
+
+        threshold = JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
+                                  on_clock_change=False)
+        return self.get_clock().create_jump_callback(threshold, post_callback=self._on_time_jump)
+
+    def _on_time_jump(self, jump) -> None:
+        back_s = -jump.delta.nanoseconds * 1e-9
+        if back_s <= 0 or not self.configured:
+            return
+        self.get_logger().warning(f"ROS time jumped back by {back_s:.3f} s (bag played again?): "
+                                  "time-keyed buffers cleared, state kept")
+        try:
+            self.reset_time_buffers()
+        except Exception as exc:  # runs in the /clock callback: never raise into rclpy
+            self.get_logger().error(f"reset after the time jump failed: {exc!r}")
+
+    def reset_time_buffers(self) -> None:
+        """Forget what is keyed by time (synchronizer, TF, stamp checks, queued work), keep the
+        state (pose, map, keyframes). Called on a jump back of the ROS time and by
+        ``~/reset``; nodes override it."""
+
+    def report_input(self, key: str, message: str) -> None:
+        """Bad input: shown in ``~/status`` / ``/diagnostics`` (problem ``key``) and logged
+        through the node's logger as a warning, at most once per key every
+        ``ProblemLog.log_every_s`` (with the count since the last line)."""
+        repeats = self.problems.report(key, message)
+        if repeats is not None:
+            more = f" ({repeats} more since the last report)" if repeats else ""
+            self.get_logger().warning(f"{key}: {message}{more}")
+
     # ------------------------------------------------------------------ helpers
     def lifecycle_text(self) -> str:
         """The lifecycle state for status messages, with the reason of the last failure."""
@@ -282,13 +360,21 @@ class ManagedNode(LifecycleNode):
                                         self.lifecycle_level(level), text, values)]
         self.diag_pub.publish(arr)
 
-    def jobs_dropped(self) -> int:
-        return sum(self.worker.dropped.values()) if self.worker is not None else 0
+    def jobs_dropped(self, kinds=None) -> int:
+        """Jobs the worker dropped (queue full, discarded), of ``kinds`` (all when None)."""
+        if self.worker is None:
+            return 0
+        return sum(n for kind, n in self.worker.dropped.items()
+                   if kinds is None or kind in kinds)
 
     def start_worker(self, name: str, maxlen: int, on_error) -> None:
         """The inference worker lives while the node is configured (services use it too)."""
         if self.worker is None:
-            self.worker = Worker(name, maxlen=maxlen, on_error=on_error)
+            def report(exc: BaseException) -> None:
+                if not shutting_down(self):  # Ctrl-C: a failed publish is no input error
+                    on_error(exc)
+
+            self.worker = Worker(name, maxlen=maxlen, on_error=report)
 
     def stop_worker(self) -> None:
         if self.worker is not None:
@@ -298,4 +384,5 @@ class ManagedNode(LifecycleNode):
     def destroy_node(self):
         # Process exit (Ctrl-C): stop the worker thread; the entities go with the node.
         self.stop_worker()
+        self._log_bridge.remove()
         return super().destroy_node()

@@ -182,18 +182,32 @@ class Worker:
 
 
 class ProblemLog:
-    """Recent problems by key (e.g. ``camera cam2``), for status text and diagnostics."""
+    """Recent problems by key (e.g. ``camera cam2``), for status text and diagnostics.
 
-    def __init__(self, keep_s: float = 10.0):
+    :meth:`report` also says whether the problem should be logged now: the first report of a
+    key, then at most once every ``log_every_s`` per key (rate-limited logging).
+    """
+
+    def __init__(self, keep_s: float = 10.0, log_every_s: float = 5.0):
         self._lock = threading.Lock()
         self._items: Dict[str, Tuple[float, str]] = {}
         self.counts: Dict[str, int] = collections.Counter()
         self.keep_s = keep_s
+        self.log_every_s = log_every_s
+        self._logged: Dict[str, Tuple[float, int]] = {}  # key -> (time, count) when logged
 
-    def report(self, key: str, message: str) -> None:
+    def report(self, key: str, message: str) -> Optional[int]:
+        """Record a problem. Returns None when it should not be logged now, else how many
+        reports of this key were not logged since its last logged one."""
+        now = time.monotonic()
         with self._lock:
-            self._items[key] = (time.monotonic(), message)
+            self._items[key] = (now, message)
             self.counts[key] += 1
+            last = self._logged.get(key)
+            if last is not None and now - last[0] < self.log_every_s:
+                return None
+            self._logged[key] = (now, self.counts[key])
+            return 0 if last is None else self.counts[key] - last[1] - 1
 
     def clear(self, key: str) -> None:
         with self._lock:
@@ -203,6 +217,54 @@ class ProblemLog:
         now = time.monotonic()
         with self._lock:
             return [(k, m) for k, (t, m) in sorted(self._items.items()) if now - t < self.keep_s]
+
+
+class NodeLogBridge(logging.Handler):
+    """Forwards the Python ``logging`` records of the project's modules (synchronizer, TF
+    buffer, maps, model) to a node's rclpy logger, so that they carry time, severity and the
+    node's name like the node's own lines (and reach ``/rosout``). One call site per severity:
+    rclpy refuses a call site whose severity changes."""
+
+    PACKAGES = ("g2g_ros", "g2g_model")
+
+    def __init__(self, node: Node):
+        super().__init__()
+        self._logger = node.get_logger()
+        self._formatter = logging.Formatter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = f"{record.name}: {record.getMessage()}"
+            if record.exc_info:
+                text += "\n" + self._formatter.formatException(record.exc_info)
+            if record.levelno >= logging.ERROR:
+                self._logger.error(text)
+            elif record.levelno >= logging.WARNING:
+                self._logger.warning(text)
+            elif record.levelno >= logging.INFO:
+                self._logger.info(text)
+            else:
+                self._logger.debug(text)
+        except Exception:  # logging must never raise into the code that logs
+            self.handleError(record)
+
+    def install(self) -> "NodeLogBridge":
+        from rclpy.logging import LoggingSeverity
+
+        debug = self._logger.get_effective_level() <= LoggingSeverity.DEBUG
+        for name in self.PACKAGES:
+            py_logger = logging.getLogger(name)
+            py_logger.addHandler(self)
+            py_logger.setLevel(logging.DEBUG if debug else logging.INFO)
+            py_logger.propagate = False  # not printed a second time by Python's last resort
+        return self
+
+    def remove(self) -> None:
+        for name in self.PACKAGES:
+            py_logger = logging.getLogger(name)
+            py_logger.removeHandler(self)
+            if not py_logger.handlers:
+                py_logger.propagate = True
 
 
 def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
@@ -224,6 +286,8 @@ def guarded(node: Node, what: str, fn: Callable[[], None]) -> Callable[[], None]
         try:
             fn()
         except Exception as exc:  # a status or TF timer must never take the node down
+            if shutting_down(node):  # Ctrl-C: publishing on a shut-down context fails
+                return
             node.get_logger().error(f"{what} failed: {exc!r}", throttle_duration_sec=5.0)
 
     return run
@@ -253,8 +317,29 @@ def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "aut
     return pipeline
 
 
+def describe_model(pipeline, checkpoint: str, task: str) -> str:
+    """What a node loaded, for its start-up log: the checkpoint file (the embedded default's
+    name when ``checkpoint`` is empty), backbone and preset; says so for random weights."""
+    from g2g_model.inference import default_checkpoint
+
+    if pipeline.untrained:
+        return f"untrained stand-in for {task} (RANDOM weights)"
+    header = pipeline.header
+    source = checkpoint or f"embedded default {default_checkpoint(task).name}"
+    backbone = (header.get("backbone") or {}).get("name", "?")
+    preset = header.get("preset") or "custom config"
+    return f"{source} (backbone {backbone}, {preset})"
+
+
 def spin_node(node_class, args=None, threads: int = 2) -> None:
-    """The standard node entry point: init, spin a multi-threaded executor, clean shutdown."""
+    """The standard node entry point: init, spin a multi-threaded executor, clean shutdown.
+
+    Ctrl-C ends the node quietly with exit status 0. Under ``ros2 launch`` a node gets SIGINT
+    twice (from the terminal's process group and forwarded by launch); the second one used to
+    interrupt the teardown (exit -2), so further SIGINTs are ignored once shutdown began.
+    """
+    import signal
+
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -275,6 +360,13 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
         if rclpy.ok():
             raise
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def shutting_down(node: Node) -> bool:
+    """True once the node's context is shut down (Ctrl-C): publishing fails then, and that is
+    not an error worth reporting."""
+    return not node.context.ok()

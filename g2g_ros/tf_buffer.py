@@ -226,9 +226,19 @@ class TFBuffer:
         return sum(self.ingest_transform(t, static) is None for t in tf_message.transforms)
 
     def clear(self) -> None:
-        """Forget all transforms (e.g. after a clock jump back); counters are kept."""
+        """Forget all transforms; counters are kept."""
         with self._lock:
             self._edges.clear()
+
+    def clear_dynamic(self) -> int:
+        """Forget the time-indexed (``/tf``) transforms and keep the static ones, e.g. after a
+        jump back of time (``/tf_static`` is latched and not sent again). Returns how many
+        edges were removed; counters are kept."""
+        with self._lock:
+            dynamic = [child for child, edge in self._edges.items() if not edge.static]
+            for child in dynamic:
+                del self._edges[child]
+        return len(dynamic)
 
     # ------------------------------------------------------------------ queries
     def frames(self) -> List[str]:

@@ -67,3 +67,39 @@ def test_flake8_clean():
     res = subprocess.run([sys.executable, "-m", "flake8"], cwd=ROOT, capture_output=True,
                          text=True, timeout=280)
     assert res.returncode == 0, "flake8 found problems:\n" + res.stdout + res.stderr
+
+
+# Every dependency key of the package.xml files, checked against ros/rosdistro at 8468e88
+# (2026-08-22): ROS packages released in kilted/distribution.yaml, system keys defined in
+# rosdep/base.yaml or rosdep/python.yaml. A key that is not here must be checked there first
+# (`rosdep resolve KEY`); a Python package without a key goes to
+# requirements/no_rosdep_key.txt instead.
+ROSDISTRO_KILTED_PACKAGES = {
+    "rclpy", "lifecycle_msgs", "builtin_interfaces", "std_msgs", "std_srvs", "sensor_msgs",
+    "geometry_msgs", "nav_msgs", "diagnostic_msgs", "rosgraph_msgs", "tf2_msgs",
+    "visualization_msgs", "launch", "launch_ros", "ament_flake8", "ament_cmake",
+    "rosidl_default_generators", "rosidl_default_runtime"}
+ROSDEP_SYSTEM_KEYS = {
+    "python3-numpy", "python3-scipy", "python3-yaml", "python3-opencv", "python3-tqdm",
+    "python3-matplotlib", "python3-torch", "python3-rosbags-pip", "python3-skimage",
+    "python3-pytest", "python3-pytest-timeout", "python3-catkin-pkg"}
+
+
+def test_every_package_xml_dependency_is_a_resolvable_rosdep_key():
+    workspace = {"g2g_ros", "g2g_msgs"}
+    for path in (ROOT / "package.xml", ROOT / "g2g_msgs" / "package.xml"):
+        pkg = parse_package(path)
+        deps = {d.name for d in pkg.build_depends + pkg.buildtool_depends + pkg.exec_depends
+                + pkg.test_depends + pkg.build_export_depends}
+        unknown = deps - workspace - ROSDISTRO_KILTED_PACKAGES - ROSDEP_SYSTEM_KEYS
+        assert not unknown, f"{path.name}: not rosdep keys {sorted(unknown)}"
+
+
+def test_pip_only_dependencies_are_documented():
+    lines = (ROOT / "requirements" / "no_rosdep_key.txt").read_text().splitlines()
+    names = [ln.strip() for ln in lines if ln.strip() and not ln.startswith(("#", "-"))]
+    pinned = (ROOT / "requirements" / "python.txt").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "requirements/no_rosdep_key.txt" in readme
+    for name in names:
+        assert f"\n{name}==" in "\n" + pinned, f"{name} is not pinned in python.txt"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from g2g_ros import bringup
-from g2g_ros.graphs import GRAPHS
+from g2g_ros.graphs import GRAPHS, node_fqn, section_matches, unmatched_sections
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REQUIRED_ARGS = {"params_file", "use_sim_time", "namespace", "device", "log_level", "autostart"}
@@ -114,7 +114,9 @@ def test_launch_file_declares_arguments_and_real_nodes(launch_api, graph):
         overrides = [p for p in kw["parameters"] if isinstance(p, dict)]
         for f in files:
             data = yaml.safe_load(pathlib.Path(f).read_text())
-            assert kw["name"] in data and "ros__parameters" in data[kw["name"]], f
+            sections = [v for k, v in data.items()
+                        if section_matches(k, node_fqn(kw["namespace"], kw["name"]))]
+            assert sections and "ros__parameters" in sections[0], f
         assert overrides[-1]["use_sim_time"] is False
         assert overrides[-1]["autostart"] is True  # the nodes configure + activate themselves
         if kw["name"] == "relocalize":
@@ -150,7 +152,9 @@ def test_every_parameter_file_names_known_parameters():
                                           else set())
     for path in sorted((ROOT / "config").glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
-        for node, section in data.items():
+        for key, section in data.items():
+            assert key.startswith("/**/"), f"{path.name}: {key} would not match a namespaced node"
+            node = key[len("/**/"):]
             unknown = set(section["ros__parameters"]) - declared[node]
             assert not unknown, f"{path.name}: {node} has undeclared parameters {unknown}"
 
@@ -168,3 +172,28 @@ def test_bringup_starts_the_same_graph(graph):
         bringup.parse_launch_args(GRAPHS[graph], ["bogus:=1"])
     with pytest.raises(ValueError, match="no parameter file for rig"):
         bringup.node_commands(GRAPHS[graph], dict(args, rig="mars"))
+
+
+def test_parameter_file_sections_match_like_rcl():
+    assert section_matches("/**/rig_odometry", "/rig_odometry")
+    assert section_matches("/**/rig_odometry", "/robot1/rig_odometry")
+    assert section_matches("/**/rig_odometry", "/a/b/rig_odometry")
+    assert section_matches("rig_odometry", "/rig_odometry")
+    assert not section_matches("rig_odometry", "/robot1/rig_odometry")
+    assert section_matches("/*/rig_odometry", "/robot1/rig_odometry")
+    assert not section_matches("/*/rig_odometry", "/rig_odometry")
+    assert section_matches("/**", "/robot1/relocalize")
+    data = {"rig_odometry": {}, "/**/relocalize": {}}
+    assert unmatched_sections(data, GRAPHS["relocalize"], "robot1") == ["rig_odometry"]
+    assert unmatched_sections(data, GRAPHS["relocalize"], "") == []
+
+
+def test_bringup_warns_about_a_params_file_a_namespace_would_drop(tmp_path, caplog):
+    user = tmp_path / "mine.yaml"
+    user.write_text("rig_odometry:\n  ros__parameters:\n    keyframe_stride: 2\n")
+    graph = GRAPHS["rig_odometry"]
+    with caplog.at_level("WARNING", logger="g2g-bringup"):
+        bringup.node_commands(graph, bringup.parse_launch_args(
+            graph, ["namespace:=robot1", f"params_file:={user}"]))
+    assert "section 'rig_odometry' matches no node" in caplog.text
+    assert "/**/<node>" in caplog.text

@@ -79,3 +79,35 @@ def test_autostart_default_is_active_and_state_survives_deactivation(context):
         assert node.frames == [], "cleanup forgets them"
     finally:
         node.destroy_node()
+
+
+@pytest.mark.parametrize("name", sorted(NODES))
+def test_harmful_start_up_values_fail_configure_with_the_reason(name, context):
+    # Issue 22 item 6: NaN / inf / out-of-range / wrong-type values given at start-up used to
+    # be accepted (or to raise in the constructor); now the node comes up, refuses them and
+    # says which and why, and configures once they are fixed.
+    bad = {"status_period_s": float("nan"), "autostart": False, "image_topic": 5}
+    if name == "map_builder":
+        bad.update(min_rotation_deg=-1.0, max_keyframes=0)
+    node = _make(name, context, **bad)
+    try:
+        # A read-only parameter keeps its default (it could not be fixed later), reported.
+        assert node.p["status_period_s"] == 1.0
+        assert "got nan" in dict(node.problems.recent())["parameter status_period_s"]
+        assert node.trigger_configure() == R.FAILURE
+        text = node.lifecycle_text()
+        assert node.lifecycle_state == "unconfigured"
+        assert "parameter image_topic must be a string, got 5 (an integer)" in text, text
+        fixes = [("image_topic", "image_raw")]
+        if name == "map_builder":
+            assert "parameter min_rotation_deg must be in [0, 180], got -1.0" in text
+            assert "parameter max_keyframes must be in [1, 1e+07], got 0" in text
+            fixes += [("min_rotation_deg", 5.0), ("max_keyframes", 10)]
+            refused = node.set_parameters([Parameter("min_translation_m", value=float("inf"))])
+            assert not refused[0].successful
+        assert node.trigger_configure() == R.FAILURE, "still not fixed"
+        for key, value in fixes:
+            assert node.set_parameters([Parameter(key, value=value)])[0].successful
+        assert node.trigger_configure() == R.SUCCESS, node.lifecycle_text()
+    finally:
+        node.destroy_node()

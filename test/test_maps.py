@@ -97,7 +97,7 @@ def test_atomic_write_keeps_old_map_when_write_fails(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(st, "save_file", boom)
+    monkeypatch.setattr(st, "save", boom)
     with pytest.raises(OSError, match="disk full"):
         save_map(_map(6), path)
     assert path.read_bytes() == before

@@ -202,3 +202,18 @@ def test_concurrent_ingest_and_lookup():
         t.join(timeout=20)
     assert errors == []
     assert buf.time_range("base_link")[1] == 1999 * 1_000_000
+
+
+def test_clear_dynamic_keeps_static_edges_and_accepts_older_data_again():
+    # Issue 22 item 4: after a jump back of time the replayed /tf is older than the cached
+    # samples ("old_data" for ever) unless the dynamic edges are forgotten; /tf_static is
+    # latched and must survive.
+    buf = TFBuffer(cache_duration_ns=10**9)
+    buf.set_transform("base_link", "cam0", 0, [0, 0, 1], [0, 0, 0, 1], static=True)
+    buf.set_transform("odom", "base_link", 100 * 10**9, [1, 0, 0], [0, 0, 0, 1])
+    assert buf.set_transform("odom", "base_link", 5 * 10**9, [0, 0, 0], [0, 0, 0, 1]) == \
+        "old_data"
+    assert buf.clear_dynamic() == 1
+    assert buf.set_transform("odom", "base_link", 5 * 10**9, [2, 0, 0], [0, 0, 0, 1]) is None
+    pose = buf.lookup_transform("odom", "cam0", 5 * 10**9)
+    np.testing.assert_allclose(pose[:3, 3], [2, 0, 1])

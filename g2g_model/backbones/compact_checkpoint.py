@@ -11,11 +11,13 @@ import logging
 from pathlib import Path
 from typing import Dict, Optional, Union
 
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from g2g_model.backbones.compact import CompactBackbone
 from g2g_model.backbones.compact_config import CompactConfig
+from g2g_model.tagged_safetensors import (
+    SafetensorsReadError, read_safetensors, read_safetensors_metadata,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +43,10 @@ def read_checkpoint_config(path: Union[str, Path]) -> CompactConfig:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"compact checkpoint {path} does not exist")
-    with safe_open(str(path), framework="pt") as handle:
-        metadata = handle.metadata() or {}
+    try:  # plain reads, no memory map (see g2g_model.tagged_safetensors)
+        metadata = read_safetensors_metadata(path)
+    except SafetensorsReadError as exc:
+        raise ValueError(f"compact checkpoint {path} is corrupt or truncated ({exc})") from None
     if metadata.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a compact backbone checkpoint (format "
                          f"{metadata.get('format')!r}, expected {CHECKPOINT_FORMAT!r})")
@@ -67,7 +71,10 @@ def load_compact_checkpoint(path: Union[str, Path],
                 for key in sorted(stored) if stored[key] != wanted[key]]
         raise ValueError(f"{path}: config differs: {', '.join(diff)}")
     model = CompactBackbone(config)
-    state = load_file(str(path))
+    try:
+        _, state = read_safetensors(path)
+    except (OSError, SafetensorsReadError) as exc:
+        raise ValueError(f"compact checkpoint {path} is corrupt or truncated ({exc})") from None
     own = model.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))

@@ -138,14 +138,20 @@ def tensors_digest(tensors: Mapping[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
-def _open(path: str):
-    from safetensors import safe_open
+def _read(path: str, header_only: bool = False) -> tuple:
+    """``(metadata, tensors)`` read into memory, never memory-mapped (a checkpoint replaced or
+    truncated by someone else while mapped would kill the process with SIGBUS)."""
+    from g2g_model.tagged_safetensors import (
+        SafetensorsReadError, read_safetensors, read_safetensors_metadata,
+    )
 
     if not os.path.isfile(path):
         raise ValueError(f"checkpoint {path!r} does not exist")
     try:
-        return safe_open(path, framework="pt", device="cpu")
-    except Exception as exc:  # SafetensorsError, OSError, ...: all mean "unreadable"
+        if header_only:
+            return read_safetensors_metadata(path), {}
+        return read_safetensors(path)
+    except (OSError, SafetensorsReadError) as exc:  # all mean "unreadable"
         raise ValueError(
             f"{path!r} is not a readable safetensors file (corrupt or truncated?): {exc}"
         ) from exc
@@ -154,8 +160,7 @@ def _open(path: str):
 def read_header(path: str | os.PathLike) -> Dict[str, Any]:
     """Parse and validate the JSON header of one of our checkpoints (tensors are not read)."""
     path = os.fspath(path)
-    with _open(path) as handle:
-        metadata = handle.metadata() or {}
+    metadata, _ = _read(path, header_only=True)
     return _parse_header(path, metadata)
 
 
@@ -196,13 +201,8 @@ def _check_expectations(path: str, header: Mapping[str, Any], config: G2GConfig,
 
 
 def _read_tensors(path: str) -> tuple:
-    with _open(path) as handle:
-        metadata = handle.metadata() or {}
-        header = _parse_header(path, metadata)
-        try:
-            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
-        except Exception as exc:
-            raise ValueError(f"{path!r}: cannot read tensors (corrupt file?): {exc}") from exc
+    metadata, tensors = _read(path)
+    header = _parse_header(path, metadata)
     expected = (header.get("tensors") or {}).get("sha256")
     if expected is not None and tensors_digest(tensors) != expected:
         raise ValueError(f"{path!r}: tensor checksum mismatch, the file is corrupt")
@@ -280,8 +280,7 @@ def load_any(
         raise ValueError(f"weights file {path!r} does not exist")
     ours = False
     if is_safetensors(path):
-        with _open(path) as handle:
-            ours = HEADER_KEY in (handle.metadata() or {})
+        ours = HEADER_KEY in _read(path, header_only=True)[0]
     if ours:
         loaded = load_checkpoint(path, expected_config=expected_config)
         frames = loaded.model.config.max_frames

@@ -28,6 +28,7 @@ import yaml
 
 from g2g_model.geometry import invert_pose
 from g2g_ros.bags.bag_reader import BagError, open_bag, read_metadata, require_topics
+from g2g_ros.graphs import params_key
 from g2g_ros.bags.evaluation import (
     SHORT_SEGMENTS_M, corrected_trajectory, evaluate_latency, evaluate_odometry,
     evaluate_relocalization, load_ground_truth, load_outputs, odometry_trajectories,
@@ -66,14 +67,14 @@ def _params_file(path: Path, cams: Sequence[str], compressed: bool,
         return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
                 "use_compressed": bool(compressed), "precision": "fp32"}
 
-    data = {"rig_odometry": {"ros__parameters": common()},
+    data = {params_key("rig_odometry"): {"ros__parameters": common()},
             # Stamp-paced localization, and a generous wait for the odometry (TF) at an image
             # stamp: on a loaded machine it can lag the image by more than the live 0.5 s,
             # and a frame dropped for that would change the results.
-            "relocalize": {"ros__parameters": dict(common(), reloc_camera=cams[0],
-                                                   localize_period_s=float(localize_period_s),
-                                                   localize_pacing="stamps", tf_wait_s=5.0)}}
-    data[graph]["ros__parameters"].update(extra or {})
+            params_key("relocalize"): {"ros__parameters": dict(
+                common(), reloc_camera=cams[0], localize_period_s=float(localize_period_s),
+                localize_pacing="stamps", tf_wait_s=5.0)}}
+    data[params_key(graph)]["ros__parameters"].update(extra or {})
     path.write_text(yaml.safe_dump(data))
     return path
 

@@ -23,13 +23,13 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 
 from g2g_model.geometry import relative_pose, rotation_angle_deg
 from g2g_model.groups import resize_with_intrinsics
-from g2g_model.maps import G2GMap, MapFrame, encode_image, save_map
+from g2g_model.maps import G2GMap, MapFrame, encode_image, map_save_path, save_map
 from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    diagnostic_status, load_pipeline, sensor_qos, spin_node, steady_timer,
+    describe_model, diagnostic_status, load_pipeline, sensor_qos, spin_node, steady_timer,
 )
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
@@ -51,12 +51,16 @@ class MapBuilderNode(ManagedNode):
         d = self.declare
         d("cameras", ["cam0"], "cameras to record", True)
         d("map_frame", "map", "frame the keyframe poses are expressed in", True)
-        d("min_translation_m", 0.2, "keyframe spacing (translation)", True)
-        d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True)
-        d("max_keyframes", 20000, "stop recording beyond this", True)
+        d("min_translation_m", 0.2, "keyframe spacing (translation)", True,
+          value_range=(0.0, 1000.0))
+        d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True,
+          value_range=(0.0, 180.0))
+        d("max_keyframes", 20000, "stop recording beyond this", True,
+          value_range=(1, 10_000_000))
         d("checkpoint", "", "G2G checkpoint whose backbone encodes the map", True)
         d("device", "cpu", "torch device", True)
-        d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
+        d("status_period_s", 1.0, "status/diagnostics period", fixed=True,
+          value_range=(0.05, 3600.0))
         from diagnostic_msgs.msg import DiagnosticArray
 
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -87,9 +91,13 @@ class MapBuilderNode(ManagedNode):
     def activate(self) -> None:
         self.inputs = CameraInputs(self, list(self.p["cameras"]), self._on_image,
                                    self.p["image_topic"], self.p["camera_info_topic"],
-                                   self.p["use_compressed"], self.p["sensor_qos_reliability"])
-        self.get_logger().info(f"recording keyframes of {list(self.p['cameras'])} in frame "
-                               f"{self.p['map_frame']}")
+                                   self.p["use_compressed"], self.p["sensor_qos_reliability"],
+                                   max_ahead_s=self.p["max_stamp_ahead_s"],
+                                   on_reject=lambda cam, why: self.report_input(
+                                       f"camera {cam}", why))
+        self.get_logger().info(
+            f"recording keyframes of {list(self.p['cameras'])} in frame {self.p['map_frame']}; "
+            f"encoder of {describe_model(self.pipeline, self.p['checkpoint'], 'relocalization')}")
 
     def deactivate(self) -> None:
         # Recording pauses; the keyframes are kept and ~/save_map still works.
@@ -112,13 +120,21 @@ class MapBuilderNode(ManagedNode):
         with self.lock:
             self.frames, self.last_pose = [], {}
 
+    def reset_time_buffers(self) -> None:
+        """After a jump back of time: forget the dynamic TF (its newer samples would make the
+        replayed poses "old data") and the stamp history; the keyframes are kept."""
+        if self.tf_buffer is not None:
+            self.tf_buffer.clear_dynamic()
+        if self.inputs is not None:
+            self.inputs.reset_stamps()
+
     def _on_image(self, cam: str, stamp: int, msg) -> None:
         self.worker.submit("frame", lambda: self._add(cam, stamp, msg))
 
     def _add(self, cam: str, stamp: int, msg) -> None:
         self.frames_seen += 1
         if len(self.frames) >= self.p["max_keyframes"]:
-            self.problems.report("map", f"max_keyframes={self.p['max_keyframes']} reached")
+            self.report_input("map", f"max_keyframes={self.p['max_keyframes']} reached")
             return
         if self.rig is not None:
             K, size = self.rig.camera(cam).K, self.rig.camera(cam).size
@@ -126,7 +142,7 @@ class MapBuilderNode(ManagedNode):
         else:
             intr = self.inputs.intrinsics(cam)
             if intr is None:
-                self.problems.report(f"camera {cam}", "no valid camera_info yet")
+                self.report_input(f"camera {cam}", "no valid camera_info yet")
                 return
             K, size = intr
             base_T_cam = self.tf_buffer.lookup_transform(
@@ -170,8 +186,13 @@ class MapBuilderNode(ManagedNode):
         if not self.configured:
             response.success, response.message = False, "node is not configured"
             return response
-        if not request.path:
-            response.success, response.message = False, "path is empty"
+        try:  # refused at once, before the keyframes are encoded
+            if not request.path:
+                raise ValueError("path is empty")
+            map_save_path(request.path)
+        except (ValueError, OSError) as exc:
+            response.success, response.message = False, f"map not saved: {exc}"
+            self.get_logger().error(response.message)
             return response
         done, result = threading.Event(), {}
 
@@ -193,8 +214,12 @@ class MapBuilderNode(ManagedNode):
         else:
             response.success, response.num_keyframes = True, result["n"]
             response.message = f"saved {result['n']} keyframes to {result['path']}"
-        (self.get_logger().info if response.success else self.get_logger().error)(
-            response.message)
+        # One call site per severity: rclpy refuses a call site that changes its severity
+        # (ValueError, which would end the node).
+        if response.success:
+            self.get_logger().info(response.message)
+        else:
+            self.get_logger().error(response.message)
         return response
 
     def _srv_clear(self, request, response):
@@ -206,7 +231,7 @@ class MapBuilderNode(ManagedNode):
 
     def _on_error(self, exc: BaseException) -> None:
         key = "tf" if isinstance(exc, TFError) else "frame"
-        self.problems.report(key, str(exc))
+        self.report_input(key, str(exc))
 
     def _publish_status(self) -> None:
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus

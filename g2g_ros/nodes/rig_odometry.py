@@ -14,6 +14,7 @@ activate at start-up.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Dict, List, Optional
@@ -25,7 +26,7 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    StageTimes, load_pipeline, sensor_qos, spin_node, steady_timer, to_stamp,
+    StageTimes, describe_model, load_pipeline, sensor_qos, spin_node, steady_timer, to_stamp,
 )
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import pose_msg_to_matrix
@@ -56,8 +57,11 @@ class RigOdometryNode(ManagedNode):
         self.srvs: List = []
         # Created by activate(); its subscriptions are removed by deactivate().
         self.inputs: Optional[CameraInputs] = None
+        # Every synchronized group ends once: processed, skipped (keyframe_stride) or dropped
+        # (counted by reason here, or by the worker's queue as "group" jobs).
         self.groups_processed = 0
-        self.groups_dropped = 0
+        self.groups_skipped = 0
+        self.drops: Dict[str, int] = collections.Counter()
         self.last_update_wall: Optional[float] = None
         self.last_cameras: List[str] = []
         self._feature_cache: Dict[int, object] = {}
@@ -85,34 +89,29 @@ class RigOdometryNode(ManagedNode):
         d("cameras", ["cam0", "cam1", "cam2", "cam3", "cam4"],
           "camera names in rig order; topics <cam>/image_raw, <cam>/camera_info", True)
         d("odom_frame", "odom", "odometry frame (REP-105)", True)
-        d("sync_slop_ms", 20.0, "max stamp spread within a rig group", True)
-        d("sync_min_interval_ms", 50.0, "lower bound of the camera frame interval", True)
-        d("sync_max_wait_ms", 300.0, "how long (stamp time) a group waits for a late camera", True)
-        d("min_cameras", 0, "smallest usable group (0 = all cameras; fewer = degraded mode)", True)
-        d("queue_size", 10, "per-camera synchronizer queue", True)
-        d("keyframe_stride", 1, "use every k-th synchronized group")
-        d("max_spread_m", 1.0, "reject a step whose per-camera motions disagree by more")
+        d("sync_slop_ms", 20.0, "max stamp spread within a rig group", True,
+          value_range=(0.0, 1000.0))
+        d("sync_min_interval_ms", 50.0, "lower bound of the camera frame interval", True,
+          value_range=(0.0, 10000.0))
+        d("sync_max_wait_ms", 300.0, "how long (stamp time) a group waits for a late camera", True,
+          value_range=(0.0, 60000.0))
+        d("min_cameras", 0, "smallest usable group (0 = all cameras; fewer = degraded mode)", True,
+          value_range=(0, 64))
+        d("queue_size", 10, "per-camera synchronizer queue", True, value_range=(1, 1000))
+        d("keyframe_stride", 1, "use every k-th synchronized group", value_range=(1, 1000))
+        d("max_spread_m", 1.0, "reject a step whose per-camera motions disagree by more",
+          value_range=(0.001, 100.0))
         d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
         d("device", "cpu", "torch device", True)
         d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
           "or bf16", True)
         d("publish_tf", True, "broadcast odom->base_link", True)
-        d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
-        d("lost_after_s", 3.0, "state LOST when no update for this long", True)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        d("status_period_s", 1.0, "status/diagnostics period", fixed=True,
+          value_range=(0.05, 3600.0))
+        d("lost_after_s", 3.0, "state LOST when no update for this long", True,
+          value_range=(0.1, 3600.0))
+        # Ranges are enforced by rclpy on every set (see g2g_ros.parameters).
         self.add_post_set_parameters_callback(self._apply_parameters)
-
-    def _on_set_parameters(self, params):
-        from rcl_interfaces.msg import SetParametersResult
-
-        for p in params:
-            if p.name == "keyframe_stride" and (not isinstance(p.value, int) or p.value < 1):
-                return SetParametersResult(successful=False,
-                                           reason=f"keyframe_stride must be >= 1, got {p.value}")
-            if p.name == "max_spread_m" and not (isinstance(p.value, float) and p.value > 0):
-                return SetParametersResult(successful=False,
-                                           reason=f"max_spread_m must be > 0, got {p.value}")
-        return SetParametersResult(successful=True)
 
     def _apply_parameters(self, params) -> None:
         # Called after a successful set: the two parameters that apply at once.
@@ -131,8 +130,6 @@ class RigOdometryNode(ManagedNode):
         if p["extrinsics_source"] not in ("tf_static", "yaml"):
             raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
                              f"got {p['extrinsics_source']!r}")
-        if p["keyframe_stride"] < 1:
-            raise ValueError(f"keyframe_stride must be >= 1, got {p['keyframe_stride']}")
         min_cams = p["min_cameras"] or len(cams)
         if not 1 <= min_cams <= len(cams):
             raise ValueError(f"min_cameras must be in [0, {len(cams)}], got {p['min_cameras']}")
@@ -174,11 +171,15 @@ class RigOdometryNode(ManagedNode):
     def activate(self) -> None:
         self.inputs = CameraInputs(self, self.cameras, self.sync.add, p_image(self.p),
                                    self.p["camera_info_topic"], self.p["use_compressed"],
-                                   self.p["sensor_qos_reliability"])
+                                   self.p["sensor_qos_reliability"],
+                                   max_ahead_s=self.p["max_stamp_ahead_s"],
+                                   on_reject=lambda cam, why: self.report_input(
+                                       f"camera {cam}", why))
         self.get_logger().info(
             f"rig odometry active: cameras {self.cameras} (min {self.min_cameras}), "
             f"keyframe stride {self.p['keyframe_stride']}, model "
-            f"{self.pipeline.header.get('preset')} on {self.p['device']}")
+            f"{describe_model(self.pipeline, self.p['checkpoint'], 'rig_odometry')} on "
+            f"{self.p['device']}")
         if self._held_timer is None:
             self._held_timer = steady_timer(self, self.HELD_RETRY_S, self._retry_held,
                                             "retry_held_group")
@@ -281,7 +282,7 @@ class RigOdometryNode(ManagedNode):
         duplicates to the synchronizer, so a dropped first group would not come back."""
         with self._held_lock:
             if self._held_group is not None:
-                self.groups_dropped += 1
+                self.drops["held_replaced"] += 1
             self._held_group = group
 
     def _take_held(self):
@@ -291,7 +292,7 @@ class RigOdometryNode(ManagedNode):
 
     def _drop_held(self) -> None:
         if self._take_held() is not None:
-            self.groups_dropped += 1
+            self.drops["held_discarded"] += 1
 
     def _retry_held(self) -> None:
         """Timer: hand the held group to the worker once the calibration has come (the worker
@@ -313,7 +314,10 @@ class RigOdometryNode(ManagedNode):
             return
         held = self._take_held()
         if held is not None:
-            self._process_calibrated(held)
+            try:
+                self._process_calibrated(held)
+            except Exception as exc:  # the current group is still processed (and counted)
+                self._on_worker_error(exc)
         self._process_calibrated(group)
 
     def _process_calibrated(self, group) -> None:
@@ -326,35 +330,36 @@ class RigOdometryNode(ManagedNode):
         for cam in self.cameras:
             msg = group.messages.get(cam)
             if msg is None:
-                self.problems.report(f"camera {cam}", "missing from the synchronized group")
+                self.report_input(f"camera {cam}", "missing from the synchronized group")
                 continue
             intr = self._intrinsics(cam)
             if intr is None:
-                self.problems.report(f"camera {cam}", "no valid camera_info received yet")
+                self.report_input(f"camera {cam}", "no valid camera_info received yet")
                 continue
             try:
                 rgb = to_rgb(msg)
             except ValueError as exc:
-                self.problems.report(f"camera {cam}", f"image rejected: {exc}")
+                self.report_input(f"camera {cam}", f"image rejected: {exc}")
                 continue
             k, (width, height) = intr
             if rgb.shape[:2] != (height, width):
-                self.problems.report(f"camera {cam}", f"image is {rgb.shape[1]}x{rgb.shape[0]} "
-                                     f"but camera_info says {width}x{height}")
+                self.report_input(f"camera {cam}", f"image is {rgb.shape[1]}x{rgb.shape[0]} "
+                                  f"but camera_info says {width}x{height}")
                 continue
             self.problems.clear(f"camera {cam}")
             cams.append(cam)
             images.append(rgb)
             ks.append(k)
         if len(cams) < self.min_cameras:
-            self.groups_dropped += 1
-            self.problems.report("group", f"only {len(cams)} usable cameras "
-                                 f"(min_cameras {self.min_cameras}); group dropped")
+            self.drops["too_few_cameras"] += 1
+            self.report_input("group", f"only {len(cams)} usable cameras "
+                              f"(min_cameras {self.min_cameras}); group dropped")
             return
         self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
         with self.state_lock:
             update = self.odometry.process(RigFrames(group.stamp_ns, cams, images, np.stack(ks)))
         if update is None:
+            self.groups_skipped += 1
             return
         t1 = time.perf_counter()
         self._publish(update)
@@ -397,19 +402,40 @@ class RigOdometryNode(ManagedNode):
                                             self.p["base_frame"], update.stamp_ns)
 
     def _on_worker_error(self, exc: BaseException) -> None:
-        self.groups_dropped += 1
-        self.problems.report("odometry", str(exc))
-        self.get_logger().warning(f"group dropped: {exc}", throttle_duration_sec=2.0)
+        self.drops["error"] += 1
+        self.report_input("odometry", f"group dropped: {exc}")
 
     # ------------------------------------------------------------------ services
-    def _srv_reset(self, request, response):
-        if self.odometry is None:
-            response.success, response.message = False, "not configured or no group received yet"
-            return response
+    def reset_time_buffers(self) -> None:
+        """After a jump back of time or on ``~/reset``: the synchronizer's per-camera stamps
+        and queues, the dynamic TF, the stamp history, queued and held groups are forgotten
+        (dropped groups counted); the pose is kept and the next group starts a new chain."""
+        if self.sync is not None:
+            self.sync.reset()
+        if self.tf_buffer is not None:
+            self.tf_buffer.clear_dynamic()
+        if self.inputs is not None:
+            self.inputs.reset_stamps()
+        if self.worker is not None:
+            self.worker.discard(("group", "held"))
+        self._drop_held()
         with self.state_lock:
-            self.odometry.reset()
+            if self.odometry is not None:
+                self.odometry.restart_chain()
             self._feature_cache = {}
-        response.success, response.message = True, "odometry reset to the identity"
+
+    def _srv_reset(self, request, response):
+        if not self.configured:
+            response.success, response.message = False, "not configured"
+            return response
+        self.reset_time_buffers()
+        with self.state_lock:
+            if self.odometry is not None:
+                self.odometry.reset()
+            self._feature_cache = {}
+        response.success = True
+        response.message = ("odometry reset to the identity; synchronizer, TF and stamp "
+                            "checks cleared")
         return response
 
     def _srv_reset_to_pose(self, request, response):
@@ -445,20 +471,29 @@ class RigOdometryNode(ManagedNode):
     def _publish_status(self) -> None:
         if self.active and self.last_update_wall is not None:
             for cam, age in self.inputs.silent(self.p["lost_after_s"]).items():
-                self.problems.report(f"camera {cam}", "no images received" if age is None
-                                     else f"no images for {age:.1f} s")
+                self.report_input(f"camera {cam}", "no images received" if age is None
+                                  else f"no images for {age:.1f} s")
         state, text = self._state()
-        dropped = self.groups_dropped + self.jobs_dropped()
+        drops = dict(self.drops, worker_queue=self.jobs_dropped(("group",)))
+        if self.sync is not None:
+            drops["sync_incomplete"] = self.sync.stats().groups_dropped
+        dropped = sum(drops.values())
         values = {"state": state, "lifecycle_state": self.lifecycle_state,
                   "groups_processed": self.groups_processed,
+                  "groups_skipped_stride": self.groups_skipped,
                   "groups_dropped": dropped,
+                  **{f"groups_dropped {k}": v for k, v in sorted(drops.items())},
                   "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained)}
         if self.active:
             stats = self.sync.stats()
             for cam, hz in self.inputs.rates_hz().items():
+                # received = dropped (by the synchronizer, or stamped too far ahead) + in
+                # emitted groups + queued
                 values[f"{cam} rate_hz"] = f"{hz:.2f}"
-                values[f"{cam} received"] = stats.received[cam]
-                values[f"{cam} dropped"] = stats.dropped_total(cam)
+                values[f"{cam} received"] = self.inputs.received[cam]
+                values[f"{cam} dropped"] = (stats.dropped_total(cam)
+                                            + self.inputs.rejected_future[cam])
+                values[f"{cam} queued"] = stats.queued[cam]
             values["sync groups_emitted"] = stats.groups_emitted
             values["sync groups_degraded"] = stats.groups_degraded
             values["sync groups_dropped"] = stats.groups_dropped

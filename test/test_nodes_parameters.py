@@ -1,0 +1,92 @@
+"""Declared ranges and checks of the node parameters (issue 22, item 6), on a real rig_odometry
+process over real DDS: harmful values from the command line do not kill the node (configure
+fails, saying which parameter and why); ``~/set_parameters`` refuses NaN, inf, out-of-range and
+wrong-type values with reasons that name the range or the types; ``ros2 param describe`` shows
+the ranges; an integer for a double parameter is taken as that double."""
+
+import math
+import pathlib
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from lifecycle_msgs.msg import Transition  # noqa: E402
+from rcl_interfaces.srv import DescribeParameters  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+
+from g2g_msgs.msg import EstimatorStatus  # noqa: E402
+from ros_helpers import Listener, Proc, node_cmd  # noqa: E402
+from test_nodes_lifecycle import change_state, get_state, set_parameter  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(200)]
+
+
+def test_rig_odometry_refuses_harmful_parameters_and_stays_up(tmp_path):
+    listener = Listener()
+    statuses = listener.collect(EstimatorStatus, "rig_odometry/status")
+    params = {"keyframe_stride": 10**15, "sync_max_wait_ms": ".nan", "lost_after_s": ".inf",
+              "max_spread_m": 2}
+    node = Proc(node_cmd("g2g_ros.nodes.rig_odometry", params, str(ROOT / "config" / "sim.yaml")),
+                tmp_path / "node.log")
+    try:
+        assert listener.spin_until(lambda: statuses, 90), node.output()
+        assert listener.spin_until(lambda: "configure failed" in statuses[-1].message, 20), \
+            statuses[-1].message
+        text = statuses[-1].message
+        assert "parameter keyframe_stride must be in [1, 1000], got 1000000000000000" in text
+        assert "parameter sync_max_wait_ms must be in [0, 60000], got nan" in text
+        assert "parameter lost_after_s must be in [0.1, 3600], got inf" in text
+        assert get_state(listener, "/rig_odometry") == "unconfigured" and node.alive()
+
+        node_name = "/rig_odometry"
+        for name, value in (("tf_rate_hz", 1.0),):  # not a parameter of this node
+            assert not set_parameter(listener, node_name, name, value).successful
+        refused = set_parameter(listener, node_name, "max_spread_m", math.inf)
+        assert not refused.successful and "out of range" in refused.reason, refused.reason
+        refused = set_parameter(listener, node_name, "max_spread_m", math.nan)
+        assert not refused.successful and "out of range" in refused.reason, refused.reason
+        refused = set_parameter(listener, node_name, "keyframe_stride", 2.5)
+        assert not refused.successful, refused.reason
+        assert refused.reason == ("parameter keyframe_stride must be an integer, got 2.5 "
+                                  "(a double)"), refused.reason
+        refused = set_parameter(listener, node_name, "queue_size", 0)
+        assert not refused.successful and "out of range" in refused.reason, refused.reason
+        # An integer for a double is that double.
+        assert set_parameter(listener, node_name, "sync_slop_ms", 7).successful
+
+        described = listener.call(DescribeParameters, f"{node_name}/describe_parameters",
+                                  DescribeParameters.Request(names=["keyframe_stride",
+                                                                    "max_spread_m"]))
+        stride, spread = described.descriptors
+        assert (stride.integer_range[0].from_value, stride.integer_range[0].to_value) == (1, 1000)
+        assert spread.floating_point_range[0].to_value == 100.0
+
+        # Fixed: configure succeeds, with the integer command-line value taken as 2.0.
+        for name, value in (("keyframe_stride", 2), ("sync_max_wait_ms", 300.0),
+                            ("lost_after_s", 3.0)):
+            assert set_parameter(listener, node_name, name, value).successful
+        assert change_state(listener, node_name, Transition.TRANSITION_CONFIGURE)
+        assert get_state(listener, node_name) == "inactive"
+        from rcl_interfaces.srv import GetParameters
+
+        got = listener.call(GetParameters, f"{node_name}/get_parameters",
+                            GetParameters.Request(names=["max_spread_m", "sync_slop_ms"]))
+        assert [v.double_value for v in got.values] == [2.0, 7.0]
+        assert node.alive()
+    finally:
+        log = node.stop()
+        listener.close()
+    assert "Traceback" not in log, log[-3000:]
+
+
+def test_parameter_value_helpers():
+    from g2g_ros.parameters import descriptor, range_text, type_name
+
+    assert type_name(3) == "an integer" and type_name(2.5) == "a double"
+    assert type_name(["a"]) == "a string array" and type_name(True) == "a boolean"
+    assert range_text(descriptor(1.0, "x")) == "finite"
+    assert range_text(descriptor(5, "x", value_range=(1, 10))) == "[1, 10]"
+    with pytest.raises(ValueError, match="outside its range"):
+        descriptor(0, "x", value_range=(1, 10))
+    assert Parameter  # the module imports rclpy's parameter API
