@@ -7,19 +7,20 @@ its own. The last line printed is a JSON record.
 Cases (``--case``):
 
 * ``localize``: load the shipped models and the map (tokens precomputed), read the query's
-  images from disk, then, timed: encode the query frames one by one (per-frame tokens), score
-  them against every map frame and select the best ``W x W`` (map, query) window per camera with
-  the relocalize node's code path (``select_map_windows``; ``--coarse-stride 1`` = full scoring),
-  and run G2G on that map window (images decoded from the map) and query sub-window. After the
-  timed part (outside the timings and the peak figure): the true overlap of the chosen window
-  against the best one and the error of the predicted query pose.
+  images from disk, then, timed: encode the query frames one by one (per-frame tokens), pick
+  the map window for the whole query with the relocalize node's own
+  :class:`~g2g_model.localization.window_selector.WindowSelector` (``--coarse-stride`` for the
+  decoder; 1 = full scoring), and run G2G on that map window (images decoded from the map) and
+  the ``W`` consecutive query frames that match it best. After the timed part (outside the
+  timings and the peak figure): the true overlap of the chosen (map, query) window against
+  the best one and the error of the predicted query pose.
   ``--scorer verified`` (the relocalize node's default: the mean of the shipped token and image
-  covisibility embeddings, whose best windows, 8 distinct places over all cameras, the shipped
-  pair verifier re-ranks), ``combined`` (the same without re-ranking), ``embedding``, ``image``
-  or ``whitened`` (map-whitened token similarity) score without the decoder; what they need of
+  covisibility embeddings, whose 8 best distinct places over all cameras the shipped pair
+  verifier re-ranks), ``combined`` (the same without re-ranking), ``embedding``, ``image`` or
+  ``whitened`` (map-whitened token similarity) score without the decoder; what they need of
   the whole map (its token statistics or whitening, its decoded images, the descriptors of all
-  map frames, the verifier's shrunk map images) is a separate stage, done once when the node
-  loads the map, outside ``localize_s``.
+  map frames, the verifier's shrunk map images: ``WindowSelector.prepare``) is a separate
+  stage, done once when the node loads the map, outside ``localize_s``.
 * ``encode-map``: decode every map image and encode them all (what building the map costs, and
   what the paper's 9 s figure includes).
 
@@ -84,56 +85,32 @@ def _pose_error(predicted: np.ndarray, true: np.ndarray) -> Dict[str, float]:
 
 
 def localize(scene, query_camera: str, query_start: int, query_frames: int, window: int,
-             coarse_stride: int, batch_size: int, scorer: str = "covisibility") -> Dict:
+             coarse_stride: int, scorer: str = "covisibility") -> Dict:
     """The ``localize`` case (see the module docstring)."""
-    from g2g_model.covisibility.checkpoint import load_checkpoint
-    from g2g_model.covisibility.front_end import select_map_windows
-    from g2g_model.covisibility.retrieval import select_windows, window_scores
+    from g2g_model.covisibility.retrieval import window_scores
     from g2g_model.groups import Group
     from g2g_model.inference import G2GPipeline, default_checkpoint
+    from g2g_model.localization.window_selector import SelectorConfig, WindowSelector
     from g2g_model.maps import load_map
-    from g2g_model.covisibility.embedding import load_embedding
-    from g2g_model.covisibility.image_embedding import load_image_embedding
-    from g2g_model.covisibility.pair_verifier import load_pair_verifier
-    from g2g_model.window_selection import MapWhitening, max_mean, token_statistics
 
     from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap
 
     stages = Stages()
     pipeline = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"))
     encoder = pipeline.backbone_id()
-    covis, _ = load_checkpoint(default_checkpoint("covisibility"), expect_encoder=encoder)
-    covis.eval()
+    # The relocalize node's window selection: "verified" is its default (combined, re-ranked
+    # by the shipped pair verifier); the others without re-ranking.
+    config = SelectorConfig(scorer="combined" if scorer == "verified" else scorer,
+                            pair_verifier="" if scorer == "verified" else "none",
+                            window_size=window, coarse_stride=coarse_stride)
+    selector = WindowSelector.from_config(config, pipeline, LOG.info, LOG.warning)
     stages.mark("load models")
     gmap = load_map(map_path(scene, encoder), expect_backbone=encoder)
     stages.mark("load map", frames=len(gmap), features=list(gmap.features.shape))
-    describe = map_descriptors = None  # as the relocalize node prepares them at map load
+    selector.prepare(gmap)  # as the relocalize node prepares a map at load
     if scorer == "whitened":
-        whitening = MapWhitening.fit(gmap.features)
-        describe = lambda tokens, images: whitening.transform(tokens)  # noqa: E731
-        map_descriptors = describe(gmap.features, None)
-        stages.mark("fit map whitening, describe map", dims=whitening.dims)
-    elif scorer in ("embedding", "image", "combined", "verified"):
-        # One descriptor per frame; "combined" concatenates both unit descriptors scaled by
-        # 1/sqrt(2), so its cosine is the mean of the two cosines, as the node computes it.
-        parts = []
-        if scorer in ("embedding", "combined", "verified"):
-            embedding = load_embedding(default_checkpoint("covisibility_embedding"),
-                                       expect_encoder=encoder)[0]
-            stats = token_statistics(gmap.features)
-            parts.append(lambda tokens, images: embedding.describe(tokens, stats))
-        if scorer in ("image", "combined", "verified"):
-            image_model = load_image_embedding(
-                default_checkpoint("covisibility_image_embedding"))[0]
-            parts.append(lambda tokens, images: image_model.describe(images))
-
-        def describe(tokens, images):
-            return torch.cat([f(tokens, images) for f in parts], 1) / len(parts) ** 0.5
-        images = None if scorer == "embedding" else [f.decode() for f in gmap.frames]
-        map_descriptors = describe(gmap.features, images)
-        if scorer == "verified":
-            verifier, verify = load_pair_verifier(default_checkpoint("covisibility_pair_verifier"))
-            map_shrunk = verifier.shrink_all(images)
+        stages.mark("fit map whitening, describe map")
+    elif scorer != "covisibility":
         stages.mark("load embedding(s), map statistics, decode and describe map")
     reader_b = trajectory(scene, 1)
     q_idx = list(range(query_start, query_start + query_frames))
@@ -142,52 +119,17 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
 
     query_tokens = pipeline.encode_frames(query.images, query.intrinsics)
     stages.mark("encode query")
-    best = None
-    scored_pairs = 0
-    per_camera = {}
-    candidates = []  # verified: (score, camera, window) of every camera's best places
-    top_k = verify["top_k"] if scorer == "verified" else 1
-    for cam in gmap.cameras():
-        rows = gmap.camera_indices(cam)
-        if describe is not None:
-            query_descriptors = describe(query_tokens, query.images)
-            score = (map_descriptors[torch.from_numpy(rows)] @ query_descriptors.T).numpy()
-            picks = select_windows(score, window, top_k=top_k, threshold=-np.inf,
-                                   max_overlap=0.5, suppress="map")
-            candidates += [(p.score, cam, p) for p in picks]
-        else:
-            map_tokens = gmap.features[torch.from_numpy(rows)]
-            picks, scores = select_map_windows(covis, map_tokens, query_tokens, window,
-                                               top_k=1, threshold=-np.inf,
-                                               coarse_stride=coarse_stride,
-                                               batch_size=batch_size)
-            score = scores.score
-        scored_pairs += int(score.any(axis=1).sum()) * query_frames
-        per_camera[cam] = (rows, score)
-        if picks and (best is None or picks[0].score > best[1].score):
-            best = (cam, picks[0])
-    verification = None
-    if scorer == "verified":  # the best places over all cameras, re-ranked
-        query_shrunk = verifier.shrink_all(query.images)
-        ranked = []
-        for score, cam, pick in sorted(candidates, key=lambda c: -c[0])[:top_k]:
-            rows = per_camera[cam][0][pick.map_indices]
-            block = verifier.symmetric(
-                map_shrunk[torch.from_numpy(np.repeat(rows, len(pick.query_indices)))],
-                query_shrunk[torch.from_numpy(np.tile(pick.query_indices, len(rows)))])
-            value = max_mean(block.numpy().reshape(len(rows), -1))
-            ranked.append((score + verify["weight"] * value, cam, pick, value))
-        _, cam, pick, verification = max(ranked, key=lambda r: r[0])
-        best = (cam, pick)
-    stages.mark("score + select", pairs_scored=scored_pairs,
+    pick = selector.select(query, None, query_tokens)
+    window_rows = selector.prepared.windows[pick.index]
+    # G2G runs on the W consecutive query frames that match the chosen window best.
+    sub_start = int(np.argmax(window_scores(pick.block, window)[0]))
+    sub = np.arange(sub_start, sub_start + window)
+    stages.mark("score + select", pairs_scored=pick.pairs_scored,
                 pairs_full=len(gmap) * query_frames)
-    cam, pick = best
-    rows = per_camera[cam][0]
-    frames_a = [gmap.frames[int(i)] for i in rows[pick.map_indices]]
+    frames_a = [gmap.frames[int(i)] for i in window_rows]
     group_a = Group(images=[f.decode() for f in frames_a],
                     intrinsics=np.stack([f.intrinsics for f in frames_a]),
                     cam_to_world=np.stack([f.world_T_cam for f in frames_a]))
-    sub = pick.query_indices
     group_b = Group(images=[query.images[j] for j in sub], intrinsics=query.intrinsics,
                     cam_to_world=np.asarray(query.cam_to_world)[sub])
     prediction = pipeline.predict(group_a, group_b)
@@ -195,17 +137,20 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
                                       prediction.timing_ms.items()})
     peak_localize = rss_mib()
 
-    # --- not timed: how good the choice was, and the selection cost alone
+    # --- not timed: how good the choice was, and the window choice alone on the scores
+    cam = frames_a[0].camera
+    rows = gmap.camera_indices(cam)
+    map_start = int(np.flatnonzero(rows == window_rows[0])[0])
     t0 = time.perf_counter()
-    select_windows(per_camera[cam][1], window, top_k=1, threshold=-np.inf)
+    window_scores(pick.block, window)
     select_ms = 1e3 * (time.perf_counter() - t0)
     map_reader = trajectory(scene, 0)
     best_true, chosen_true = -1.0, None
-    for c in per_camera:
+    for c in gmap.cameras():
         ws = window_scores(true_overlap(map_reader, c, reader_b, query_camera, q_idx), window)
         best_true = max(best_true, float(ws.max()))
         if c == cam:
-            chosen_true = float(ws[pick.map_start, pick.query_start])
+            chosen_true = float(ws[map_start, sub_start])
     true_b0 = np.asarray(query.cam_to_world)[sub[0]]
     return {
         "case": "localize", "scorer": scorer, "coarse_stride": coarse_stride, "window": window,
@@ -213,11 +158,11 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
         "stages": stages.records,
         "localize_s": round(stages.seconds("encode query", "score + select", "g2g"), 3),
         "peak_after_localize": peak_localize,
-        "chosen": {"camera": cam, "map_frames": [int(rows[pick.map_start]),
-                                                 int(rows[pick.map_start + window - 1])],
+        "chosen": {"camera": cam, "map_frames": [int(window_rows[0]), int(window_rows[-1])],
                    "query_frames": [int(q_idx[sub[0]]), int(q_idx[sub[-1]])],
-                   "score": round(pick.score, 4),
-                   "verification": None if verification is None else round(verification, 4)},
+                   "score": round(float(np.nan_to_num(pick.score)), 4), "how": pick.how,
+                   "verification": (round(pick.verification, 4)
+                                    if np.isfinite(pick.verification) else None)},
         "selection_only_ms": round(select_ms, 2),
         "true_window_overlap": {"chosen": round(chosen_true, 4), "best": round(best_true, 4)},
         "query_b0_error": _pose_error(prediction.world_T_b[0], true_b0),
@@ -263,7 +208,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="localize: the covisibility decoder, the embeddings (re-ranked "
                              "by the pair verifier or not) or map-whitened similarity")
     parser.add_argument("--batch-size", type=int, default=256,
-                        help="pairs per decoder pass (localize) or frames per encoder pass")
+                        help="frames per encoder pass (encode-map)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -271,7 +216,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     if args.case == "localize":
         record = localize(args.scene, args.query_camera, args.query_start, args.query_frames,
-                          args.window, args.coarse_stride, args.batch_size, args.scorer)
+                          args.window, args.coarse_stride, args.scorer)
     else:
         record = encode_map(args.scene, args.batch_size)
     record["torch_threads"] = torch.get_num_threads()

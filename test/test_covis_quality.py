@@ -20,13 +20,13 @@ from g2g_model.covisibility.checkpoint import load_checkpoint
 from g2g_model.covisibility.embedding import load_embedding
 from g2g_model.covisibility.image_embedding import load_image_embedding
 from g2g_model.covisibility.evaluate import picked_window_accuracy, window_selection_accuracy
-from g2g_model.covisibility.pair_verifier import load_pair_verifier, verify_windows
-from g2g_model.covisibility.sim_data import (combined_scorer, decoder_scorer, image_scorer,
-                                             load_scene_frames, map_embedded, map_whitened,
-                                             noisy_hints, scene_images, scored_window_queries)
+from g2g_model.covisibility.pair_verifier import load_pair_verifier
+from g2g_model.covisibility.sim_data import (decoder_scorer, load_scene_frames, noisy_hints,
+                                             scene_images, scored_window_queries)
+from g2g_model.covisibility.sim_selection import (scene_map, selector_ranking, selector_scorer,
+                                                  sim_selectors)
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
 from g2g_model.inference import G2GPipeline, default_checkpoint
-from g2g_model.window_selection import descriptor_similarity
 
 HELD_OUT_SEEDS = (30000, 30001)
 WINDOW = 4
@@ -63,22 +63,23 @@ def queries(tmp_path_factory):
         scene = root / f"scene_{seed:05d}"
         frames = load_scene_frames(pipeline, scene, stride=2)
         images = scene_images(scene, frames)
-        image_desc = image.describe(images)
-        queries, scored = scored_window_queries(frames, WINDOW, {
-            "embedding": map_embedded(embedding, frames), "whitened": map_whitened(frames),
-            "decoder": decoder_scorer(model), "descriptor": descriptor_similarity},
-            frame_scorers={"image": image_scorer(image_desc),
-                           "combined": combined_scorer(embedding, frames, image_desc)})
+        # The relocalize node's own window selection (WindowSelector), on traversal 0 as map.
+        gmap, rows = scene_map(frames, images)
+        selectors = sim_selectors(WINDOW, embedding, image, verifier, verify["top_k"],
+                                  verify["weight"])
+        for selector in selectors.values():
+            selector.prepare(gmap)
+        queries, scored = scored_window_queries(
+            frames, WINDOW, {"decoder": decoder_scorer(model)},
+            frame_scorers={name: selector_scorer(sel, frames, images, rows)
+                           for name, sel in selectors.items() if name != "verified"})
         out["trues"] += queries.trues
         out["positions"] += queries.positions
         for name, preds in scored.items():
             out[name] += preds
         # The node's default: combined's best windows re-ranked by the pair verifier.
-        shrunk = verifier.shrink_all(images)
-        for pred, (m, q) in zip(scored["combined"], queries.frames):
-            windows = [np.arange(i, i + WINDOW) for i in range(len(m) - WINDOW + 1)]
-            ranked = verify_windows(verifier, pred, windows, shrunk[m], shrunk[q],
-                                    verify["top_k"], verify["weight"])
+        for m, q in queries.frames:
+            ranked = selector_ranking(selectors["verified"], frames, images, rows, m, q)
             out["verified"].append(ranked[0][0])
     return out
 

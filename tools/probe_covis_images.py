@@ -27,7 +27,7 @@ from g2g_model.covisibility import sim_data
 from g2g_model.covisibility.evaluate import window_selection_accuracy
 from g2g_model.covisibility.image_embedding import shrink
 from g2g_model.inference import G2GPipeline, default_checkpoint
-from g2g_model.window_selection import token_statistics
+from g2g_model.window_selection import MapWhitening, token_statistics, whitened_similarity
 
 WINDOW = 4
 
@@ -41,6 +41,12 @@ def scene_frames(scenes: str, cache: str) -> List[sim_data.SceneFrames]:
 def frame_images(scene, frames: sim_data.SceneFrames, size: int) -> torch.Tensor:
     """``[F, 3, size, size]`` uint8: every frame of ``frames``, area-downsampled."""
     return torch.stack([shrink(rgb, size) for rgb in sim_data.scene_images(scene, frames)])
+
+
+def map_whitened(frames: sim_data.SceneFrames) -> Callable:
+    """Map-whitened similarity of these (token or pixel) frames, fitted on traversal 0."""
+    whitening = MapWhitening.fit(frames.tokens[torch.from_numpy(frames.traversal == 0)])
+    return lambda a, b: whitened_similarity(a, b, whitening)
 
 
 def standardised_cosine(frames: sim_data.SceneFrames) -> Callable:
@@ -72,7 +78,7 @@ def thumbnails(args) -> None:
             variants[f"rgb{size}"] = dataclasses.replace(frames, tokens=pixels)
         for name, v in variants.items():
             queries, scored = sim_data.scored_window_queries(
-                v, WINDOW, {"whitened": sim_data.map_whitened(v),
+                v, WINDOW, {"whitened": map_whitened(v),
                             "standardised": standardised_cosine(v)})
             if name == "tokens":
                 trues += queries.trues

@@ -27,7 +27,7 @@ from typing import Dict, List, Tuple
 import cv2
 import numpy as np
 
-from g2g_model.covisibility import sim_data
+from g2g_model.covisibility import sim_data, sim_selection
 from g2g_model.covisibility.embedding import load_embedding
 from g2g_model.covisibility.image_embedding import load_image_embedding
 from g2g_model.covisibility.retrieval import select_windows, window_scores
@@ -91,7 +91,10 @@ def scene_queries(pipeline, embedding, image_model, scene, cache, top_k: int) ->
     """Per query: true window scores, the candidates' combined scores and verifications."""
     frames = sim_data.load_scene_frames(pipeline, scene, 2, cache_dir=cache)
     images = sim_data.scene_images(scene, frames)
-    combined = sim_data.combined_scorer(embedding, frames, image_model.describe(images))
+    gmap, rows = sim_selection.scene_map(frames, images)
+    selector = sim_selection.sim_selectors(WINDOW, embedding, image_model)["combined"]
+    selector.prepare(gmap)
+    combined = sim_selection.selector_scorer(selector, frames, images, rows)
     verifier = Verifier(images, frames.intrinsics)
     queries, scored = sim_data.scored_window_queries(frames, WINDOW, {},
                                                      frame_scorers={"combined": combined})

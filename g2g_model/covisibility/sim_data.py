@@ -19,12 +19,14 @@ trajectory with depth for every camera. For one scene:
 Held-out evaluation (:func:`evaluate_scenes`) adds two query protocols to the pair metrics:
 frame retrieval (each query frame of traversal 1 against every frame of traversal 0) and map
 window selection (per camera, a query segment of W frames against the whole map traversal).
+Both score with the relocalize node's own window selection
+(:class:`~g2g_model.localization.window_selector.WindowSelector`), prepared on traversal 0 of
+the scene as a map (:mod:`g2g_model.covisibility.sim_selection`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
@@ -38,15 +40,15 @@ from g2g_model.covisibility.evaluate import (evaluate, frame_retrieval_hits,
                                              picked_window_accuracy, window_selection_accuracy)
 from g2g_model.covisibility.labels import resize_depth
 from g2g_model.covisibility.model import CovisibilityDecoder
-from g2g_model.covisibility.pair_verifier import verify_windows
 from g2g_model.covisibility.retrieval import window_scores
 from g2g_model.covisibility.samples import (CovisibilitySamples, concat_samples,
                                             samples_from_depth)
 from g2g_model.covisibility.scoring import score_matrix
+from g2g_model.covisibility.sim_selection import (query_group, scene_map, selector_ranking,
+                                                  selector_scorer, sim_selectors)
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.overlap import overlap_matrix
-from g2g_model.window_selection import (MapWhitening, descriptor_similarity,
-                                        token_statistics, whitened_similarity)
+from g2g_model.window_selection import descriptor_similarity
 
 LOG = logging.getLogger(__name__)
 
@@ -315,10 +317,9 @@ def scored_window_queries(frames: SceneFrames, window: int, scorers: Dict[str, C
     (subsampled) frames of traversal 1 (every start). Queries whose best true window overlap is
     below ``min_best`` (nothing of the map is seen) are left out. The true overlaps are computed
     once; each scorer ``(map_tokens, query_tokens) -> [T_map, T_query]`` scores the same queries
-    (see :func:`decoder_scorer`, :func:`map_embedded`, :func:`map_whitened`); each of
-    ``frame_scorers`` ``(map_indices, query_indices) -> [T_map, T_query]`` scores them from
-    frame indices (scorers that do not look at the tokens: :func:`image_scorer`,
-    :func:`combined_scorer`).
+    (e.g. :func:`decoder_scorer`); each of ``frame_scorers`` ``(map_indices, query_indices) ->
+    [T_map, T_query]`` scores them from frame indices (the relocalize node's window selectors:
+    :func:`~g2g_model.covisibility.sim_selection.selector_scorer`).
 
     Returns:
         the queries (``preds`` empty) and ``{scorer name: per-query [T_map, W] scores}``.
@@ -361,43 +362,6 @@ def window_queries(model: Optional[CovisibilityDecoder], frames: SceneFrames, wi
     scorer = decoder_scorer(model) if model is not None else similarity
     out, preds = scored_window_queries(frames, window, {"only": scorer}, min_best)
     return out._replace(preds=preds["only"])
-
-
-def map_whitened(frames: SceneFrames) -> Callable:
-    """:func:`~g2g_model.window_selection.whitened_similarity` with the whitening fitted on the
-    map traversal (0, all cameras), as the relocalize node fits it on its map."""
-    whitening = MapWhitening.fit(frames.tokens[torch.from_numpy(frames.traversal == 0)])
-    return functools.partial(whitened_similarity, whitening=whitening)
-
-
-def map_embedded(embedding, frames: SceneFrames) -> Callable:
-    """:func:`~g2g_model.covisibility.embedding.embedding_similarity` with the statistics of the
-    map traversal (0, all cameras), as the relocalize node computes them from its map."""
-    from g2g_model.covisibility.embedding import embedding_similarity
-
-    stats = token_statistics(frames.tokens[torch.from_numpy(frames.traversal == 0)])
-    return functools.partial(embedding_similarity, embedding, stats=stats)
-
-
-def image_descriptors(image_model, scene, frames: SceneFrames) -> torch.Tensor:
-    """``[F, dim]`` image-embedding descriptors of a scene's frames (images read once)."""
-    return image_model.describe(scene_images(scene, frames))
-
-
-def image_scorer(image_desc: torch.Tensor) -> Callable:
-    """The image embedding's cosine (:mod:`g2g_model.covisibility.image_embedding`) as a
-    frame scorer ``(map_indices, query_indices) -> [T_map, T_query]``, from
-    :func:`image_descriptors`."""
-    return lambda m, q: (image_desc[m] @ image_desc[q].T).numpy()
-
-
-def combined_scorer(embedding, frames: SceneFrames, image_desc: torch.Tensor) -> Callable:
-    """The mean of the token embedding's and the image embedding's estimated overlaps, as the
-    relocalize node's ``window_scorer: combined`` computes it (map statistics of traversal
-    0), as a frame scorer; ``image_desc`` from :func:`image_descriptors`."""
-    stats = token_statistics(frames.tokens[torch.from_numpy(frames.traversal == 0)])
-    tok = embedding.describe(frames.tokens, stats)
-    return lambda m, q: (0.5 * (tok[m] @ tok[q].T + image_desc[m] @ image_desc[q].T)).numpy()
 
 
 def noisy_hints(positions: Sequence[Tuple[np.ndarray, np.ndarray]], sigma: float,
@@ -454,25 +418,22 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
                                       dense_hw, sid))
         pairs = retrieval_pairs(frames, query_every)
         natural.append(scene_samples(frames, pairs, dense_hw, sid))
-        scorers = {"decoder": decoder_scorer(model), "descriptor": descriptor_similarity,
-                   "whitened": map_whitened(frames)}
-        if embedding is not None:
-            scorers["embedding"] = map_embedded(embedding, frames)
-        frame_scorers = {}
-        if image_embedding is not None:
-            images = scene_images(scene, frames)
-            image_desc = image_embedding.describe(images)
-            frame_scorers["image"] = image_scorer(image_desc)
-            if embedding is not None:
-                frame_scorers["combined"] = combined_scorer(embedding, frames, image_desc)
-        queries, scored = scored_window_queries(frames, window, scorers,
+        # Every similarity scorer is the relocalize node's WindowSelector, prepared on the map
+        # (traversal 0, all cameras); the decoder is scored as a pair model.
+        images = scene_images(scene, frames)
+        gmap, rows = scene_map(frames, images)
+        selectors = sim_selectors(window, embedding, image_embedding,
+                                  pair_verifier if verify else None, verify_top_k,
+                                  verify_weight)
+        for selector in selectors.values():
+            selector.prepare(gmap, f"scene {frames.scene}")
+        frame_scorers = {name: selector_scorer(sel, frames, images, rows)
+                         for name, sel in selectors.items() if name != "verified"}
+        queries, scored = scored_window_queries(frames, window, {"decoder": decoder_scorer(model)},
                                                 frame_scorers=frame_scorers)
         if verify:
-            shrunk = pair_verifier.shrink_all(images)
-            for true, pred, (m, q) in zip(queries.trues, scored["combined"], queries.frames):
-                windows = [np.arange(i, i + window) for i in range(len(m) - window + 1)]
-                ranked = verify_windows(pair_verifier, pred, windows, shrunk[m], shrunk[q],
-                                        verify_top_k, verify_weight)
+            for true, (m, q) in zip(queries.trues, queries.frames):
+                ranked = selector_ranking(selectors["verified"], frames, images, rows, m, q)
                 verified_starts.append(ranked[0][0])
                 true_ws = window_scores(true, window)[:, 0]
                 best_candidates.append(max(true_ws[i] for i, _, _ in ranked) - true_ws.max())
@@ -482,12 +443,12 @@ def evaluate_scenes(model: CovisibilityDecoder, pipeline, scenes: Sequence, dens
         true = natural[-1].ratios.min(1).values.numpy()
         for name, values in scored.items():
             preds[name] += values
-            if name in hits:  # frame retrieval of the similarity scorers
+            if name in hits:  # frame retrieval of the similarity scorers: query x map frame
                 every = np.arange(len(frames))
-                full = (frame_scorers[name](every, every) if name in frame_scorers
-                        else scorers[name](frames.tokens, frames.tokens))
+                full = selectors[name].frame_scores(query_group(frames, images, every),
+                                                    frames.tokens)
                 hits[name].append((pairs[:, 0] + 100_000 * sid, true,
-                                   full[pairs[:, 0], pairs[:, 1]]))
+                                   full[rows[pairs[:, 1]], pairs[:, 0]]))
     nat = concat_samples(natural)
 
     def similarity_report(name: str) -> Dict:
