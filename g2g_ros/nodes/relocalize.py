@@ -55,7 +55,8 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    StageTimes, load_pipeline, sensor_qos, spin_node, stamp_ns, steady_timer, to_stamp,
+    BACKBONE_WEIGHTS_DESCRIPTION, StageTimes, load_pipeline, sensor_qos, spin_node, stamp_ns,
+    steady_timer, to_stamp,
 )
 from g2g_ros.pose_msgs import matrix_to_pose_msg, pose_msg_to_matrix
 from g2g_ros.reloc_core import (
@@ -153,6 +154,7 @@ class RelocalizeNode(ManagedNode):
         d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
         d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
         d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
+        d("backbone_weights", "", BACKBONE_WEIGHTS_DESCRIPTION, True)
         d("window_scorer", "combined",
           "how map windows are scored without a pose hint: 'combined' (mean of the token "
           "embedding of covis_embedding and the image embedding of covis_image_embedding, best "
@@ -218,7 +220,7 @@ class RelocalizeNode(ManagedNode):
             for line in format_rig_log_lines(self.rig):
                 self.get_logger().info(line)
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization",
-                                      p["precision"])
+                                      p["precision"], p["backbone_weights"])
         if p["window_size"] > self.pipeline.max_frames:
             raise ValueError(f"window_size {p['window_size']} exceeds the model's max_frames "
                              f"{self.pipeline.max_frames}")

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 
-from .config import V1_1_WIDTH, MapAnythingV1Config, preset
+from .config import V1_1_WIDTH, MapAnythingV1Config, giant_refusal, preset
 from .geometric_encoders import DenseRepresentationEncoder, GlobalRepresentationEncoder
 
 logger = logging.getLogger(__name__)
@@ -127,11 +127,7 @@ def check_width(state_dict: Dict[str, torch.Tensor], source: str) -> None:
                       ("info_sharing.norm.weight", 0)):
         tensor = state_dict.get(key)
         if tensor is not None and tensor.dim() and tensor.shape[axis] == V1_1_WIDTH:
-            raise ValueError(
-                f"{source}: {key} has width {V1_1_WIDTH}: this is a MapAnything V1.1 checkpoint "
-                "(ViT-g encoder, register tokens, SwiGLU); the mapanything_v1 backbone needs V1 "
-                "weights (map-anything-v1 / map-anything-apache-v1)"
-            )
+            raise ValueError(giant_refusal(f"{source}: {key} has width {V1_1_WIDTH}"))
 
 
 def select_feature_path(
