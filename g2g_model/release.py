@@ -131,7 +131,10 @@ def prepare_release(source: pathlib.Path, out: pathlib.Path, source_info: dict,
 
     Returns the manifest. Raises ``ValueError`` naming every missing, truncated or wrong file.
     """
-    from g2g_model.backbones.mapanything.checkpoint import load_mapanything_v1
+    from g2g_model.backbones.mapanything.checkpoint import (
+        geometric_input_note,
+        load_mapanything_v1,
+    )
     from g2g_model.model.cli import convert_official, sha256_of
 
     source, out = pathlib.Path(source), pathlib.Path(out)
@@ -159,6 +162,7 @@ def prepare_release(source: pathlib.Path, out: pathlib.Path, source_info: dict,
         raise ValueError(f"backbone {backbone_dir} refused: {exc}") from exc
     feature_dim = backbone.feature_dim
     backbone_config = backbone.config.to_dict()
+    geometry_note = geometric_input_note(backbone.config, str(backbone_dir / "config.json"))
     del backbone
     out.mkdir(parents=True, exist_ok=True)
     problems: List[str] = []
@@ -191,6 +195,7 @@ def prepare_release(source: pathlib.Path, out: pathlib.Path, source_info: dict,
             "path": str(backbone_dir.resolve()), "name": "mapanything_v1",
             "feature_dim": feature_dim, "config": backbone_config,
             "sha256": {n: sha256_of(str(backbone_dir / n)) for n in BACKBONE_FILES},
+            "geometric_input_note": geometry_note,
         },
         "checkpoints": checkpoints,
         "rigs": {}, "params_files": {},

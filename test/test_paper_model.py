@@ -122,3 +122,42 @@ def test_a_giant_backbone_is_refused_saying_so(release, tmp_path, variant):
     assert "v1.0.1" in message and "DINOv2-large / 1024-dim" in message
     with pytest.raises(ValueError, match="giant"):
         MapAnythingV1Config(encoder_dim=1536, encoder_heads=24)
+
+
+V1_INIT_KWARGS = {  # the V1 (large) layout as MapAnything's constructor arguments
+    "encoder_config": {"encoder_str": "dinov2", "size": "large", "with_registers": False},
+    "info_sharing_config": {"model_type": "alternating_attention", "module_args": {}},
+}
+
+
+def test_geometric_input_probabilities_of_config_json_are_reported(tmp_path, caplog):
+    # The official G2G code calls MapAnything.forward directly, which draws the geometric
+    # inputs with the config.json's probabilities; mapanything_v1 always feeds all of them.
+    from g2g_model.backbones.mapanything.checkpoint import (
+        ALWAYS_GEOMETRY,
+        geometric_input_note,
+        load_mapanything_v1,
+    )
+
+    def config(**probs):
+        return MapAnythingV1Config.from_init_kwargs(
+            dict(V1_INIT_KWARGS, geometric_input_config=probs))
+
+    assert geometric_input_note(config(**ALWAYS_GEOMETRY), "x") is None
+    assert geometric_input_note(config(), "x") is None  # nothing stated
+    training = {"overall_prob": 0.9, "dropout_prob": 0.05, "ray_dirs_prob": 0.5,
+                "cam_prob": 0.5, "pose_scale_norm_all_prob": 0.05}
+    note = geometric_input_note(config(**training), "cfg")
+    assert "'cam_prob': 0.5" in note and "'overall_prob': 0.9" in note
+    images_only = {"overall_prob": 0, "dropout_prob": 1, "ray_dirs_prob": 0, "cam_prob": 0}
+    assert "'cam_prob': 0" in geometric_input_note(config(**images_only), "cfg")
+    # Loading a folder whose config.json has them says so (here before the weights, which
+    # are not a real V1 checkpoint and are refused).
+    folder = tmp_path / "map-anything-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(dict(V1_INIT_KWARGS,
+                                                        geometric_input_config=training)))
+    save_file({"scale_token": torch.zeros(1024)}, str(folder / "model.safetensors"))
+    with caplog.at_level("WARNING"), pytest.raises(ValueError, match="missing keys"):
+        load_mapanything_v1(folder)
+    assert "geometric_input_config" in caplog.text and "'cam_prob': 0.5" in caplog.text
