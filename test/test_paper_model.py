@@ -161,3 +161,22 @@ def test_geometric_input_probabilities_of_config_json_are_reported(tmp_path, cap
     with caplog.at_level("WARNING"), pytest.raises(ValueError, match="missing keys"):
         load_mapanything_v1(folder)
     assert "geometric_input_config" in caplog.text and "'cam_prob': 0.5" in caplog.text
+
+
+def test_g2g_map_builds_and_verifies_with_the_release(release, tmp_path, capsys):
+    from g2g_model.map_cli import main as map_main
+    from sim_fixtures import tiny_trajectories
+
+    traj = tiny_trajectories(tmp_path / "sim", seed=20005, frames=6)[0]
+    out = tmp_path / "scene.g2gmap"
+    model = ["--checkpoint", str(release["checkpoint"])]
+    weights = ["--backbone-weights", str(release["backbone"])]
+    assert map_main(["build", str(traj), str(out), "--cameras", "cam0",
+                     "--min-translation", "0.0", *model, *weights]) == 0
+    assert map_main(["verify", str(out), *model, *weights]) == 0
+    assert "backbone matches" in capsys.readouterr().out
+    # Without the weights the checkpoint cannot be used; the embedded model's encoder differs.
+    assert map_main(["verify", str(out), *model]) == 2
+    assert map_main(["verify", str(out), "--checkpoint",
+                     str(default_checkpoint("relocalization"))]) == 2
+    assert "pass backbone_weights" in capsys.readouterr().err
