@@ -19,6 +19,7 @@ CONSOLE_SCRIPTS = [
     "g2g-bringup = g2g_ros.bringup:main",
     "g2g-model = g2g_model.model.cli:main",
     "g2g-convert = g2g_model.model.cli:convert_main",
+    "g2g-weights = g2g_model.release_cli:main",
     "g2g-sim = g2g_model.data.sim.cli:main",
     "g2g-data = g2g_model.data.cli:main",
     "g2g-play-dataset = g2g_ros.dataset_player:main",

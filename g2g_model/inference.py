@@ -21,7 +21,7 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 
-from g2g_model.backbones.base import Backbone, build_backbone
+from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
 from g2g_model.geometry import project_to_rigid
 from g2g_model.groups import PreparedGroup, prepare_group
 from g2g_model.model.checkpoint import load_any
@@ -133,8 +133,10 @@ class G2GPipeline:
                         backbone_weights: Optional[str] = None) -> "G2GPipeline":
         """Build from a checkpoint of ours (backbone named in its header).
 
-        A backbone trained here (``compact``) ships inside the checkpoint. A checkpoint for an
-        external backbone (``mapanything_v1``) needs ``backbone_weights``, a local file.
+        A backbone trained here (``compact``) ships inside the checkpoint; ``backbone_weights``
+        must then be empty. A checkpoint for an external backbone (``mapanything_v1``, e.g. a
+        converted official release) needs ``backbone_weights``: a local file or folder (the
+        release's ``map-anything-model/``). Every mismatch raises ``ValueError`` with the reason.
         """
         path = os.fspath(path)
         if not os.path.isfile(path):
@@ -144,15 +146,26 @@ class G2GPipeline:
         name = info.get("name")
         if not name:
             raise ValueError(f"checkpoint {path!r} does not name its backbone")
-        backbone = build_backbone(name, info.get("config"))
         if loaded.backbone_state_dict:
+            if backbone_weights:
+                raise ValueError(
+                    f"checkpoint {path!r} includes the weights of its backbone {name!r}; "
+                    f"backbone_weights must be empty (got {os.fspath(backbone_weights)!r})")
+            backbone = build_backbone(name, info.get("config"))
             backbone.load_state_dict(loaded.backbone_state_dict, strict=True)
         elif backbone_weights:
-            backbone.load_weights(backbone_weights)
+            backbone = backbone_class(name).from_weights(os.fspath(backbone_weights),
+                                                         info.get("config") or None)
+            if loaded.model.config.input_dim != backbone.feature_dim:
+                raise ValueError(
+                    f"checkpoint {path!r} takes {loaded.model.config.input_dim}-dim features "
+                    f"(input_dim), but the backbone weights {os.fspath(backbone_weights)!r} "
+                    f"give {backbone.feature_dim}-dim features: they do not belong together")
         else:
             raise ValueError(
                 f"checkpoint {path!r} does not include the weights of backbone {name!r}; "
-                "pass backbone_weights=<local file>"
+                "pass backbone_weights=<local file or folder> (node parameter and launch "
+                "argument backbone_weights)"
             )
         LOG.info("loaded %s (backbone %s, preset %s)", path, name, loaded.header.get("preset"))
         return cls(backbone, loaded.model, device=device, bf16=bf16, header=loaded.header)

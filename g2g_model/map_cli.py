@@ -79,6 +79,9 @@ def main(argv=None) -> int:
     build.add_argument("--min-translation", type=float, default=0.2)
     build.add_argument("--min-rotation", type=float, default=10.0)
     build.add_argument("--checkpoint", default="", help="G2G checkpoint (default: embedded)")
+    build.add_argument("--backbone-weights", default="",
+                       help="backbone weights the checkpoint needs (a converted official "
+                            "release: its MapAnything folder)")
     build.add_argument("--device", default="cpu")
     info = sub.add_parser("info", help="print a map's header")
     info.add_argument("map")
@@ -86,14 +89,20 @@ def main(argv=None) -> int:
     verify.add_argument("map")
     verify.add_argument("--checkpoint", default="",
                         help="also check the map matches this model's backbone")
+    verify.add_argument("--backbone-weights", default="",
+                        help="backbone weights the checkpoint needs (as for build)")
     opts = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         if opts.command == "build":
             from g2g_model.inference import G2GPipeline
 
-            pipeline = (G2GPipeline.from_checkpoint(opts.checkpoint, device=opts.device)
-                        if opts.checkpoint else G2GPipeline.default("relocalization", opts.device))
+            if opts.backbone_weights and not opts.checkpoint:
+                raise ValueError("--backbone-weights needs --checkpoint")
+            pipeline = (G2GPipeline.from_checkpoint(
+                opts.checkpoint, device=opts.device,
+                backbone_weights=opts.backbone_weights or None)
+                if opts.checkpoint else G2GPipeline.default("relocalization", opts.device))
             gmap = build_map_from_trajectory(opts.trajectory, pipeline, opts.cameras,
                                              opts.min_translation, opts.min_rotation)
             path = save_map(gmap, opts.out)
@@ -110,7 +119,9 @@ def main(argv=None) -> int:
             if opts.checkpoint:
                 from g2g_model.inference import G2GPipeline
 
-                expect = G2GPipeline.from_checkpoint(opts.checkpoint).backbone_id()
+                expect = G2GPipeline.from_checkpoint(
+                    opts.checkpoint, backbone_weights=opts.backbone_weights or None
+                ).backbone_id()
             gmap = load_map(opts.map, expect_backbone=expect)
             print(f"OK: {opts.map}: {len(gmap)} frames, checksums verified"
                   + (", backbone matches" if expect else ""))

@@ -50,6 +50,8 @@ COMMON_ARGUMENTS = (
     LaunchArgument("device", "cpu", "torch device for the model (cpu, cuda, cuda:1)"),
     LaunchArgument("log_level", "info", "ROS log level"),
     LaunchArgument("checkpoint", "", "G2G checkpoint; empty = the embedded default"),
+    LaunchArgument("backbone_weights", "", "local backbone weights that the checkpoint needs "
+                   "(the MapAnything V1 folder of the paper's model); empty = none"),
 )
 
 
@@ -64,7 +66,8 @@ class Graph:
         return {a.name: a.default for a in self.arguments}
 
 
-_MODEL_PARAMS = (("device", "device"), ("checkpoint", "checkpoint"))
+_MODEL_PARAMS = (("device", "device"), ("checkpoint", "checkpoint"),
+                 ("backbone_weights", "backbone_weights"))
 
 GRAPHS: Dict[str, Graph] = {
     "rig_odometry": Graph(

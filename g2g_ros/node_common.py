@@ -296,12 +296,22 @@ def guarded(node: Node, what: str, fn: Callable[[], None]) -> Callable[[], None]
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
-def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "auto"):
+BACKBONE_WEIGHTS_DESCRIPTION = (
+    "local weights of the checkpoint's external backbone (a MapAnything V1 folder with "
+    "config.json + model.safetensors, e.g. the G2G release's map-anything-model/, or one file); "
+    "needed by a converted official checkpoint, empty for checkpoints that include their "
+    "backbone (the embedded defaults)")
+
+
+def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "auto",
+                  backbone_weights: str = ""):
     """The G2G pipeline for a node: the given checkpoint, else the embedded default.
 
     ``precision``: ``auto`` (bf16 where it is fast, see ``G2GPipeline``), ``fp32`` (what
     ``g2g-eval`` runs: bag evaluations use it so that both give the same numbers) or ``bf16``.
-    Raises ``ValueError`` / ``FileNotFoundError`` with the reason for a bad checkpoint or
+    ``backbone_weights``: see :data:`BACKBONE_WEIGHTS_DESCRIPTION` (the node parameter).
+    Raises ``ValueError`` / ``FileNotFoundError`` with the reason for a bad checkpoint,
+    backbone weights that are missing, wrong or do not belong to the checkpoint, or a bad
     precision.
     """
     from g2g_model.inference import G2GPipeline
@@ -309,7 +319,12 @@ def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "aut
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if checkpoint:
-        pipeline = G2GPipeline.from_checkpoint(checkpoint, device=device)
+        pipeline = G2GPipeline.from_checkpoint(checkpoint, device=device,
+                                               backbone_weights=backbone_weights or None)
+    elif backbone_weights:
+        raise ValueError(f"backbone_weights={backbone_weights!r} needs a checkpoint for that "
+                         "backbone (parameter checkpoint, e.g. a converted official release); "
+                         "the embedded default includes its own backbone")
     else:
         pipeline = G2GPipeline.default(task, device=device)
     if precision != "auto":

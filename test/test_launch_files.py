@@ -18,7 +18,8 @@ from g2g_ros import bringup
 from g2g_ros.graphs import GRAPHS, node_fqn, section_matches, unmatched_sections
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-REQUIRED_ARGS = {"params_file", "use_sim_time", "namespace", "device", "log_level", "autostart"}
+REQUIRED_ARGS = {"params_file", "use_sim_time", "namespace", "device", "log_level", "autostart",
+                 "checkpoint", "backbone_weights"}
 
 
 class _Recorder:
@@ -98,6 +99,8 @@ def test_launch_file_declares_arguments_and_real_nodes(launch_api, graph):
     values = {name: kw["default_value"] for name, kw in declared.items()}
     if graph == "relocalize":
         values.update(map="/maps/office.g2gmap", with_odometry="true")
+    # The paper's model: a converted checkpoint and the backbone folder it needs.
+    values.update(checkpoint="/w/g2g.safetensors", backbone_weights="/w/map-anything-model")
     context = types.SimpleNamespace(launch_configurations=values)
     nodes = opaque[0].function(context)
     assert nodes, "the graph starts no node"
@@ -119,6 +122,8 @@ def test_launch_file_declares_arguments_and_real_nodes(launch_api, graph):
             assert sections and "ros__parameters" in sections[0], f
         assert overrides[-1]["use_sim_time"] is False
         assert overrides[-1]["autostart"] is True  # the nodes configure + activate themselves
+        assert overrides[-1]["checkpoint"] == "/w/g2g.safetensors"
+        assert overrides[-1]["backbone_weights"] == "/w/map-anything-model"
         if kw["name"] == "relocalize":
             assert overrides[-1]["map_path"] == "/maps/office.g2gmap"
     if graph == "relocalize":
@@ -161,10 +166,12 @@ def test_every_parameter_file_names_known_parameters():
 
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_bringup_starts_the_same_graph(graph):
-    args = bringup.parse_launch_args(GRAPHS[graph], ["rig:=nclt", "device:=cpu"])
+    args = bringup.parse_launch_args(GRAPHS[graph], ["rig:=nclt", "device:=cpu",
+                                                     "backbone_weights:=/w/map-anything-model"])
     cmds = bringup.node_commands(GRAPHS[graph], args)
     for cmd in cmds:
         assert cmd[1] == "-m" and cmd[2] in bringup.NODE_MODULES.values()
+        assert "backbone_weights:=/w/map-anything-model" in cmd
         assert str(ROOT / "config" / "nclt.yaml") in cmd
         assert "use_sim_time:=false" in cmd
         assert "autostart:=true" in cmd

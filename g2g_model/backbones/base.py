@@ -65,6 +65,15 @@ class Backbone(nn.Module):
         """Load weights from a local file, strictly. Subclasses with external weights override."""
         raise NotImplementedError(f"{type(self).__name__} has no external weight loader")
 
+    @classmethod
+    def from_weights(cls, path: str, config: Optional[dict] = None) -> "Backbone":
+        """Build and load from a local weights file or folder (``config``: as for
+        :meth:`from_config_dict`; backbones whose weights carry their sizes override this to
+        read them there when ``config`` is None)."""
+        backbone = cls.from_config_dict(config)
+        backbone.load_weights(path)
+        return backbone
+
 
 def register_backbone(name: str) -> Callable[[Type[Backbone]], Type[Backbone]]:
     """Class decorator: make a backbone constructible by name (no ``eval`` of strings)."""

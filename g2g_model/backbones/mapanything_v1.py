@@ -111,6 +111,14 @@ class MapAnythingV1Backbone(Backbone):
         """Build from a config dict (None = the full V1 size); weights are NOT loaded."""
         return cls(preset("full") if config is None else MapAnythingV1Config.from_dict(config))
 
+    @classmethod
+    def from_weights(cls, path: str, config: Optional[dict] = None) -> "MapAnythingV1Backbone":
+        """Load a local checkpoint (folder or file) strictly, built on the meta device first so
+        that nothing is allocated twice. ``config`` None: the sizes of the folder's
+        ``config.json`` (the released layout), else the full V1 size."""
+        return load_mapanything_v1(
+            path, config=MapAnythingV1Config.from_dict(config) if config else None)
+
     def load_weights(self, path: str) -> None:
         """Load a local MapAnything V1 checkpoint strictly into this module (see the loader)."""
         loaded = load_mapanything_v1(path, config=self.config)

@@ -29,7 +29,8 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    describe_model, diagnostic_status, load_pipeline, sensor_qos, spin_node, steady_timer,
+    BACKBONE_WEIGHTS_DESCRIPTION, describe_model, diagnostic_status, load_pipeline, sensor_qos,
+    spin_node, steady_timer,
 )
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
@@ -58,6 +59,7 @@ class MapBuilderNode(ManagedNode):
         d("max_keyframes", 20000, "stop recording beyond this", True,
           value_range=(1, 10_000_000))
         d("checkpoint", "", "G2G checkpoint whose backbone encodes the map", True)
+        d("backbone_weights", "", BACKBONE_WEIGHTS_DESCRIPTION, True)
         d("device", "cpu", "torch device", True)
         d("status_period_s", 1.0, "status/diagnostics period", fixed=True,
           value_range=(0.05, 3600.0))
@@ -81,7 +83,8 @@ class MapBuilderNode(ManagedNode):
         elif self.p["extrinsics_source"] != "tf_static":
             raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
                              f"got {self.p['extrinsics_source']!r}")
-        self.pipeline = load_pipeline(self.p["checkpoint"], self.p["device"], "relocalization")
+        self.pipeline = load_pipeline(self.p["checkpoint"], self.p["device"], "relocalization",
+                                      backbone_weights=self.p["backbone_weights"])
         group = ReentrantCallbackGroup()
         self.srvs = [
             self.create_service(SaveMap, "~/save_map", self._srv_save, callback_group=group),

@@ -9,7 +9,7 @@ from typing import Dict
 from g2g_model.localization.correction import GateConfig
 from g2g_model.localization.verification import VerifierConfig
 from g2g_model.localization.window_selector import WINDOW_SCORERS, SelectorConfig
-from g2g_ros.node_common import sensor_qos
+from g2g_ros.node_common import BACKBONE_WEIGHTS_DESCRIPTION, sensor_qos
 
 
 def declare_parameters(node) -> None:
@@ -49,6 +49,7 @@ def declare_parameters(node) -> None:
     d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
     d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
     d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
+    d("backbone_weights", "", BACKBONE_WEIGHTS_DESCRIPTION, True)
     d("window_scorer", "combined",
       "how map windows are scored without a pose hint: 'combined' (mean of the token "
       "embedding of covis_embedding and the image embedding of covis_image_embedding, best "

@@ -26,7 +26,8 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    StageTimes, describe_model, load_pipeline, sensor_qos, spin_node, steady_timer, to_stamp,
+    BACKBONE_WEIGHTS_DESCRIPTION, StageTimes, describe_model, load_pipeline, sensor_qos,
+    spin_node, steady_timer, to_stamp,
 )
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import pose_msg_to_matrix
@@ -102,6 +103,7 @@ class RigOdometryNode(ManagedNode):
         d("max_spread_m", 1.0, "reject a step whose per-camera motions disagree by more",
           value_range=(0.001, 100.0))
         d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
+        d("backbone_weights", "", BACKBONE_WEIGHTS_DESCRIPTION, True)
         d("device", "cpu", "torch device", True)
         d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
           "or bf16", True)
@@ -144,7 +146,7 @@ class RigOdometryNode(ManagedNode):
                 raise ValueError(f"calibration {p['calibration_file']} lacks cameras {missing}")
             self._log_rig()
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "rig_odometry",
-                                      p["precision"])
+                                      p["precision"], p["backbone_weights"])
         if self.pipeline.untrained:
             self.get_logger().warning(
                 "no trained rig-odometry checkpoint: running with RANDOM weights, the odometry "

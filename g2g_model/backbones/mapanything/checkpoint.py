@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 
-from .config import V1_1_WIDTH, MapAnythingV1Config, preset
+from .config import V1_1_WIDTH, MapAnythingV1Config, giant_refusal, preset
 from .geometric_encoders import DenseRepresentationEncoder, GlobalRepresentationEncoder
 
 logger = logging.getLogger(__name__)
@@ -127,11 +127,30 @@ def check_width(state_dict: Dict[str, torch.Tensor], source: str) -> None:
                       ("info_sharing.norm.weight", 0)):
         tensor = state_dict.get(key)
         if tensor is not None and tensor.dim() and tensor.shape[axis] == V1_1_WIDTH:
-            raise ValueError(
-                f"{source}: {key} has width {V1_1_WIDTH}: this is a MapAnything V1.1 checkpoint "
-                "(ViT-g encoder, register tokens, SwiGLU); the mapanything_v1 backbone needs V1 "
-                "weights (map-anything-v1 / map-anything-apache-v1)"
-            )
+            raise ValueError(giant_refusal(f"{source}: {key} has width {V1_1_WIDTH}"))
+
+
+# MapAnything.forward draws, per sample, which geometric inputs it uses, with the
+# probabilities of the checkpoint's geometric_input_config (its training values unless
+# MapAnything.infer() set them). mapanything_v1 always uses rays, poses and the metric scale:
+# the draws with these values.
+ALWAYS_GEOMETRY = {"overall_prob": 1.0, "dropout_prob": 0.0, "ray_dirs_prob": 1.0,
+                   "cam_prob": 1.0, "pose_scale_norm_all_prob": 0.0}
+
+
+def geometric_input_note(config: MapAnythingV1Config, source: str) -> Optional[str]:
+    """A warning when the checkpoint's ``config.json`` would make ``MapAnything.forward`` (which
+    the official G2G code calls directly) drop geometric inputs at random, or always; None
+    when it agrees with mapanything_v1, which always feeds rays, poses and the metric scale."""
+    geometry = config.extra.get("geometric_input_config") or {}
+    differing = {k: geometry[k] for k, v in ALWAYS_GEOMETRY.items()
+                 if k in geometry and float(geometry[k]) != v}
+    if not differing:
+        return None
+    return (f"{source}: geometric_input_config {differing} differs from {ALWAYS_GEOMETRY}: "
+            "MapAnything.forward (which the official G2G code calls) then uses rays and poses "
+            "only in some draws or never; mapanything_v1 always uses them (docs/"
+            "PAPER_MODEL.md, 'Feature path')")
 
 
 def select_feature_path(
@@ -204,6 +223,9 @@ def load_mapanything_v1(
         config = preset(config)
     elif config is None:
         config = read_config(config_json) if config_json is not None else preset("full")
+    note = geometric_input_note(config, str(config_json or weights))
+    if note:
+        logger.warning(note)
     state_dict = read_state_dict(weights)
     check_width(state_dict, str(weights))
     # Build without allocating (the full model is 508M parameters), then adopt the checkpoint's

@@ -28,6 +28,18 @@ DINOV2_HEADS = {"small": 6, "base": 12, "large": 16, "giant": 24}
 V1_1_WIDTH = 1536
 
 
+def giant_refusal(what: str) -> str:
+    """The message that refuses a giant (width-1536, V1.1+) MapAnything checkpoint or config."""
+    return (
+        f"{what}: this is the giant MapAnything (DINOv2-giant / {V1_1_WIDTH}-dim, MapAnything "
+        "V1.1 and later, today's default Hugging Face weights facebook/map-anything), which the "
+        "mapanything_v1 backbone does not implement (register tokens, SwiGLU). The released G2G "
+        "weights were trained on MapAnything v1.0.1 (DINOv2-large / 1024-dim) and do not fit "
+        "it: use the backbone of the G2G release (its map-anything-model/ folder; g2g-weights "
+        "downloads it) or facebook/map-anything-v1 / map-anything-apache-v1"
+    )
+
+
 @dataclass(frozen=True)
 class MapAnythingV1Config:
     """Hyper-parameters of the MapAnything V1 feature path.
@@ -69,12 +81,8 @@ class MapAnythingV1Config:
 
     def __post_init__(self) -> None:
         if V1_1_WIDTH in (self.encoder_dim, self.info_dim):
-            raise ValueError(
-                f"encoder_dim={self.encoder_dim}, info_dim={self.info_dim}: width {V1_1_WIDTH} is "
-                "the MapAnything V1.1 layout (ViT-g encoder, register tokens, SwiGLU), which "
-                "this mapanything_v1 backbone does not implement; use a V1 checkpoint "
-                "(map-anything-v1 / map-anything-apache-v1)"
-            )
+            raise ValueError(giant_refusal(
+                f"encoder_dim={self.encoder_dim}, info_dim={self.info_dim}"))
         if len(self.image_size) != 2:
             raise ValueError(f"image_size must be (H, W), got {self.image_size!r}")
         for name in ("patch_size", "encoder_dim", "encoder_depth", "encoder_heads", "info_dim",
@@ -188,16 +196,15 @@ class MapAnythingV1Config:
             raise ValueError(
                 f"encoder_config.size={size!r} unknown; expected one of {sorted(DINOV2_WIDTHS)}"
             )
+        if size == "giant":
+            raise ValueError(giant_refusal('encoder_config.size="giant"'))
         if enc.get("with_registers") or kwargs.get("use_register_tokens_from_encoder"):
-            raise ValueError(
-                "encoder_config.with_registers / use_register_tokens_from_encoder is set: that "
-                "is the MapAnything V1.1 layout, not V1"
-            )
+            raise ValueError(giant_refusal(
+                "encoder_config.with_registers / use_register_tokens_from_encoder is set"))
         if kwargs.get("info_sharing_mlp_layer_str", "mlp") != "mlp":
-            raise ValueError(
-                f"info_sharing_mlp_layer_str={kwargs['info_sharing_mlp_layer_str']!r}: V1 uses "
-                "'mlp' (SwiGLU belongs to V1.1)"
-            )
+            raise ValueError(giant_refusal(
+                f"info_sharing_mlp_layer_str={kwargs['info_sharing_mlp_layer_str']!r} (V1 "
+                "uses 'mlp')"))
         if info.get("model_type", "alternating_attention") != "alternating_attention":
             raise ValueError(
                 f"info_sharing_config.model_type={info['model_type']!r}: V1 uses "
