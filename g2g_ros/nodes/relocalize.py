@@ -41,7 +41,8 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import StageTimes, load_pipeline, spin_node, steady_timer, to_stamp
 from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameters, gate_config,
-                                             selector_config, verifier_config, verify_cameras)
+                                             selector_config, verify_cameras)
+from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.pose_msgs import alignment_msg, pose_msg_to_matrix, relocalized_pose_msg
 from g2g_ros.tf_broadcaster import TransformBroadcaster

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Dict
 
 from g2g_model.localization.correction import GateConfig
-from g2g_model.localization.verification import VerifierConfig
 from g2g_model.localization.window_selector import WINDOW_SCORERS, SelectorConfig
 from g2g_ros.node_common import BACKBONE_WEIGHTS_DESCRIPTION, sensor_qos
+from g2g_ros.nodes.verify_params import declare_verify_parameters
 
 
 def declare_parameters(node) -> None:
@@ -69,15 +69,10 @@ def declare_parameters(node) -> None:
     d("covis_checkpoint", "",
       "covisibility decoder for window_scorer=covisibility; empty = embedded default", True)
     d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
-    d("verify", True, "geometric verification and refinement of every localization (local "
-      "features, map points triangulated from the map's poses, one generalized absolute pose "
-      "for the query group); false = G2G alone", True)
+    declare_verify_parameters(node, "every localization (map points triangulated from the "
+                              "map's poses, one generalized absolute pose for the query group)")
     d("verify_cameras", [""], "rig cameras whose images join the verification (their images "
       "at the query stamps); [''] = every camera of cameras, [] = reloc_camera only", True)
-    d("verify_feature", "sift", "local features for verification: 'sift' (RootSIFT)", True)
-    d("verify_min_inliers", 30, "fewer geometric inliers: keep G2G's estimate (with the reason "
-      "in ~/status)", True)
-    d("verify_reprojection_px", 4.0, "inlier threshold of the geometric solver, pixels", True)
     d("device", "cpu", "torch device", True)
     d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
       "or bf16", True)
@@ -97,13 +92,6 @@ def check_parameters(p: Dict) -> None:
     if p["tf_rate_hz"] <= 0:
         raise ValueError(f"tf_rate_hz must be > 0, got {p['tf_rate_hz']}")
     sensor_qos(p["sensor_qos_reliability"])  # raises naming a bad value
-
-
-def verifier_config(p: Dict) -> VerifierConfig:
-    """The verification the parameters describe (``ValueError`` naming a bad value)."""
-    return VerifierConfig(enabled=bool(p["verify"]), feature=p["verify_feature"],
-                          min_inliers=p["verify_min_inliers"],
-                          reprojection_px=p["verify_reprojection_px"]).validate()
 
 
 def verify_cameras(p: Dict, reloc_camera: str) -> list:

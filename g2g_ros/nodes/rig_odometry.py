@@ -21,14 +21,17 @@ from typing import Dict, List, Optional
 
 import numpy as np
 from g2g_model.geometry import matrix_to_quat_xyzw
+from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_from_tf
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    BACKBONE_WEIGHTS_DESCRIPTION, StageTimes, describe_model, load_pipeline, sensor_qos,
+    StageTimes, describe_model, load_pipeline, sensor_qos,
     spin_node, steady_timer, to_stamp,
 )
+from g2g_ros.nodes.rig_odometry_params import declare_parameters
+from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import pose_msg_to_matrix
 from g2g_ros.rig_sync import RigSynchronizer
@@ -47,8 +50,10 @@ class RigOdometryNode(ManagedNode):
         self.stages = StageTimes(STAGES)
         self.state_lock = threading.Lock()
         # Created by configure(), released by cleanup().
-        self.pipeline = None
+        self.pipeline = self.verifier = None
         self.odometry: Optional[RigOdometry] = None
+        self.steps_by_path: Dict[str, int] = collections.Counter()
+        self.last_step = ""  # path, inliers and reason of the last keyframe step
         self.rig = None
         self.sync: Optional[RigSynchronizer] = None
         self.tf_buffer: Optional[TFBuffer] = None
@@ -83,35 +88,7 @@ class RigOdometryNode(ManagedNode):
 
     # ------------------------------------------------------------------ parameters
     def _declare_parameters(self) -> None:
-        # A 4th argument True: read at configure (settable while unconfigured, see
-        # ManagedNode); keyframe_stride and max_spread_m apply at once.
-        self.declare_camera_params()
-        d = self.declare
-        d("cameras", ["cam0", "cam1", "cam2", "cam3", "cam4"],
-          "camera names in rig order; topics <cam>/image_raw, <cam>/camera_info", True)
-        d("odom_frame", "odom", "odometry frame (REP-105)", True)
-        d("sync_slop_ms", 20.0, "max stamp spread within a rig group", True,
-          value_range=(0.0, 1000.0))
-        d("sync_min_interval_ms", 50.0, "lower bound of the camera frame interval", True,
-          value_range=(0.0, 10000.0))
-        d("sync_max_wait_ms", 300.0, "how long (stamp time) a group waits for a late camera", True,
-          value_range=(0.0, 60000.0))
-        d("min_cameras", 0, "smallest usable group (0 = all cameras; fewer = degraded mode)", True,
-          value_range=(0, 64))
-        d("queue_size", 10, "per-camera synchronizer queue", True, value_range=(1, 1000))
-        d("keyframe_stride", 1, "use every k-th synchronized group", value_range=(1, 1000))
-        d("max_spread_m", 1.0, "reject a step whose per-camera motions disagree by more",
-          value_range=(0.001, 100.0))
-        d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
-        d("backbone_weights", "", BACKBONE_WEIGHTS_DESCRIPTION, True)
-        d("device", "cpu", "torch device", True)
-        d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
-          "or bf16", True)
-        d("publish_tf", True, "broadcast odom->base_link", True)
-        d("status_period_s", 1.0, "status/diagnostics period", fixed=True,
-          value_range=(0.05, 3600.0))
-        d("lost_after_s", 3.0, "state LOST when no update for this long", True,
-          value_range=(0.1, 3600.0))
+        declare_parameters(self)
         # Ranges are enforced by rclpy on every set (see g2g_ros.parameters).
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -147,6 +124,8 @@ class RigOdometryNode(ManagedNode):
             self._log_rig()
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "rig_odometry",
                                       p["precision"], p["backbone_weights"])
+        verify = verifier_config(p)
+        self.verifier = RigMotionVerifier(verify) if verify.enabled else None
         if self.pipeline.untrained:
             self.get_logger().warning(
                 "no trained rig-odometry checkpoint: running with RANDOM weights, the odometry "
@@ -220,7 +199,7 @@ class RigOdometryNode(ManagedNode):
         if self.odom_pub is not None:
             self.destroy_lifecycle_publisher(self.odom_pub)
         self.srvs, self.inputs, self.tf_listener, self.tf_broadcaster = [], None, None, None
-        self.odom_pub = self.pipeline = self.odometry = self.rig = self.sync = None
+        self.odom_pub = self.pipeline = self.verifier = self.odometry = self.rig = self.sync = None
         self.tf_buffer = None
         self._feature_cache = {}
         self.last_update_wall, self.last_cameras = None, []
@@ -327,7 +306,8 @@ class RigOdometryNode(ManagedNode):
         if self.odometry is None:
             self.odometry = RigOdometry(
                 self._estimate, {c.name: c.T_base_cam for c in self.rig.cameras},
-                keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"])
+                keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"],
+                verifier=self.verifier)
         cams, images, ks = [], [], []
         for cam in self.cameras:
             msg = group.messages.get(cam)
@@ -368,6 +348,10 @@ class RigOdometryNode(ManagedNode):
         self.stages.set("publish", 1e3 * (time.perf_counter() - t1))
         self.stages.set("total", 1e3 * (time.perf_counter() - t0))
         self.groups_processed += 1
+        if not update.is_initial:
+            self.steps_by_path[update.path] += 1
+            self.last_step = f"{update.path}, {update.inliers} inliers" + (
+                f": {update.reason}" if update.reason else "")
         self.last_update_wall = time.monotonic()
         self.last_cameras = cams
         self.problems.clear("group")
@@ -482,6 +466,8 @@ class RigOdometryNode(ManagedNode):
         dropped = sum(drops.values())
         values = {"state": state, "lifecycle_state": self.lifecycle_state,
                   "groups_processed": self.groups_processed,
+                  "last_step": self.last_step,
+                  **{f"steps {k}": v for k, v in sorted(self.steps_by_path.items())},
                   "groups_skipped_stride": self.groups_skipped,
                   "groups_dropped": dropped,
                   **{f"groups_dropped {k}": v for k, v in sorted(drops.items())},

@@ -1,0 +1,29 @@
+"""Parameters of the geometric verification, shared by ``relocalize`` and ``rig_odometry``
+(:class:`~g2g_model.localization.verification.VerifierConfig`)."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from g2g_model.localization.verification import VerifierConfig
+
+
+def declare_verify_parameters(node, what: str) -> None:
+    """Declare ``verify``, ``verify_feature``, ``verify_min_inliers`` and
+    ``verify_reprojection_px`` on a :class:`~g2g_ros.managed_node.ManagedNode` (read at
+    configure); ``what`` says what is verified, for the descriptions."""
+    d = node.declare
+    d("verify", True, f"geometric verification and refinement of {what} (local features, "
+      "PoseLib's multi-camera solvers seeded with G2G); false = G2G alone", True)
+    d("verify_feature", "sift", "local features for verification: 'sift' (RootSIFT)", True)
+    d("verify_min_inliers", 30, "fewer geometric inliers: keep G2G's estimate (the reason is in "
+      "~/status)", True, value_range=(6, 100000))
+    d("verify_reprojection_px", 4.0, "inlier threshold of the geometric solver, pixels", True,
+      value_range=(0.1, 100.0))
+
+
+def verifier_config(p: Dict) -> VerifierConfig:
+    """The verification the parameters describe (``ValueError`` naming a bad value)."""
+    return VerifierConfig(enabled=bool(p["verify"]), feature=p["verify_feature"],
+                          min_inliers=p["verify_min_inliers"],
+                          reprojection_px=p["verify_reprojection_px"]).validate()
