@@ -65,6 +65,33 @@ def test_eval_writes_tables_csv_and_plots(smoke, tmp_path, task, index, mode):
         assert (out / png).stat().st_size > 1000
 
 
+@pytest.mark.parametrize("task, index", [("reloc", "pairs_w3.json"), ("rig", "rig_pairs.csv")])
+def test_eval_verify_adds_verified_and_geometry_rows(smoke, tmp_path, task, index, capsys):
+    ckpt = _checkpoint(tmp_path / "g2g_tiny.safetensors")
+    out = tmp_path / "eval"
+    rc = eval_main(["--task", task, "--root", str(smoke), "--index", index, "--checkpoint", ckpt,
+                    "--identity", "--verify", "--max-pairs", "3", "--out", str(out), "-q"])
+    assert rc == 0
+    rows = [line.split("|")[1].strip() for line in
+            (out / "comparison.md").read_text().splitlines() if line.startswith("| ")][1:]
+    assert rows == ["identity", "geometry", "g2g_tiny", "g2g_tiny+verified"]
+    report = (out / "verification.md").read_text()
+    assert "accepted_share" in report and "false_accepts" in report
+    assert "geometry" in capsys.readouterr().out
+    paths = {}
+    for label in ("geometry", "g2g_tiny", "g2g_tiny+verified", "identity"):
+        with open(out / label / "pairs.csv") as fh:
+            paths[label] = list(csv.DictReader(fh))
+    assert {p["path"] for p in paths["g2g_tiny"]} == {""}
+    for label, fallback in (("geometry", "identity"), ("g2g_tiny+verified", "g2g_tiny")):
+        for mine, theirs in zip(paths[label], paths[fallback]):
+            assert mine["path"] in ("g2g", "verified", "refined")
+            if mine["path"] == "g2g":  # no trustworthy geometry: the seed's prediction stays
+                assert float(mine["rot_err_deg"]) == pytest.approx(float(theirs["rot_err_deg"]))
+            else:
+                assert int(mine["inliers"]) >= 30
+
+
 def test_eval_errors_before_work(smoke, tmp_path, capsys):
     (tmp_path / "empty.json").write_text("[]")
     base = ["--task", "reloc", "--root", str(smoke), "--out", str(tmp_path / "o"), "-q"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from g2g_model.training.evaluate import MODES, default_methods, evaluate_methods
@@ -35,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also evaluate every checkpoint without cross-group attention")
     p.add_argument("--identity", action="store_true",
                    help="also score the 'no motion' reference (B0 at A0)")
+    p.add_argument("--verify", action="store_true",
+                   help="also score every checkpoint followed by geometric verification "
+                   "('+verified') and the verification alone ('geometry'), with accepted share "
+                   "and false accepts (verification.md)")
     p.add_argument("--mode", choices=MODES, default="clean", help="clean or noisy extrinsics")
     p.add_argument("--max-pairs", type=int, default=0, help="seeded subset (0: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -48,15 +53,18 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        methods = default_methods(args.checkpoint, args.classical, args.ablation, args.identity)
+        methods = default_methods(args.checkpoint, args.classical, args.ablation, args.identity,
+                                  args.verify)
         results = evaluate_methods(args.task, args.root, args.index, methods, args.out,
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
                                    device=args.device, progress=not args.quiet)
     except ValueError as exc:
         print(f"g2g-eval: error: {exc}", file=sys.stderr)
         return 2
-    with open(f"{args.out}/comparison.md") as fh:
-        print(fh.read())
+    for name in ("comparison.md", "verification.md"):
+        if os.path.exists(os.path.join(args.out, name)):
+            with open(os.path.join(args.out, name)) as fh:
+                print(fh.read())
     print(json.dumps({k: v["b0"]["all"] for k, v in results.items()}, indent=1, default=float))
     return 0
 

@@ -42,6 +42,8 @@ from g2g_model.model.g2g import G2GModel
 from g2g_model.training.models import build_backbone_from_dict
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
 from g2g_model.training.trajectory_groups import TrajectoryStore
+from g2g_model.training.verified_methods import (VERIFICATION_COLUMNS, VerifiedMethod,
+                                                 verification_summary)
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class MethodSpec:
     no_cross_group: bool = False
     classical_preset: str = ""
     identity: bool = False
+    verify: bool = False  # geometric verification after the checkpoint (or alone: no checkpoint)
 
 
 class G2GMethod:
@@ -155,7 +158,9 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     items = read_pairs(task, root, index, 0.0, max_pairs, seed)
     runners = {}
     for spec in methods:
-        if spec.identity:
+        if spec.verify and not spec.checkpoint:
+            runners[spec.label] = VerifiedMethod(task)
+        elif spec.identity:
             runners[spec.label] = IdentityMethod()
         elif spec.classical_preset:
             runners[spec.label] = ClassicalMethod(spec.classical_preset)
@@ -163,7 +168,10 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
             if not Path(spec.checkpoint).is_file():
                 raise ValueError(f"checkpoint {spec.checkpoint!r} does not exist")
             runners[spec.label] = G2GMethod(spec.checkpoint, spec.no_cross_group, device)
-    g2g_sizes = {r.image_size for r in runners.values() if not isinstance(r, ClassicalMethod)}
+            if spec.verify:
+                runners[spec.label] = VerifiedMethod(task, runners[spec.label])
+    g2g_sizes = {r.image_size for r in runners.values()
+                 if not isinstance(r, ClassicalMethod) and r.image_size is not None}
     native = TrajectoryStore(root, (1, 1))
     first = native.reader(items[0].spec_a[1]).rig
     cam0 = first[first.names[0]]
@@ -171,6 +179,7 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     stores[(cam0.height, cam0.width)] = TrajectoryStore(root, (cam0.height, cam0.width))
     dataset = PairDataset(items, native)
     for label, runner in runners.items():
+        runner = getattr(runner, "g2g", runner)
         if isinstance(runner, G2GMethod):
             for it in items[:1] + items[-1:]:
                 for spec in (it.spec_a, it.spec_b):
@@ -190,14 +199,24 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
         loaded = {}
         key = f"{it.spec_a}|{it.spec_b}"
         for label, runner in runners.items():
-            size = native_size if isinstance(runner, ClassicalMethod) else runner.image_size
+            size = native_size if isinstance(runner, ClassicalMethod) else (
+                runner.image_size or native_size)
             if size not in loaded:
                 loaded[size] = (stores[size].load(it.spec_a), stores[size].load(it.spec_b))
             ga, gb = loaded[size]
             poses_a = _noisy(ga.cam_to_anchor, "a" + key, mode)
             poses_b = _noisy(gb.cam_to_anchor, "b" + key, mode)
             t0 = time.perf_counter()
-            if isinstance(runner, IdentityMethod):
+            path, inliers = "", ""
+            if isinstance(runner, VerifiedMethod):
+                if native_size not in loaded:
+                    loaded[native_size] = (stores[native_size].load(it.spec_a),
+                                           stores[native_size].load(it.spec_b))
+                na, nb = loaded[native_size]
+                pred_a, pred_b, path, inliers = runner.predict(
+                    ga, gb, poses_a, poses_b, (_uint8_images(na), na.intrinsics.double().numpy(),
+                                               _uint8_images(nb), nb.intrinsics.double().numpy()))
+            elif isinstance(runner, IdentityMethod):
                 pred_a, pred_b = runner.predict(poses_a, poses_b)
             elif isinstance(runner, G2GMethod):
                 pred_a, pred_b = runner.predict(ga, gb, poses_a, poses_b)
@@ -221,12 +240,14 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
                 "failed": bool(b0.failed[0]),
                 "rot_err_b_all_deg": float(errs["b_all"].rot_deg.mean()),
                 "trans_err_b_all_m": float(errs["b_all"].trans_m.mean()),
-                "time_ms": round(1e3 * dt, 2)})
+                "time_ms": round(1e3 * dt, 2), "path": path, "inliers": inliers})
     scores = [it.score for it in items]
     results = {}
     for label in runners:
         summary = summarize_groups(samples[label], overlaps=scores if task == "reloc" else None)
         summary["seconds_per_pair"] = seconds[label] / len(items)
+        if isinstance(runners[label], VerifiedMethod):
+            summary["verification"] = verification_summary(rows[label])
         results[label] = summary
         folder = out / label
         folder.mkdir(exist_ok=True)
@@ -242,6 +263,12 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     title = f"{task} B0, {mode}, {len(items)} pairs"
     (out / "comparison.md").write_text(format_markdown_table(comparison, title=title))
     (out / "comparison.csv").write_text(format_csv_table(comparison, title=title))
+    checked = {label: res["verification"] for label, res in results.items()
+               if "verification" in res}
+    if checked:
+        (out / "verification.md").write_text(format_markdown_table(
+            checked, columns=VERIFICATION_COLUMNS,
+            title=f"{title}: geometric verification (false accept: > 5 deg or > 0.5 m)"))
     plot_results(rows, out)
     return results
 
@@ -285,13 +312,17 @@ def plot_results(rows: Dict[str, list], out: Path) -> None:
 
 
 def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool,
-                    identity: bool = False) -> List[MethodSpec]:
-    """Labels: checkpoint file stems (``+nocross_switch`` with the switch), ``classical``,
-    ``identity``."""
+                    identity: bool = False, verify: bool = False) -> List[MethodSpec]:
+    """Labels: checkpoint file stems (``+nocross_switch`` with the switch, ``+verified`` with
+    geometric verification), ``classical``, ``identity``, ``geometry`` (verification alone)."""
     specs = [MethodSpec("identity", identity=True)] if identity else []
+    if verify:
+        specs.append(MethodSpec("geometry", verify=True))
     for path in checkpoints:
         stem = Path(path).stem
         specs.append(MethodSpec(stem, checkpoint=path))
+        if verify:
+            specs.append(MethodSpec(stem + "+verified", checkpoint=path, verify=True))
         if ablation:
             specs.append(MethodSpec(stem + "+nocross_switch", checkpoint=path,
                                     no_cross_group=True))
