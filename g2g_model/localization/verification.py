@@ -143,6 +143,10 @@ class StructureVerifier:
         self.local = features or LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio,
                                                cfg.cache_size)
         self._points_cache: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()
+        # 2D-3D matches of (query image, map window): a query instant stays in the window for
+        # W localizations and the map window repeats while tracking, so most are reused.
+        self._matches_cache: "collections.OrderedDict[tuple, tuple]" = \
+            collections.OrderedDict()
 
     # ------------------------------------------------------------------ map points
     def map_points(self, images: Sequence[np.ndarray], intrinsics: np.ndarray,
@@ -194,6 +198,18 @@ class StructureVerifier:
             self._points_cache.popitem(last=False)
         return out
 
+    def _window_points(self, group_a, intrinsics: np.ndarray, key: tuple
+                       ) -> Tuple[np.ndarray, np.ndarray]:
+        """Every map point of the window and its descriptors, concatenated (cached)."""
+        hit = self._points_cache.get(("all",) + key)
+        if hit is None:
+            per_frame = self.map_points(group_a.images, intrinsics,
+                                        np.asarray(group_a.cam_to_world, float))
+            hit = (np.concatenate([p for p, _ in per_frame]),
+                   np.ascontiguousarray(np.concatenate([d for _, d in per_frame])))
+            self._points_cache[("all",) + key] = hit
+        return hit
+
     def _correspondences(self, feats: Features, points: np.ndarray, descs: np.ndarray
                          ) -> Tuple[np.ndarray, np.ndarray]:
         """2D-3D matches of one query frame against all map points of the window at once.
@@ -240,10 +256,8 @@ class StructureVerifier:
             raise _Fallback("G2G's estimate is not finite")
         k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
-        per_frame = self.map_points(group_a.images, k_a,
-                                    np.asarray(group_a.cam_to_world, float))
-        points = np.concatenate([p for p, _ in per_frame])
-        descs = np.concatenate([d for _, d in per_frame])
+        window_key = tuple(self.local.image_key(im) for im in group_a.images)
+        points, descs = self._window_points(group_a, k_a, window_key)
         num_points = len(points)
         if num_points < cfg.min_inliers:
             a_pos = np.asarray(group_a.cam_to_world, float)[:, :3, 3]
@@ -259,7 +273,13 @@ class StructureVerifier:
         for j, image in enumerate(query.images):
             feats = self.local.describe(image)
             num_feats.append(len(feats.keypoints))
-            x, X = self._correspondences(feats, points, descs)
+            key = (self.local.image_key(image), window_key)
+            hit = self._matches_cache.get(key)
+            if hit is None:
+                hit = self._matches_cache[key] = self._correspondences(feats, points, descs)
+                while len(self._matches_cache) > self.config.cache_size:
+                    self._matches_cache.popitem(last=False)
+            x, X = hit
             p2d.append(x)
             p3d.append(X)
             exts.append(camera_pose(invert_pose(b0_T_odom @ odom_T_b[j])))

@@ -1,0 +1,141 @@
+"""Cost of geometric verification beside G2G, on this CPU (the verified-poses issue's budget:
+<= 300 ms per localization).
+
+A cross-season simulator scene (the demo's: test seed 20000, 5-camera ring, 224 x 224) is
+rendered; then, per query window, in the same run:
+
+1. relocalization: G2G 5+5 (embedded default) and the structure verifier on the query window
+   with every rig camera (25 query images) against the map window's 25 images. Two states:
+   ``steady`` (the node's case: the map window and four of the five query instants were seen
+   by earlier localizations, so only the newest instant's 5 images are described) and ``cold``
+   (nothing cached: every image described, the map window triangulated);
+2. rig odometry: one G2G step (5 cameras at two keyframes) and its generalized relative pose.
+
+The verification/G2G ratio is printed beside the times.
+
+    python -m benchmarks.bench_verification --output benchmarks/RESULTS_verification.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+
+from benchmarks.common import emit_report, machine_info
+from g2g_model.data.format import TrajectoryReader
+from g2g_model.data.sim.generate import SimConfig, generate_trajectory
+from g2g_model.geometry import relative_pose
+from g2g_model.groups import Group
+from g2g_model.inference import G2GPipeline
+from g2g_model.localization.rig_motion import RigMotionVerifier
+from g2g_model.localization.verification import StructureVerifier
+
+
+def rig_at(reader: TrajectoryReader, frames) -> Group:
+    images, ks, poses = [], [], []
+    for cam in reader.cameras:
+        world_T_cam = reader.world_T_cam(cam)
+        for i in frames:
+            images.append(reader.image(cam, i))
+            ks.append(reader.rig[cam].K)
+            poses.append(world_T_cam[i])
+    return Group(images=images, intrinsics=np.stack(ks), cam_to_world=np.stack(poses))
+
+
+def ms(values: List[float]) -> str:
+    return f"{1e3 * statistics.median(values):.0f} (p90 {1e3 * np.percentile(values, 90):.0f})"
+
+
+def run(windows: int, frames: int) -> str:
+    out = Path(tempfile.mkdtemp(prefix="bench_verify_"))
+    cfg = SimConfig(scene_preset="small", rig_preset="ring5", traversals=2, frames=frames,
+                    with_depth=False)
+    mapping, query = (TrajectoryReader(generate_trajectory(out, 20000, k, cfg)["path"])
+                      for k in (0, 1))
+    reloc = G2GPipeline.default("relocalization")
+    rig = G2GPipeline.default("rig_odometry")
+    g2g_ms, steady, cold, paths = [], [], [], []
+    verifier = StructureVerifier()
+    starts = np.linspace(0, query.num_frames - 11, windows).astype(int)
+    for s in starts:
+        q_frames = list(range(s, s + 10, 2))
+        body = query.world_T_body[q_frames[0]]
+        dist = np.linalg.norm(mapping.world_T_body[:, :3, 3] - body[:3, 3], axis=1)
+        m0 = int(np.clip(np.argmin(dist) - 4, 0, mapping.num_frames - 9))
+        group_a, group_b = rig_at(mapping, range(m0, m0 + 9, 2)), rig_at(query, q_frames)
+        head_a = Group(group_a.images[:5], group_a.intrinsics[:5], group_a.cam_to_world[:5])
+        head_b = Group(group_b.images[:5], group_b.intrinsics[:5], group_b.cam_to_world[:5])
+        t0 = time.perf_counter()
+        pred = reloc.predict(head_a, head_b)
+        g2g_ms.append(time.perf_counter() - t0)
+        map_T_b = np.asarray(pred.world_T_b)[0] @ np.linalg.inv(
+            np.asarray(group_b.cam_to_world)[0]) @ np.asarray(group_b.cam_to_world)
+        fresh = StructureVerifier()
+        t0 = time.perf_counter()
+        fresh(group_a, group_b, map_T_b)
+        cold.append(time.perf_counter() - t0)
+        # Steady state: everything but the newest query instant was described before.
+        newest = {4, 9, 14, 19, 24}
+        warm_b = Group([im if k not in newest else im.copy() for k, im in
+                        enumerate(group_b.images)], group_b.intrinsics, group_b.cam_to_world)
+        verifier(group_a, Group([im for k, im in enumerate(group_b.images) if k not in newest],
+                                group_b.intrinsics[:20], group_b.cam_to_world[:20]), map_T_b[:20])
+        for k in newest:  # make the newest instant's images new to the cache
+            warm_b.images[k][0, 0, 0] ^= 1
+        t0 = time.perf_counter()
+        result = verifier(group_a, warm_b, map_T_b)
+        steady.append(time.perf_counter() - t0)
+        paths.append(result.path)
+    motion = RigMotionVerifier()
+    step_g2g, step_verify = [], []
+    for s in starts:
+        a, b = rig_at(query, [s]), rig_at(query, [s + 2])
+        base = [query.rig[c].T_body_cam for c in query.cameras]
+        a = Group(a.images, a.intrinsics, np.stack(base))
+        b = Group(b.images, b.intrinsics, np.stack(base))
+        t0 = time.perf_counter()
+        rig.predict(a, b)
+        step_g2g.append(time.perf_counter() - t0)
+        delta = relative_pose(query.world_T_body[s], query.world_T_body[s + 2])
+        b_new = Group([im.copy() for im in b.images], b.intrinsics, b.cam_to_world)
+        for im in b_new.images:
+            im[0, 0, 0] ^= 1  # the new keyframe is described; the previous one is cached
+        motion(a, b, delta)
+        t0 = time.perf_counter()
+        motion(a, b_new, delta)
+        step_verify.append(time.perf_counter() - t0)
+    lines = machine_info() + [
+        "", f"Scene: test seed 20000, ring5 rig, 224 x 224, {windows} query windows of "
+        f"{frames}-frame traversals (cross-season). Times in ms, median (p90).", "",
+        "| stage | G2G (baseline) | verification | ratio |", "|---|---|---|---|",
+        f"| relocalization, steady state (1 new instant of 5 cameras) | {ms(g2g_ms)} | "
+        f"{ms(steady)} | {statistics.median(steady) / statistics.median(g2g_ms):.2f} |",
+        f"| relocalization, cold (50 images described, map window triangulated) | {ms(g2g_ms)}"
+        f" | {ms(cold)} | {statistics.median(cold) / statistics.median(g2g_ms):.2f} |",
+        f"| rig odometry step (new keyframe of 5 images described) | {ms(step_g2g)} | "
+        f"{ms(step_verify)} | "
+        f"{statistics.median(step_verify) / statistics.median(step_g2g):.2f} |", "",
+        f"Relocalization paths: {', '.join(f'{p} {paths.count(p)}' for p in sorted(set(paths)))}"]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--windows", type=int, default=8)
+    parser.add_argument("--frames", type=int, default=50)
+    parser.add_argument("--output", default=None)
+    opts = parser.parse_args(argv)
+    emit_report("Verification benchmark", "benchmarks.bench_verification", argv,
+                run(opts.windows, opts.frames), opts.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
