@@ -33,7 +33,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
 def scene(tmp_path_factory):
     out = tmp_path_factory.mktemp("sim")
     trajs = tiny_trajectories(out, seed=20002, frames=30, traversals=2)
-    gmap = build_map_from_trajectory(trajs[0], G2GPipeline.default("relocalization"), ["cam0"],
+    # Every camera of the mapping run, as the demo maps: verification uses the rig's views.
+    gmap = build_map_from_trajectory(trajs[0], G2GPipeline.default("relocalization"), None,
                                      progress=False)
     map_path = save_map(gmap, out / "scene.g2gmap")
     return trajs, map_path
@@ -125,6 +126,10 @@ def test_relocalize_end_to_end(scene, tmp_path):
         assert len(align.poses_a) == 5 and len(align.poses_b) == 5
         assert align.poses_a[0].orientation.w == pytest.approx(1.0)
         assert poses[-1].header.frame_id == "map"
+        # Verified with the rig's five cameras: the published covariance is the refinement's.
+        assert align.path in ("verified", "refined") and align.inliers >= 30, \
+            (align.path, align.inliers, node.output()[-2000:])
+        assert max(poses[-1].pose.covariance[0], poses[-1].pose.covariance[7]) < 1e-3
         assert poses[-1].header.stamp == align.header.stamp
         assert listener.spin_until(
             lambda: statuses[-1].state in (EstimatorStatus.STATE_OK,
@@ -151,7 +156,8 @@ def test_relocalize_end_to_end(scene, tmp_path):
         # pair verifier (the gate may reject the result: the answer must say why).
         reply = listener.call(Localize, "/relocalize/localize", Localize.Request(), timeout=120)
         assert re.search(r"by token \+ image covisibility embeddings \+ pair verifier "
-                         r"[01]\.\d\d, score -?[01]\.\d\d\)", reply.message), reply.message
+                         r"[01]\.\d\d, score -?[01]\.\d\d, path (g2g|verified|refined), "
+                         r"\d+ inliers\)", reply.message), reply.message
         assert node.alive()
     finally:
         log = stop_all(listener, node, player)

@@ -236,7 +236,9 @@ class Relocalizer:
                           f"{decision.reason} (window {idx} by {how}"
                           + (f", score {score:.2f}" if np.isfinite(score) else "")
                           + (f", path {result.path}, {result.inliers} inliers"
-                             if self.verifier is not None else "") + ")")
+                             if self.verifier is not None else "") + ")"
+                          + (f"; verification: {result.verification_reason}"
+                             if result.path == PATH_G2G and result.verification_reason else ""))
         result.timing_ms = {"select": 1e3 * (t1 - t0), "g2g": 1e3 * (t2 - t1),
                             "verify": 1e3 * (t3 - t2), "total": 1e3 * (time.perf_counter() - t0)}
         return self._done(result)

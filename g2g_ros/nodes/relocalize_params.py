@@ -39,7 +39,7 @@ def declare_parameters(node) -> None:
     d("max_jump_rotation_deg", 10.0, "larger correction changes need consistency", True)
     d("consistency_count", 2, "consistent candidates needed for a first fix / a jump", True)
     d("geometric_hold", 5, "a verified / refined fix is not replaced by G2G-only candidates for "
-      "this many consecutive localizations", True)
+      "this many consecutive localizations", True, value_range=(0, 1000000))
     d("max_fusion_spread_m", 1.0,
       "reject when the per-frame corrections disagree by more",
       True)
