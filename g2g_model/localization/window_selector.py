@@ -172,6 +172,10 @@ class Selection(NamedTuple):
     block: Optional[np.ndarray] = None
 
 
+# describe(query_tokens, query_images) -> [T_query, dim] unit descriptors
+Describe = Callable[[torch.Tensor, Sequence[np.ndarray]], torch.Tensor]
+
+
 @dataclass
 class PreparedMap:
     """What :meth:`WindowSelector.prepare` keeps of a map (replaced as a whole)."""
@@ -179,12 +183,8 @@ class PreparedMap:
     gmap: G2GMap
     windows: List[np.ndarray]
     tokens: Optional[torch.Tensor]        # [F, P, D] float32, or None (no cached features)
-    parts: list                           # (describe a query, the map's descriptors)
+    parts: List[Tuple[Describe, torch.Tensor]]  # (describe a query, the map's descriptors)
     verify_images: Optional[torch.Tensor]  # the map's frames shrunk for the pair verifier
-
-
-# describe(query_tokens, query_images) -> [T_query, dim] unit descriptors
-Describe = Callable[[torch.Tensor, Sequence[np.ndarray]], torch.Tensor]
 
 
 class WindowSelector:
