@@ -82,7 +82,7 @@ def test_alignment_pairs_against_map_and_ground_truth(gt):
         group_a_id="a", group_b_id="b", stamps_a=[_time(s) for s in sa],
         stamps_b=[_time(s) for s in sb], poses_a=[_pose(M) for M in gt_a],
         poses_b=[_pose(bad)] + [_pose(M) for M in gt_b[1:]], overlap_score=float("nan"),
-        inference_time_ms=12.0)
+        inference_time_ms=12.0, path="g2g", inliers=0)
     pairs = alignment_pairs(truth, [msg], {("cam0", s): T for s, T in map_frames.items()},
                             "cam0")
     assert [len(pairs[k][0]) for k in ("b0", "b_all", "a_all")] == [1, 3, 2]
