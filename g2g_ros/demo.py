@@ -162,7 +162,9 @@ def run_nodes(query_bag, query_traj, map_path, workdir: pathlib.Path, rate_hz: f
         "    consistency_count: 1\n    min_translation_m: 0.05\n"
         "    sensor_qos_reliability: reliable\n"
         "/**/rig_odometry:\n  ros__parameters:\n    publish_tf: false\n"
-        "    keyframe_stride: 1\n    sensor_qos_reliability: reliable\n")
+        "    keyframe_stride: 1\n    sensor_qos_reliability: reliable\n"
+        # The eval replay pauses the cameras while relocalize works: not a camera fault.
+        "    lost_after_s: 120.0\n")
     graph = GRAPHS["relocalize"]
     args = parse_launch_args(graph, ["rig:=sim", f"map:={map_path}", "with_odometry:=true",
                                      "use_sim_time:=true", f"params_file:={overrides}",

@@ -385,4 +385,5 @@ class ManagedNode(LifecycleNode):
         # Process exit (Ctrl-C): stop the worker thread; the entities go with the node.
         self.stop_worker()
         self._log_bridge.remove()
+        self._jump_handle.unregister()
         return super().destroy_node()

@@ -33,8 +33,10 @@ _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a double", str: "a 
 def type_name(value: Any) -> str:
     """``an integer``, ``a double``, ``a string array``, ... for messages (never type codes)."""
     if isinstance(value, (list, tuple)):
-        inner = type_name(value[0]).split(" ", 1)[1] if len(value) else "empty"
-        return f"a {inner} array"
+        if not len(value):
+            return "an empty array"
+        inner = type_name(value[0]).split(" ", 1)[1]
+        return f"{'an' if inner[0] in 'aeiou' else 'a'} {inner} array"
     return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
@@ -73,6 +75,8 @@ def type_problem(name: str, value: Any, default: Any) -> Optional[str]:
     """Why ``value`` cannot be parameter ``name`` (declared with ``default``), or None."""
     if Parameter.Type.from_parameter_value(value) == Parameter.Type.from_parameter_value(default):
         return None
+    if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)) and not value:
+        return None  # an empty array has no element type; the node checks what it needs
     return f"parameter {name} must be {type_name(default)}, got {value!r} ({type_name(value)})"
 
 

@@ -1,5 +1,6 @@
-"""4x4 matrices <-> geometry_msgs/Pose (duck-typed; no message import needed), and the pose
-messages of a localization (imported when built)."""
+"""4x4 matrices <-> geometry_msgs/Pose (duck-typed; no message import needed), and the
+messages built from results: the pose messages of a localization, the ``nav_msgs/Odometry`` of
+a rig-odometry update (imported when built)."""
 
 from __future__ import annotations
 
@@ -74,4 +75,23 @@ def alignment_msg(result, stamp, camera_frame_suffix: str):
     msg.overlap_score = float(result.score)
     msg.inference_time_ms = float(pred.timing_ms["total"])
     msg.path, msg.inliers = str(result.path), int(result.inliers)
+
+
+def odometry_msg(update, odom_frame: str, base_frame: str):
+    """``nav_msgs/Odometry`` of an :class:`~g2g_ros.odometry_core.OdometryUpdate`: pose and
+    covariance in ``odom_frame``, velocities in ``base_frame``, stamped with the group."""
+    from nav_msgs.msg import Odometry
+
+    from g2g_ros.node_common import to_stamp
+
+    msg = Odometry()
+    msg.header.stamp = to_stamp(update.stamp_ns)
+    msg.header.frame_id = odom_frame
+    msg.child_frame_id = base_frame
+    matrix_to_pose_msg(update.odom_T_base, msg.pose.pose)
+    msg.pose.covariance = [float(v) for v in update.covariance.reshape(-1)]
+    tw = msg.twist.twist
+    tw.linear.x, tw.linear.y, tw.linear.z = map(float, update.linear_velocity)
+    tw.angular.x, tw.angular.y, tw.angular.z = map(float, update.angular_velocity)
+    msg.twist.covariance = [float(v) for v in np.diag([0.01] * 3 + [0.003] * 3).reshape(-1)]
     return msg

@@ -14,8 +14,9 @@
   unknown frame, :class:`ConnectivityError` when the two frames are in different trees, and
   :class:`ExtrapolationError` naming the edge and its available time range.
 * Ingest never raises on bad data: NaN / inf values, zero or far-from-unit quaternions, empty
-  or identical frame ids, and data older than the cache are rejected with a logged reason and
-  counted in :meth:`TFBuffer.stats`.
+  or identical frame ids, data older than the cache and (given a clock) dynamic data stamped
+  far ahead of the current time are rejected with a logged reason and counted in
+  :meth:`TFBuffer.stats`.
 
 Thread-safe: a listener's subscription callbacks may ingest while a worker looks up.
 Quaternions are (x, y, z, w) as in ROS and :mod:`g2g_model.geometry`.
@@ -29,7 +30,7 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -139,10 +140,17 @@ class _Edge:
 class TFBuffer:
     """Time-indexed transform tree with interpolated, chained lookups (see module docstring)."""
 
-    def __init__(self, cache_duration_ns: int = 10 * 10**9) -> None:
+    def __init__(self, cache_duration_ns: int = 10 * 10**9,
+                 clock_ns: Optional[Callable[[], int]] = None,
+                 max_ahead_ns: int = 10 * 10**9) -> None:
         if cache_duration_ns <= 0:
             raise ValueError(f"cache_duration_ns must be > 0, got {cache_duration_ns}")
         self.cache_duration_ns = int(cache_duration_ns)
+        #: ``clock_ns()``: the current (ROS) time; with it, a dynamic transform stamped more
+        #: than ``max_ahead_ns`` ahead is rejected ("future"): as the newest sample of its edge
+        #: it would make every later, correct sample "old_data". Not checked while it is 0.
+        self.clock_ns = clock_ns
+        self.max_ahead_ns = int(max_ahead_ns)
         self._lock = threading.Lock()
         self._edges: Dict[str, _Edge] = {}
         self._accepted = 0
@@ -175,6 +183,10 @@ class TFBuffer:
             reason = "denormalized_quaternion"
         elif stamp_ns < 0:
             reason = "negative_stamp"
+        elif not static and self.clock_ns is not None:
+            now = self.clock_ns()
+            if now > 0 and stamp_ns > now + self.max_ahead_ns:
+                reason = "future"
         with self._lock:
             edge = self._edges.get(child)
             if reason is None and edge is not None and not static:

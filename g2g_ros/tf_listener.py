@@ -4,6 +4,8 @@ QoS as in tf2_ros: ``/tf`` reliable, volatile, depth 100; ``/tf_static`` reliabl
 local, depth 100 (so transforms latched before the listener existed are still received).
 The subscriptions live on the caller's node and are served by its executor; the callbacks only
 ingest into the (thread-safe) buffer, which never raises on bad data (it counts and logs it).
+The buffer gets the node's clock (unless it has one), so that a ``/tf`` sample stamped far
+ahead of the node's ROS time is rejected instead of poisoning its edge.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ class TransformListener:
 
         self.buffer = buffer
         self._node = node
+        if buffer.clock_ns is None:  # far-future /tf stamps are judged against the node's time
+            clock = node.get_clock()
+            buffer.clock_ns = lambda: clock.now().nanoseconds
         self._subscriptions = [
             node.create_subscription(TFMessage, tf_topic, self._on_tf, tf_qos(static=False),
                                      callback_group=callback_group),

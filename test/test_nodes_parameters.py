@@ -90,3 +90,12 @@ def test_parameter_value_helpers():
     with pytest.raises(ValueError, match="outside its range"):
         descriptor(0, "x", value_range=(1, 10))
     assert Parameter  # the module imports rclpy's parameter API
+
+
+def test_type_names_of_arrays():
+    from g2g_ros.parameters import type_name, type_problem
+
+    assert type_name([1]) == "an integer array" and type_name([]) == "an empty array"
+    assert type_problem("cameras", [], ["cam0"]) is None  # the node checks emptiness itself
+    assert type_problem("cameras", [1], ["cam0"]) == (
+        "parameter cameras must be a string array, got [1] (an integer array)")

@@ -111,3 +111,37 @@ def test_reset_clears_the_stamp_checks(sim_traj, tmp_path):
     # The synchronizer's rejections go through the node's logger (time, severity, node name).
     assert "[WARN]" in log and "[rig_odometry]: g2g_ros.rig_sync: camera cam0: out_of_order" \
         in log, log[-3000:]
+
+
+def test_map_builder_keeps_recording_after_future_stamps_and_a_replay(sim_traj, tmp_path):
+    # map_builder looks poses up in /tf: a day-ahead /tf sample made every later one "old
+    # data", and a replay (ROS time jumping back) did the same; both stopped the recording.
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from test_nodes_map_builder import _keyframes
+
+    listener = Listener()
+    diags = listener.collect(DiagnosticArray, "/diagnostics")
+    node = Proc(node_cmd("g2g_ros.nodes.map_builder", {
+        "use_sim_time": True, "map_frame": "odom", "cameras": ["cam0"],
+        "min_translation_m": 0.0, "min_rotation_deg": 0.0,
+        "sensor_qos_reliability": "reliable"}), tmp_path / "node.log")
+    player = None
+    try:
+        assert listener.spin_until(
+            lambda: listener.node.count_subscribers("/cam0/image_raw") > 0, 90), node.output()
+        player = _play(sim_traj, tmp_path / "p1.log", "--count", "8", "--future-frames", "3",
+                       "--cameras", "cam0")
+        player.proc.wait(timeout=60)
+        assert listener.spin_until(lambda: _keyframes(diags) >= 4, 30), node.output()[-3000:]
+        n = _keyframes(diags)
+        player = _play(sim_traj, tmp_path / "p2.log", "--count", "6", "--cameras", "cam0")
+        player.proc.wait(timeout=60)
+        assert listener.spin_until(lambda: _keyframes(diags) >= n + 4, 30), \
+            node.output()[-3000:]
+    finally:
+        if player is not None:
+            player.stop()
+        log = node.stop()
+        listener.close()
+    assert "Traceback" not in log, log[-3000:]

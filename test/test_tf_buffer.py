@@ -217,3 +217,18 @@ def test_clear_dynamic_keeps_static_edges_and_accepts_older_data_again():
     assert buf.set_transform("odom", "base_link", 5 * 10**9, [2, 0, 0], [0, 0, 0, 1]) is None
     pose = buf.lookup_transform("odom", "cam0", 5 * 10**9)
     np.testing.assert_allclose(pose[:3, 3], [2, 0, 1])
+
+
+def test_far_future_dynamic_transform_is_rejected_without_poisoning_the_edge():
+    # Issue 22 item 4: a /tf sample stamped a day ahead became the newest of its edge and made
+    # every later, correct sample "old_data".
+    now = {"ns": 100 * 10**9}
+    buf = TFBuffer(cache_duration_ns=10**9, clock_ns=lambda: now["ns"])
+    assert buf.set_transform("odom", "base_link", now["ns"] + 86400 * 10**9, [9, 0, 0],
+                             [0, 0, 0, 1]) == "future"
+    assert buf.set_transform("base_link", "cam0", 10**18, [0, 0, 1], [0, 0, 0, 1],
+                             static=True) is None  # static stamps are not judged
+    assert buf.set_transform("odom", "base_link", now["ns"], [1, 0, 0], [0, 0, 0, 1]) is None
+    assert buf.stats()["rejected"] == {"future": 1}
+    now["ns"] = 0  # before the first /clock: not checked
+    assert buf.set_transform("odom", "base_link", 200 * 10**9, [2, 0, 0], [0, 0, 0, 1]) is None

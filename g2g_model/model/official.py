@@ -57,10 +57,10 @@ def read_official_file(path: str | os.PathLike) -> Any:
     if not os.path.isfile(path):
         raise ValueError(f"official weights file {path!r} does not exist")
     try:
-        if is_safetensors(path):
-            from safetensors.torch import load_file
+        if is_safetensors(path):  # read into memory, never memory-mapped (SIGBUS)
+            from g2g_model.tagged_safetensors import read_safetensors
 
-            return load_file(path, device="cpu")
+            return read_safetensors(path)[1]
         # weights_only: a .pth from the internet must not be able to run code on load.
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # the readers raise many types; report them uniformly

@@ -20,20 +20,20 @@ import time
 from typing import Dict, List, Optional
 
 import numpy as np
-from g2g_model.geometry import matrix_to_quat_xyzw
 from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_from_tf
 from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.held_group import HeldGroup
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
-    StageTimes, describe_model, load_pipeline, sensor_qos,
-    spin_node, steady_timer, to_stamp,
+    StageTimes, describe_model, load_pipeline, sensor_qos, spin_node, steady_timer,
 )
 from g2g_ros.nodes.rig_odometry_params import declare_parameters
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.odometry_core import RigFrames, RigOdometry
-from g2g_ros.pose_msgs import pose_msg_to_matrix
+from g2g_ros.pose_msgs import odometry_msg, pose_msg_to_matrix
+from g2g_ros.rig_status import publish_rig_status
 from g2g_ros.rig_sync import RigSynchronizer
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer, TFError
@@ -71,9 +71,8 @@ class RigOdometryNode(ManagedNode):
         self.last_update_wall: Optional[float] = None
         self.last_cameras: List[str] = []
         self._feature_cache: Dict[int, object] = {}
-        # The newest group that arrived before the calibration (see _hold); guarded by its lock.
-        self._held_group = None
-        self._held_lock = threading.Lock()
+        # The newest group that arrived before the calibration (see g2g_ros.held_group).
+        self.held = HeldGroup(lambda reason: self.drops.update([reason]))
         self._held_timer = None
         self._declare_parameters()
         from diagnostic_msgs.msg import DiagnosticArray
@@ -175,7 +174,7 @@ class RigOdometryNode(ManagedNode):
         if self.worker is not None:
             self.worker.discard()
             self.worker.wait_idle(timeout=30.0)
-        self._drop_held()
+        self.held.drop()
         # Keep the pose; the first group after re-activation starts a new chain from it.
         with self.state_lock:
             if self.odometry is not None:
@@ -187,7 +186,7 @@ class RigOdometryNode(ManagedNode):
         if self._held_timer is not None:
             self.destroy_timer(self._held_timer)
             self._held_timer = None
-        self._drop_held()
+        self.held.drop()
         if self.inputs is not None:
             self.inputs.destroy()
         for srv in self.srvs:
@@ -255,45 +254,23 @@ class RigOdometryNode(ManagedNode):
     # ------------------------------------------------------------------ held group
     HELD_RETRY_S = 0.1
 
-    def _hold(self, group) -> None:
-        """Keep the newest group that came before the calibration (an older held one is
-        dropped and counted). It is processed as soon as camera_info and /tf_static are there
-        (:meth:`_retry_held`, or before the next group), so a calibration that arrives late
-        does not cost the first odometry step. Images sent again with the same stamp are
-        duplicates to the synchronizer, so a dropped first group would not come back."""
-        with self._held_lock:
-            if self._held_group is not None:
-                self.drops["held_replaced"] += 1
-            self._held_group = group
-
-    def _take_held(self):
-        with self._held_lock:
-            group, self._held_group = self._held_group, None
-            return group
-
-    def _drop_held(self) -> None:
-        if self._take_held() is not None:
-            self.drops["held_discarded"] += 1
-
     def _retry_held(self) -> None:
         """Timer: hand the held group to the worker once the calibration has come (the worker
         is idle then, so no queued group is pushed out)."""
-        with self._held_lock:
-            waiting = self._held_group is not None
-        if waiting and self.worker is not None and self.worker.pending() == 0:
+        if self.held.waiting and self.worker is not None and self.worker.pending() == 0:
             self.worker.submit("held", self._process_held)
 
     def _process_held(self) -> None:
         if self._try_resolve_rig():
-            group = self._take_held()
+            group = self.held.take()
             if group is not None:
                 self._process_calibrated(group)
 
     def _process_group(self, group) -> None:
         if not self._resolve_rig():
-            self._hold(group)
+            self.held.hold(group)
             return
-        held = self._take_held()
+        held = self.held.take()
         if held is not None:
             try:
                 self._process_calibrated(held)
@@ -366,22 +343,7 @@ class RigOdometryNode(ManagedNode):
         return pred.poses_b
 
     def _publish(self, update) -> None:
-        from nav_msgs.msg import Odometry
-
-        msg = Odometry()
-        msg.header.stamp = to_stamp(update.stamp_ns)
-        msg.header.frame_id = self.p["odom_frame"]
-        msg.child_frame_id = self.p["base_frame"]
-        t, q = update.odom_T_base[:3, 3], matrix_to_quat_xyzw(update.odom_T_base[:3, :3])
-        pose = msg.pose.pose
-        pose.position.x, pose.position.y, pose.position.z = map(float, t)
-        o = pose.orientation
-        o.x, o.y, o.z, o.w = map(float, q)
-        msg.pose.covariance = [float(v) for v in update.covariance.reshape(-1)]
-        tw = msg.twist.twist
-        tw.linear.x, tw.linear.y, tw.linear.z = map(float, update.linear_velocity)
-        tw.angular.x, tw.angular.y, tw.angular.z = map(float, update.angular_velocity)
-        msg.twist.covariance = [float(v) for v in np.diag([0.01] * 3 + [0.003] * 3).reshape(-1)]
+        msg = odometry_msg(update, self.p["odom_frame"], self.p["base_frame"])
         self.odom_pub.publish(msg)
         if self.p["publish_tf"]:
             self.tf_broadcaster.send_matrix(update.odom_T_base, self.p["odom_frame"],
@@ -404,7 +366,7 @@ class RigOdometryNode(ManagedNode):
             self.inputs.reset_stamps()
         if self.worker is not None:
             self.worker.discard(("group", "held"))
-        self._drop_held()
+        self.held.drop()
         with self.state_lock:
             if self.odometry is not None:
                 self.odometry.restart_chain()
@@ -440,60 +402,8 @@ class RigOdometryNode(ManagedNode):
         return response
 
     # ------------------------------------------------------------------ status
-    def _state(self):
-        from g2g_msgs.msg import EstimatorStatus as S
-
-        if not self.active:
-            return S.STATE_LOST, self.lifecycle_text()
-        if self.last_update_wall is None:
-            return S.STATE_LOST, "waiting for synchronized images"
-        age = time.monotonic() - self.last_update_wall
-        if age > self.p["lost_after_s"]:
-            return S.STATE_LOST, f"no odometry update for {age:.1f} s"
-        if len(self.last_cameras) < len(self.cameras) or self.problems.recent():
-            return S.STATE_DEGRADED, "degraded"
-        return S.STATE_OK, "ok"
-
     def _publish_status(self) -> None:
-        if self.active and self.last_update_wall is not None:
-            for cam, age in self.inputs.silent(self.p["lost_after_s"]).items():
-                self.report_input(f"camera {cam}", "no images received" if age is None
-                                  else f"no images for {age:.1f} s")
-        state, text = self._state()
-        drops = dict(self.drops, worker_queue=self.jobs_dropped(("group",)))
-        if self.sync is not None:
-            drops["sync_incomplete"] = self.sync.stats().groups_dropped
-        dropped = sum(drops.values())
-        values = {"state": state, "lifecycle_state": self.lifecycle_state,
-                  "groups_processed": self.groups_processed,
-                  "last_step": self.last_step,
-                  **{f"steps {k}": v for k, v in sorted(self.steps_by_path.items())},
-                  "groups_skipped_stride": self.groups_skipped,
-                  "groups_dropped": dropped,
-                  **{f"groups_dropped {k}": v for k, v in sorted(drops.items())},
-                  "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained)}
-        if self.active:
-            stats = self.sync.stats()
-            for cam, hz in self.inputs.rates_hz().items():
-                # received = dropped (by the synchronizer, or stamped too far ahead) + in
-                # emitted groups + queued
-                values[f"{cam} rate_hz"] = f"{hz:.2f}"
-                values[f"{cam} received"] = self.inputs.received[cam]
-                values[f"{cam} dropped"] = (stats.dropped_total(cam)
-                                            + self.inputs.rejected_future[cam])
-                values[f"{cam} queued"] = stats.queued[cam]
-            values["sync groups_emitted"] = stats.groups_emitted
-            values["sync groups_degraded"] = stats.groups_degraded
-            values["sync groups_dropped"] = stats.groups_dropped
-            values["sync last_skew_ms"] = (None if stats.last_skew_ns is None
-                                           else stats.last_skew_ns * 1e-6)
-            values["sync max_skew_ms"] = (None if stats.max_skew_ns is None
-                                          else stats.max_skew_ns * 1e-6)
-        if self.odometry is not None:
-            values["rejected_steps"] = self.odometry.rejected
-        self.publish_estimator_status(state, text, values, cameras=self.last_cameras,
-                                      processed=self.groups_processed, dropped=dropped,
-                                      diag_name="rig odometry", hardware_id="g2g_rig")
+        publish_rig_status(self)
 
 
 def p_image(p: Dict) -> str:

@@ -79,12 +79,11 @@ def read_state_dict(weights: Path) -> Dict[str, torch.Tensor]:
         ValueError: the file is truncated, corrupt or of an unknown type (the message names it).
     """
     if weights.suffix == ".safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
+        from g2g_model.tagged_safetensors import SafetensorsReadError, read_safetensors
 
-        try:
-            return load_file(str(weights), device="cpu")
-        except (SafetensorError, OSError, RuntimeError) as exc:
+        try:  # read into memory, never memory-mapped: a truncated mapped file gives SIGBUS
+            return read_safetensors(weights)[1]
+        except (SafetensorsReadError, OSError, RuntimeError) as exc:
             raise ValueError(
                 f"cannot read safetensors checkpoint {weights} (truncated or corrupt?): {exc}"
             ) from exc
