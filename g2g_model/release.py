@@ -171,9 +171,12 @@ def prepare_release(source: pathlib.Path, out: pathlib.Path, source_info: dict,
         src = found[weights.file]
         dst = out / f"{weights.name}.safetensors"
         try:
-            if dst.exists() and not force:
-                raise ValueError(f"{dst} exists; pass --force to overwrite it")
-            header = convert_official(str(src), str(dst), max_frames=weights.frames)
+            header = _converted_before(dst, src) if not force else None
+            if header is None and dst.exists() and not force:
+                raise ValueError(f"{dst} exists and was not converted from this file; pass "
+                                 "--force to overwrite it")
+            if header is None:
+                header = convert_official(str(src), str(dst), max_frames=weights.frames)
         except ValueError as exc:
             problems.append(f"{weights.file}: {exc}")
             continue
@@ -212,6 +215,23 @@ def prepare_release(source: pathlib.Path, out: pathlib.Path, source_info: dict,
         manifest["params_files"][rig] = str(params.resolve())
     write_json_atomically(out / MANIFEST_NAME, manifest)
     return manifest
+
+
+def _converted_before(dst: pathlib.Path, src: pathlib.Path) -> Optional[dict]:
+    """The header of ``dst`` when it is a checkpoint converted from exactly ``src`` (same
+    SHA-256): a repeated run reuses it. None otherwise."""
+    from g2g_model.model.checkpoint import read_header
+    from g2g_model.model.cli import sha256_of
+
+    if not dst.is_file():
+        return None
+    try:
+        header = read_header(dst)
+    except ValueError:
+        return None
+    if (header.get("training") or {}).get("source_sha256") != sha256_of(str(src)):
+        return None
+    return header
 
 
 def write_params_file(path: pathlib.Path, rig: str, checkpoints: Dict[str, str],

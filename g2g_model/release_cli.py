@@ -138,8 +138,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--repo", default=HUB_REPO, help=f"hub repository (default {HUB_REPO})")
     parser.add_argument("--revision", default="main", help="hub revision (default main)")
     parser.add_argument("--endpoint", help="hub URL (default $HF_ENDPOINT or huggingface.co)")
-    parser.add_argument("--only", nargs="+", choices=sorted(w.name for w in RELEASED.values()),
-                        help="convert only these (default: all ten)")
+    names = sorted(w.name for w in RELEASED.values())
+    parser.add_argument("--only", nargs="+", choices=names, metavar="NAME",
+                        help=f"convert only these (default: all ten: {', '.join(names)})")
     parser.add_argument("--force", action="store_true", help="overwrite converted checkpoints")
     parser.add_argument("--show", metavar="DIR", help="print the manifest in DIR and exit")
     parser.add_argument("--verbose", action="store_true")

@@ -153,3 +153,15 @@ def test_from_a_folder_with_the_backbone_as_an_archive(release_dir, tmp_path):
     pipe = G2GPipeline.from_checkpoint(manifest["checkpoints"]["ZJH-Rig-4"]["checkpoint"],
                                        backbone_weights=backbone)
     assert pipe.max_frames == 4
+    # A repeated run reuses what it converted from the same files; another file in the way of
+    # an output is not overwritten without --force.
+    converted = pathlib.Path(manifest["checkpoints"]["ZJH-Reloc"]["checkpoint"])
+    stamp = converted.stat().st_mtime_ns
+    args = ["--from", str(local), "--out", str(out), "--only", "ZJH-Reloc", "ZJH-Rig-4"]
+    assert _run(args, tmp_path).returncode == 0
+    assert converted.stat().st_mtime_ns == stamp
+    tiny_official_pth(local / "release_weights" / "ZJH-Reloc.pth", frames=5, seed=99)
+    result = _run(args, tmp_path)
+    assert result.returncode == 2 and "was not converted from this file" in result.stderr
+    assert _run(args + ["--force"], tmp_path).returncode == 0
+    assert converted.stat().st_mtime_ns != stamp
