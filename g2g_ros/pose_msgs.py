@@ -75,6 +75,7 @@ def alignment_msg(result, stamp, camera_frame_suffix: str):
     msg.overlap_score = float(result.score)
     msg.inference_time_ms = float(pred.timing_ms["total"])
     msg.path, msg.inliers = str(result.path), int(result.inliers)
+    return msg
 
 
 def odometry_msg(update, odom_frame: str, base_frame: str):
