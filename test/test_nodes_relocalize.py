@@ -131,13 +131,10 @@ def test_relocalize_end_to_end(scene, tmp_path):
             (align.path, align.inliers, node.output()[-2000:])
         assert max(poses[-1].pose.covariance[0], poses[-1].pose.covariance[7]) < 1e-3
         assert poses[-1].header.stamp == align.header.stamp
-        # The pose carries the localization's covariance (G2G's constants on the g2g path), and
-        # the status says which path made the last localization.
-        assert list(poses[-1].pose.covariance) == pytest.approx(
-            np.diag([0.05] * 3 + [0.01] * 3).reshape(-1).tolist())
-        assert listener.spin_until(lambda: _diag_value(diags, "last_path") == "g2g", 10), \
+        # The status says which path made the last localization.
+        assert listener.spin_until(lambda: _diag_value(diags, "last_path") == align.path, 10), \
             _diag_dump(diags)
-        assert _diag_value(diags, "last_inliers") == "0"
+        assert _diag_value(diags, "last_inliers") == str(align.inliers)
         assert listener.spin_until(
             lambda: statuses[-1].state in (EstimatorStatus.STATE_OK,
                                            EstimatorStatus.STATE_DEGRADED), 10)
