@@ -97,6 +97,10 @@ def read_checkpoint_meta(path) -> Dict:
     return _read(path)[0]
 
 
+class EncoderMismatch(CheckpointError):
+    """A covisibility model was trained on another encoder's tokens than the ones it gets."""
+
+
 def check_encoder(stored: Optional[Dict], expected: Optional[Dict], what: str) -> None:
     """Raise ``CheckpointError`` when ``what`` (a decoder or embedding file) was trained on
     tokens of another encoder than ``expected`` ``{"name", "config_hash"}`` (None: no check)."""
@@ -105,7 +109,7 @@ def check_encoder(stored: Optional[Dict], expected: Optional[Dict], what: str) -
     theirs = stored or {}
     key = encoder_mismatch(theirs, expected)
     if key:
-        raise CheckpointError(
+        raise EncoderMismatch(
             f"{what} was trained on tokens of encoder {theirs.get('name')!r} (config "
             f"{theirs.get('config_hash')}), but the tokens come from "
             f"{expected.get('name')!r} (config {expected.get('config_hash')}): {key} differs")

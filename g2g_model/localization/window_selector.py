@@ -129,10 +129,20 @@ def load_selector_models(config: SelectorConfig, encoder: Optional[dict] = None
     if config.scorer in ("combined", "embedding"):
         from g2g_model.covisibility.embedding import load_embedding
 
+        from g2g_model.covisibility.checkpoint import EncoderMismatch
+
         path = path_of(config.embedding, "covisibility_embedding",
                        "a covisibility embedding (covis_embedding)")
-        models.embedding = load_embedding(path, expect_encoder=encoder)[0]
-        lines.append(("info", f"window scorer: covisibility embedding {path}"))
+        try:
+            models.embedding = load_embedding(path, expect_encoder=encoder)[0]
+            lines.append(("info", f"window scorer: covisibility embedding {path}"))
+        except EncoderMismatch as exc:
+            if config.scorer != "combined" or config.embedding:
+                raise  # asked for by name: its mismatch is an error
+            # The shipped token embedding reads the compact backbone's tokens; with another
+            # backbone (e.g. the paper's MapAnything) "combined" scores with the image alone.
+            lines.append(("warning", f"{exc}: window_scorer=combined uses the image "
+                          "covisibility embedding alone"))
     if config.scorer in ("combined", "image"):
         from g2g_model.covisibility.image_embedding import load_image_embedding
 
@@ -242,7 +252,7 @@ class WindowSelector:
                 if cfg.scorer == "whitened":
                     whiten = MapWhitening.fit(gmap.features).transform
                     parts.append((lambda tokens, images: whiten(tokens), whiten(gmap.features)))
-                if cfg.scorer in ("combined", "embedding"):
+                if cfg.scorer in ("combined", "embedding") and models.embedding is not None:
                     describe_tokens = functools.partial(models.embedding.describe,
                                                         stats=token_statistics(gmap.features))
                     parts.append((lambda tokens, images: describe_tokens(tokens),
