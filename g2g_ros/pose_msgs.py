@@ -44,7 +44,7 @@ def relocalized_pose_msg(result, base_T_cam, stamp, frame_id: str):
     :class:`~g2g_model.localization.relocalizer.LocalizationResult`, with the result's
     covariance (the query camera's) carried to base_link through the lever arm."""
     from g2g_model.geometry import invert_pose
-    from g2g_model.localization.verification import transfer_covariance
+    from g2g_model.localization.covariance import transfer_covariance
 
     map_T_cam0 = result.current @ np.asarray(result.query.cam_to_world)[0]
     map_T_base0 = map_T_cam0 @ invert_pose(base_T_cam if base_T_cam is not None else np.eye(4))

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+from g2g_model.localization.covariance import pose_covariance
 from g2g_model.localization.local_features import (
     Features, LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera, pose_matrix,
 )
@@ -114,19 +115,6 @@ class Verification:
     g2g_disagreement: Optional[Tuple[float, float]] = None
 
 
-def skew(v: np.ndarray) -> np.ndarray:
-    return np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]], float)
-
-
-def transfer_covariance(covariance: np.ndarray, lever: np.ndarray) -> np.ndarray:
-    """Covariance of another point rigidly attached to the camera, ``lever`` metres from the
-    camera centre in the map frame (rotations about the map axes, as in :class:`Verification`):
-    dp' = dp + dphi x lever."""
-    jac = np.eye(6)
-    jac[:3, 3:] = -skew(np.asarray(lever, float))
-    return jac @ covariance @ jac.T
-
-
 class StructureVerifier:
     """``verifier(group_a, query, map_T_b) -> Verification`` (see the module docstring).
 
@@ -143,6 +131,7 @@ class StructureVerifier:
         self.local = features or LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio,
                                                cfg.cache_size)
         self._points_cache: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()
+        self._pair_cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         # 2D-3D matches of (query image, map window): a query instant stays in the window for
         # W localizations and the map window repeats while tracking, so most are reused.
         self._matches_cache: "collections.OrderedDict[tuple, tuple]" = \
@@ -168,24 +157,16 @@ class StructureVerifier:
             for j in range(i + 1, len(images)):
                 if float(axes[i] @ axes[j]) < np.cos(np.radians(cfg.max_pair_angle_deg)):
                     continue  # looking different ways: no shared view to triangulate
-                pairs = self.local.match(feats[i].descriptors, feats[j].descriptors)
-                if len(pairs) < 8:
-                    continue
-                xi, xj = feats[i].keypoints[pairs[:, 0]], feats[j].keypoints[pairs[:, 1]]
-                hom = cv2.triangulatePoints(proj[i], proj[j], xi.T, xj.T)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    X = (hom[:3] / hom[3]).T
-                ok = np.all(np.isfinite(X), axis=1)
-                for P, x in ((proj[i], xi), (proj[j], xj)):
-                    h = X @ P[:, :3].T + P[:, 3]
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        err = np.linalg.norm(h[:, :2] / h[:, 2:3] - x, axis=1)
-                    ok &= (h[:, 2] > 0) & (err < cfg.reprojection_px)
-                ri, rj = X - world_T_cam[i][:3, 3], X - world_T_cam[j][:3, 3]
-                cos = np.sum(ri * rj, 1) / np.maximum(
-                    np.linalg.norm(ri, axis=1) * np.linalg.norm(rj, axis=1), 1e-12)
-                ok &= np.degrees(np.arccos(np.clip(cos, -1, 1))) > cfg.min_triangulation_deg
-                for (a, b), point in zip(pairs[ok], X[ok]):
+                # A pair's points depend only on its two frames (and their fixed map poses):
+                # a window that moves by one instant re-triangulates only its new pairs.
+                pair_key = (key[i], key[j], world_T_cam[i].tobytes(), world_T_cam[j].tobytes())
+                tri = self._pair_cache.get(pair_key)
+                if tri is None:
+                    tri = self._pair_cache[pair_key] = self._triangulate(
+                        feats[i], feats[j], proj[i], proj[j], world_T_cam[i], world_T_cam[j])
+                    while len(self._pair_cache) > 4 * self.config.cache_size:
+                        self._pair_cache.popitem(last=False)
+                for a, b, point in zip(*tri):
                     found[i].setdefault(int(a), point)
                     found[j].setdefault(int(b), point)
         out = []
@@ -197,6 +178,31 @@ class StructureVerifier:
         while len(self._points_cache) > 32:
             self._points_cache.popitem(last=False)
         return out
+
+    def _triangulate(self, fi: Features, fj: Features, pi: np.ndarray, pj: np.ndarray,
+                     wi: np.ndarray, wj: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(keypoint indices in i, in j, points [M, 3])`` of the matches of two map frames
+        that pass the cheirality, reprojection and parallax checks."""
+        cfg = self.config
+        empty = (np.zeros(0, int), np.zeros(0, int), np.zeros((0, 3)))
+        pairs = self.local.match(fi.descriptors, fj.descriptors)
+        if len(pairs) < 8:
+            return empty
+        xi, xj = fi.keypoints[pairs[:, 0]], fj.keypoints[pairs[:, 1]]
+        hom = cv2.triangulatePoints(pi, pj, xi.T, xj.T)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            X = (hom[:3] / hom[3]).T
+        ok = np.all(np.isfinite(X), axis=1)
+        for P, x in ((pi, xi), (pj, xj)):
+            h = X @ P[:, :3].T + P[:, 3]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                err = np.linalg.norm(h[:, :2] / h[:, 2:3] - x, axis=1)
+            ok &= (h[:, 2] > 0) & (err < cfg.reprojection_px)
+        ri, rj = X - wi[:3, 3], X - wj[:3, 3]
+        cos = np.sum(ri * rj, 1) / np.maximum(
+            np.linalg.norm(ri, axis=1) * np.linalg.norm(rj, axis=1), 1e-12)
+        ok &= np.degrees(np.arccos(np.clip(cos, -1, 1))) > cfg.min_triangulation_deg
+        return pairs[ok, 0], pairs[ok, 1], X[ok]
 
     def _window_points(self, group_a, intrinsics: np.ndarray, key: tuple
                        ) -> Tuple[np.ndarray, np.ndarray]:
@@ -340,46 +346,3 @@ def judge(prior: np.ndarray, solved: np.ndarray, covariance: np.ndarray, inliers
 
 class _Fallback(Exception):
     """Verification found no trustworthy pose; the message says why."""
-
-
-def pose_covariance(map_T_b0: np.ndarray, p2d: Sequence[np.ndarray], p3d: Sequence[np.ndarray],
-                    cam_T_b0: Sequence[np.ndarray], intrinsics: np.ndarray,
-                    min_sigma_px: float = 0.5) -> np.ndarray:
-    """``[6, 6]`` covariance of the camera-0 pose (see :class:`Verification`) from its inlier
-    reprojections: ``sigma^2 (J^T J)^-1`` with J by central differences of a world-frame
-    perturbation (dp of the camera centre, then rotation about the map axes) and sigma the
-    residuals' RMS (at least ``min_sigma_px``)."""
-    def residuals(delta: np.ndarray) -> np.ndarray:
-        R = cv2.Rodrigues(delta[3:])[0]
-        T = map_T_b0.copy()
-        T[:3, :3] = R @ map_T_b0[:3, :3]
-        T[:3, 3] = map_T_b0[:3, 3] + delta[:3]
-        b0_T_map = invert_pose(T)
-        out = []
-        for x, X, ext, K in zip(p2d, p3d, cam_T_b0, intrinsics):
-            if not len(x):
-                continue
-            cam = np.vstack([ext, [0, 0, 0, 1]]) @ b0_T_map
-            h = (X @ cam[:3, :3].T + cam[:3, 3]) @ K.T
-            out.append((h[:, :2] / h[:, 2:3] - x).reshape(-1))
-        return np.concatenate(out)
-
-    r0 = residuals(np.zeros(6))
-    eps = np.array([1e-4] * 3 + [1e-5] * 3)
-    jac = np.stack([(residuals(np.eye(6)[k] * eps[k]) - residuals(-np.eye(6)[k] * eps[k]))
-                    / (2 * eps[k]) for k in range(6)], axis=1)
-    dof = max(len(r0) - 6, 1)
-    sigma2 = max(float(r0 @ r0) / dof, min_sigma_px ** 2)
-    try:
-        cov = sigma2 * np.linalg.inv(jac.T @ jac)
-    except np.linalg.LinAlgError:
-        return G2G_COVARIANCE.copy()
-    return 0.5 * (cov + cov.T)
-
-
-def summarize(results: Sequence[Verification]) -> Dict[str, int]:
-    """How many results took each path."""
-    counts = {PATH_G2G: 0, PATH_VERIFIED: 0, PATH_REFINED: 0}
-    for r in results:
-        counts[r.path] += 1
-    return counts
