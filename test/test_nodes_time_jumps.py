@@ -145,3 +145,42 @@ def test_map_builder_keeps_recording_after_future_stamps_and_a_replay(sim_traj, 
         log = node.stop()
         listener.close()
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_relocalize_takes_a_replayed_bag_and_reset_clears_its_stamps(sim_traj, tmp_path):
+    """A bag played again (/clock jumps back): relocalize forgets its query window, stamp
+    checks and dynamic TF, and buffers the replayed images instead of rejecting every one as
+    out of order; without a time jump, ~/reset does the same."""
+    from std_msgs.msg import Header
+
+    listener = Listener()
+    processed = listener.collect(Header, "relocalize/processed", qos=100)
+    node = Proc(node_cmd("g2g_ros.nodes.relocalize", {
+        "use_sim_time": True, "sensor_qos_reliability": "reliable", "localize_period_s": 0.0,
+        "min_translation_m": 0.0, "min_rotation_deg": 0.0, "verify": False}, SIM),
+        tmp_path / "node.log")
+    player = None
+
+    def outcomes(first):
+        return [m.frame_id for m in processed[first:]]
+
+    try:
+        assert listener.spin_until(
+            lambda: listener.node.count_subscribers("/cam0/image_raw") > 0, 90), node.output()
+        for k, extra in enumerate(((), (), ())):
+            n = len(processed)
+            player = _play(sim_traj, tmp_path / f"p{k}.log", "--count", "5", *extra)
+            player.proc.wait(timeout=60)
+            _settle(listener, processed)
+            got = outcomes(n)
+            assert len(got) >= 4, (got, node.output()[-3000:])
+            assert all(o == "buffered" for o in got), (k, got, node.output()[-3000:])
+        assert "ROS time jumped back" in node.output()
+        reply = listener.call(Trigger, "/relocalize/reset", Trigger.Request())
+        assert reply.success and "time-keyed buffers cleared" in reply.message, reply.message
+    finally:
+        if player is not None:
+            player.stop()
+        log = node.stop()
+        listener.close()
+    assert "Traceback" not in log, log[-3000:]

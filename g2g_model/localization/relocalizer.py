@@ -153,6 +153,13 @@ class Relocalizer:
         with self.lock:
             self.hint = None if map_T_odom is None else np.asarray(map_T_odom, float)
 
+    def forget_query(self) -> None:
+        """Forget the query window and the rig views (time-keyed); keep map and correction."""
+        with self.lock:
+            self.buffer.clear()
+        if self.views is not None:
+            self.views.clear()
+
     def reset(self) -> None:
         """Forget the correction, the query window and the hint (the map is kept)."""
         with self.lock:

@@ -65,8 +65,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         # Created by configure(), released by cleanup().
         self.pipeline = self.rig = None
         self.engine: Optional[Relocalizer] = None
-        self.tf_buffer: Optional[TFBuffer] = None
-        self.tf_listener: Optional[TransformListener] = None
+        self.tf_buffer, self.tf_listener = None, None  # TFBuffer, TransformListener
         self.pose_pub = self.align_pub = self.processed_pub = None
         self.tf_broadcaster: Optional[TransformBroadcaster] = None
         self.srvs: list = []
@@ -321,12 +320,13 @@ class RelocalizeNode(QueryInputs, ManagedNode):
     def _srv_reset(self, request, response):
         if self._refused(response):
             return response
+        self.reset_time_buffers()
         self.engine.reset()
         with self.lock:
             self.pending_initialpose = None
-            self._last_trigger_stamp = None
         self.last_fix_wall = None
-        response.success, response.message = True, "correction, query window and hint cleared"
+        response.success = True
+        response.message = "correction, query window, hint and time-keyed buffers cleared"
         return response
 
     def _srv_pause(self, request, response):

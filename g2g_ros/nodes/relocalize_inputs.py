@@ -26,6 +26,21 @@ from g2g_ros.tf_buffer import ExtrapolationError, TFError
 class QueryInputs:
     """Odometry, initial pose and image handling of the relocalize node (module docstring)."""
 
+    def reset_time_buffers(self) -> None:
+        """After a jump back of the ROS time (a bag played again) and on ``~/reset``: forget the
+        dynamic TF, the per-camera stamp checks, queued frames, the query window and the rig
+        views, so the replayed images are taken; the map and the correction are kept."""
+        if self.tf_buffer is not None:
+            self.tf_buffer.clear_dynamic()
+        if self.inputs is not None:
+            self.inputs.reset_stamps()
+        if self.worker is not None:
+            self.worker.discard(("frame",))
+        if self.engine is not None:
+            self.engine.forget_query()
+        with self.lock:
+            self._last_trigger_stamp = None
+
     def _on_image(self, cam: str, stamp: int, msg) -> None:
         if cam != self.camera:  # another rig camera: kept for verification, not queued
             self._add_view(cam, stamp, msg)
