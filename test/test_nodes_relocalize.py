@@ -188,3 +188,46 @@ def test_load_map_failure_then_success_keeps_the_node_alive(scene, tmp_path):
     finally:
         log = stop_all(listener, node)
     assert "Traceback" not in log and "severity cannot be changed" not in log, log[-3000:]
+
+
+def test_quiet_cameras_stop_localization_and_show_in_the_status(scene, tmp_path):
+    """Issue 22, item 5: once the images stop (the bag ended), the node does not keep
+    localizing its stale query window, and its status says the camera is quiet."""
+    (_, query_traj), map_path = scene
+    listener = Listener()
+    statuses = listener.collect(EstimatorStatus, "relocalize/status")
+    diags = listener.collect(DiagnosticArray, "/diagnostics")
+    params = {"use_sim_time": True, "map_path": str(map_path), "localize_period_s": 0.3,
+              "min_translation_m": 0.0, "min_rotation_deg": 0.0, "stale_after_s": 1.5,
+              "verify": False, "sensor_qos_reliability": "reliable"}
+    node = Proc(node_cmd("g2g_ros.nodes.relocalize", params, str(ROOT / "config" / "sim.yaml")),
+                tmp_path / "node.log")
+    player = None
+
+    def attempts():
+        return sum(int(_diag_value(diags, k) or 0)
+                   for k in ("accepted_corrections", "rejected_corrections"))
+
+    try:
+        assert listener.spin_until(
+            lambda: listener.node.count_subscribers("/cam0/image_raw") > 0, 90), node.output()
+        player = Proc(player_cmd(query_traj, "--clock", "--rate", "5", "--count", "8",
+                                 "--exit-when-done"), tmp_path / "player.log")
+        assert listener.spin_until(lambda: attempts() >= 1, 120), node.output()[-3000:]
+        player.proc.wait(timeout=60)
+        assert listener.spin_until(
+            lambda: "no images from cam0" in statuses[-1].message, 20), statuses[-1].message
+        # Frames still queued when the bag ended may make one last localization: wait for
+        # one quiet second (with the bug there is none: a localization every 0.3 s) ...
+        for _ in range(15):
+            before = attempts()
+            listener.spin_until(lambda: False, 1.0)
+            if attempts() == before:
+                break
+        listener.spin_until(lambda: False, 3.0)  # ... then 10 periods of localize_period_s
+        assert attempts() == before, "the stale query window was localized again"
+        assert _diag_value(diags, "age_of_newest_image_s") not in (None, "never")
+        assert float(_diag_value(diags, "age_of_newest_image_s")) > 1.5
+    finally:
+        log = stop_all(listener, node, player)
+    assert "Traceback" not in log, log[-3000:]

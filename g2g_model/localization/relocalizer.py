@@ -114,6 +114,7 @@ class Relocalizer:
         self.map_path = ""
         self.hint: Optional[np.ndarray] = None  # provisional map->odom (e.g. /initialpose)
         self.last: Optional[LocalizationResult] = None
+        self._localized_stamp: Optional[int] = None  # newest query stamp of the last run
 
     # ------------------------------------------------------------------ state
     @property
@@ -169,8 +170,12 @@ class Relocalizer:
         if self.views is not None:
             self.views.clear()
 
-    def ready(self) -> bool:
-        return self.gmap is not None and self.buffer.full()
+    def ready(self, new_frames: bool = False) -> bool:
+        """A map and a full query window (``new_frames``: one that changed since the last
+        localization, so quiet cameras or an ended bag do not repeat the same answer)."""
+        if self.gmap is None or not self.buffer.full():
+            return False
+        return not new_frames or self.buffer.frames[-1].stamp_ns != self._localized_stamp
 
     def tracking_hint(self) -> Optional[np.ndarray]:
         """Where to search, as the newest query camera's pose in the map: from the current
@@ -198,6 +203,7 @@ class Relocalizer:
                     False, f"query window not full ({len(self.buffer.frames)}/"
                     f"{self.buffer.window} frames)"))
             query = self.buffer.group()
+            self._localized_stamp = int(query.stamps[-1])
         idx, score, how = self.selector.select(query, hint, prepared=prepared)[:3]
         t1 = time.perf_counter()
         gmap = prepared.gmap

@@ -44,6 +44,7 @@ from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameter
                                              selector_config, verify_cameras)
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
+from g2g_ros.nodes.relocalize_status import publish_relocalize_status
 from g2g_ros.pose_msgs import alignment_msg, pose_msg_to_matrix, relocalized_pose_msg
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer
@@ -206,7 +207,9 @@ class RelocalizeNode(QueryInputs, ManagedNode):
 
     # ------------------------------------------------------------------ localization
     def _periodic_localize(self) -> None:
-        if self.paused or self.engine is None or not self.engine.ready():
+        # Only on new data: a query window that has not changed since the last localization
+        # (cameras quiet, bag ended) is not localized again.
+        if self.paused or self.engine is None or not self.engine.ready(new_frames=True):
             return
         self.worker.submit("localize", lambda: self._localize(self.engine.tracking_hint()),
                            replace_same_kind=True)
@@ -343,53 +346,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         return response
 
     # ------------------------------------------------------------------ status
-    def _state(self):
-        from g2g_msgs.msg import EstimatorStatus as S
-
-        if not self.active:
-            return S.STATE_LOST, self.lifecycle_text()
-        if self.gmap is None:
-            return S.STATE_NOT_LOCALIZED, "no map loaded"
-        if self.engine.current is None:
-            return S.STATE_NOT_LOCALIZED, "not localized yet"
-        if self.paused:
-            return S.STATE_DEGRADED, "paused"
-        if self.problems.recent():
-            return S.STATE_DEGRADED, "localized, with problems"
-        return S.STATE_OK, "localized"
-
     def _publish_status(self) -> None:
-        from g2g_msgs.msg import EstimatorStatus
-
-        state, text = self._state()
-        engine, last = self.engine, self.last
-        gate = engine.gate if engine is not None else None
-        age = None if self.last_fix_wall is None else time.monotonic() - self.last_fix_wall
-        values = {
-            "state": state, "lifecycle_state": self.lifecycle_state,
-            "map": (engine.map_path if engine is not None else "") or "(none)",
-            "map_frames": len(self.gmap) if self.gmap is not None else 0,
-            "accepted_corrections": gate.accepted if gate else 0,
-            "rejected_corrections": gate.rejected if gate else 0,
-            "age_of_last_fix_s": "never" if age is None else f"{age:.1f}",
-            "last_decision": last.message if last is not None else "",
-            "last_path": last.path if last is not None else "",
-            "last_inliers": last.inliers if last is not None else 0,
-            "paused": self.paused, "frames_dropped": self.frames_dropped,
-            "query_frames": len(engine.buffer.frames) if engine is not None else 0,
-            "untrained_model": bool(self.pipeline is not None and self.pipeline.untrained),
-        }
-        if last is not None and last.verification_reason:
-            values["last_verification"] = last.verification_reason
-        if self.active and self.inputs is not None:
-            for cam, hz in self.inputs.rates_hz().items():
-                values[f"{cam} rate_hz"] = f"{hz:.2f}"
-        self.publish_estimator_status(
-            state, text, values, cameras=[getattr(self, "camera", "")],
-            processed=gate.accepted if gate else 0,
-            dropped=(gate.rejected if gate else 0) + self.frames_dropped,
-            diag_name="relocalization", hardware_id="g2g_reloc",
-            warn_states=(EstimatorStatus.STATE_NOT_LOCALIZED,))
+        publish_relocalize_status(self)
 
 
 def main(args=None) -> None:

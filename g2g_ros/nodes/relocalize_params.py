@@ -77,6 +77,9 @@ def declare_parameters(node) -> None:
     d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
       "or bf16", True)
     d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
+    d("stale_after_s", 3.0, "no image from reloc_camera for this long: status DEGRADED and the "
+      "cameras reported quiet (periodic localization also waits for new frames)", True,
+      value_range=(0.1, 3600.0))
 
 
 def check_parameters(p: Dict) -> None:
