@@ -50,6 +50,10 @@ COMMON_ARGUMENTS = (
     LaunchArgument("device", "cpu", "torch device for the model (cpu, cuda, cuda:1)"),
     LaunchArgument("log_level", "info", "ROS log level"),
     LaunchArgument("checkpoint", "", "G2G checkpoint; empty = the embedded default"),
+    LaunchArgument("sensor_qos", "", "camera subscription reliability: best_effort (live "
+                   "cameras, the rig files' default) or reliable (bag replays: a best-effort "
+                   "subscriber loses most large images of a replay's bursts); empty = the rig "
+                   "file's value"),
 )
 
 
@@ -64,7 +68,8 @@ class Graph:
         return {a.name: a.default for a in self.arguments}
 
 
-_MODEL_PARAMS = (("device", "device"), ("checkpoint", "checkpoint"))
+_MODEL_PARAMS = (("device", "device"), ("checkpoint", "checkpoint"),
+                 ("sensor_qos_reliability", "sensor_qos"))
 
 GRAPHS: Dict[str, Graph] = {
     "rig_odometry": Graph(
