@@ -139,6 +139,12 @@ class CameraInputs:
                     out[cam] = None if last is None else now - last
             return out
 
+    def newest_age_s(self) -> Optional[float]:
+        """Seconds (wall time) since the newest image of any camera; None before the first."""
+        with self._lock:
+            walls = [w for w in self.last_wall.values() if w is not None]
+        return time.monotonic() - max(walls) if walls else None
+
     def rates_hz(self) -> Dict[str, float]:
         """Average receive rate per camera over its stamps so far."""
         out = {}

@@ -52,6 +52,10 @@ COMMON_ARGUMENTS = (
     LaunchArgument("checkpoint", "", "G2G checkpoint; empty = the embedded default"),
     LaunchArgument("backbone_weights", "", "local backbone weights that the checkpoint needs "
                    "(the MapAnything V1 folder of the paper's model); empty = none"),
+    LaunchArgument("sensor_qos", "", "camera subscription reliability: best_effort (live "
+                   "cameras, the rig files' default) or reliable (bag replays: a best-effort "
+                   "subscriber loses most large images of a replay's bursts); empty = the rig "
+                   "file's value"),
 )
 
 
@@ -67,7 +71,8 @@ class Graph:
 
 
 _MODEL_PARAMS = (("device", "device"), ("checkpoint", "checkpoint"),
-                 ("backbone_weights", "backbone_weights"))
+                 ("backbone_weights", "backbone_weights"),
+                 ("sensor_qos_reliability", "sensor_qos"))
 
 GRAPHS: Dict[str, Graph] = {
     "rig_odometry": Graph(

@@ -323,12 +323,13 @@ class ManagedNode(LifecycleNode):
 
     def publish_estimator_status(self, state: int, text: str, values: dict, cameras,
                                  processed: int, dropped: int, diag_name: str,
-                                 hardware_id: str, warn_states=()) -> None:
+                                 hardware_id: str, warn_states=(), stale: bool = False) -> None:
         """Publish ``~/status`` (EstimatorStatus) and one ``/diagnostics`` entry.
 
         ``text`` gets the recent problems appended, ``values`` (the node's own key/values,
         state first) the stage latencies and the problems. The level is OK for STATE_OK, WARN
-        for STATE_DEGRADED and ``warn_states``, ERROR otherwise, then :meth:`lifecycle_level`.
+        for STATE_DEGRADED and ``warn_states``, ERROR otherwise, then :meth:`lifecycle_level`;
+        ``stale`` (an active node whose inputs went quiet) makes it STALE.
         Uses the node's ``status_pub``, ``diag_pub`` and ``stages``.
         """
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -354,6 +355,8 @@ class ManagedNode(LifecycleNode):
         warn = (EstimatorStatus.STATE_DEGRADED, *warn_states)
         level = (DiagnosticStatus.OK if state == EstimatorStatus.STATE_OK
                  else DiagnosticStatus.WARN if state in warn else DiagnosticStatus.ERROR)
+        if stale and self.active:
+            level = DiagnosticStatus.STALE
         arr = DiagnosticArray()
         arr.header.stamp = now
         arr.status = [diagnostic_status(f"{self.get_name()}: {diag_name}", hardware_id,

@@ -32,6 +32,9 @@ def publish_rig_status(node) -> None:
             node.report_input(f"camera {cam}", "no images received" if age is None
                               else f"no images for {age:.1f} s")
     state, text = rig_state(node)
+    newest = node.inputs.newest_age_s() if node.active and node.inputs is not None else None
+    # Cameras quiet (bag ended, driver stopped) after images came: STALE, not an error.
+    stale = newest is not None and newest > node.p["lost_after_s"]
     drops = dict(node.drops, worker_queue=node.jobs_dropped(("group",)))
     if node.sync is not None:
         drops["sync_incomplete"] = node.sync.stats().groups_dropped
@@ -43,7 +46,8 @@ def publish_rig_status(node) -> None:
               "groups_skipped_stride": node.groups_skipped,
               "groups_dropped": dropped,
               **{f"groups_dropped {k}": v for k, v in sorted(drops.items())},
-              "untrained_model": bool(node.pipeline is not None and node.pipeline.untrained)}
+              "untrained_model": bool(node.pipeline is not None and node.pipeline.untrained),
+              "newest_image_age_s": "none yet" if newest is None else f"{newest:.1f}"}
     if node.active:
         stats = node.sync.stats()
         for cam, hz in node.inputs.rates_hz().items():
@@ -63,4 +67,4 @@ def publish_rig_status(node) -> None:
         values["rejected_steps"] = node.odometry.rejected
     node.publish_estimator_status(state, text, values, cameras=node.last_cameras,
                                   processed=node.groups_processed, dropped=dropped,
-                                  diag_name="rig odometry", hardware_id="g2g_rig")
+                                  diag_name="rig odometry", hardware_id="g2g_rig", stale=stale)

@@ -19,7 +19,7 @@ from g2g_ros.graphs import GRAPHS, node_fqn, section_matches, unmatched_sections
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REQUIRED_ARGS = {"params_file", "use_sim_time", "namespace", "device", "log_level", "autostart",
-                 "checkpoint", "backbone_weights"}
+                 "checkpoint", "backbone_weights", "sensor_qos"}
 
 
 class _Recorder:
@@ -178,6 +178,10 @@ def test_bringup_starts_the_same_graph(graph):
         assert str(ROOT / "config" / "nclt.yaml") in cmd
         assert "use_sim_time:=false" in cmd
         assert "autostart:=true" in cmd
+    assert not any("sensor_qos_reliability:=" in " ".join(c) for c in cmds), "rig file's"
+    replay = bringup.node_commands(GRAPHS[graph], bringup.parse_launch_args(
+        GRAPHS[graph], ["sensor_qos:=reliable"]))
+    assert all("sensor_qos_reliability:=reliable" in cmd for cmd in replay)
     with pytest.raises(ValueError, match="unknown launch argument"):
         bringup.parse_launch_args(GRAPHS[graph], ["bogus:=1"])
     with pytest.raises(ValueError, match="no parameter file for rig"):

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd  # noqa: E402
@@ -57,6 +57,9 @@ def test_every_group_and_image_is_counted_once(tmp_path):
         for cam in ("cam0", "cam1", "cam2", "cam3", "cam4"):
             assert int(v[f"{cam} received"]) == (int(v[f"{cam} dropped"]) + emitted
                                                  + int(v[f"{cam} queued"])), (cam, v)
+        # The replay is over: the cameras are quiet, the diagnostics say STALE and how long.
+        assert float(v["newest_image_age_s"]) > 3.0, v
+        assert diags[-1].status[0].level == DiagnosticStatus.STALE, diags[-1].status[0]
     finally:
         if player is not None:
             player.stop()
