@@ -39,7 +39,8 @@ from g2g_model.maps import MapError
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.managed_node import ManagedNode
-from g2g_ros.node_common import StageTimes, load_pipeline, spin_node, steady_timer, to_stamp
+from g2g_ros.node_common import (StageTimes, describe_model, load_pipeline, spin_node,
+                                 steady_timer, to_stamp)
 from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameters, gate_config,
                                              selector_config, verify_cameras)
 from g2g_ros.nodes.verify_params import verifier_config
@@ -156,10 +157,11 @@ class RelocalizeNode(QueryInputs, ManagedNode):
     def activate(self) -> None:
         from geometry_msgs.msg import PoseWithCovarianceStamped
 
-        self.inputs = CameraInputs(self, [self.camera] + self.view_cameras, self._on_image,
-                                   self.p["image_topic"],
-                                   self.p["camera_info_topic"], self.p["use_compressed"],
-                                   self.p["sensor_qos_reliability"])
+        self.inputs = CameraInputs(
+            self, [self.camera] + self.view_cameras, self._on_image, self.p["image_topic"],
+            self.p["camera_info_topic"], self.p["use_compressed"],
+            self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
+            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why))
         self.initialpose_sub = self.create_subscription(
             PoseWithCovarianceStamped, "/initialpose", self._on_initialpose, 10)
         self.timers_active = [steady_timer(self, 1.0 / self.p["tf_rate_hz"], self._publish_tf,
@@ -167,7 +169,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         if self.p["localize_period_s"] > 0 and self.p["localize_pacing"] == "wall":
             self.timers_active.append(steady_timer(self, self.p["localize_period_s"],
                                                    self._periodic_localize, "periodic_localize"))
-        self.get_logger().info(f"relocalization active on camera {self.camera}, window "
+        model = describe_model(self.pipeline, self.p["checkpoint"], "relocalization")
+        self.get_logger().info(f"relocalization active on camera {self.camera} ({model}), window "
                                f"{self.p['window_size']}, map {self.engine.map_path or '(none)'}")
 
     def deactivate(self) -> None:

@@ -57,13 +57,13 @@ class QueryInputs:
             self.inputs.intrinsics(cam) or (None,))[0]
         base_T_cam, base_T_reloc = self._camera_extrinsics(cam), self._camera_extrinsics()
         if intr is None or base_T_cam is None or base_T_reloc is None:
-            self.problems.report(f"camera {cam}", "verification view left out: no camera_info "
-                                 "or extrinsics yet")
+            self.report_input(f"camera {cam}", "verification view left out: no camera_info "
+                              "or extrinsics yet")
             return
         try:
             rgb = to_rgb(msg)
         except ValueError as exc:
-            self.problems.report(f"camera {cam}", f"image rejected: {exc}")
+            self.report_input(f"camera {cam}", f"image rejected: {exc}")
             return
         views.add(stamp, RigView(cam, rgb, np.asarray(intr, float),
                                  invert_pose(base_T_reloc) @ base_T_cam))
@@ -105,7 +105,7 @@ class QueryInputs:
         try:
             pose = pose_msg_to_matrix(msg.pose.pose)
         except ValueError as exc:
-            self.problems.report("odometry", f"odometry message rejected: {exc}")
+            self.report_input("odometry", f"odometry message rejected: {exc}")
             return
         self.tf_buffer.set_transform_matrix(self.p["odom_frame"], self.p["base_frame"],
                                             stamp_ns(msg.header.stamp), pose)
@@ -116,7 +116,7 @@ class QueryInputs:
         try:
             map_T_base = pose_msg_to_matrix(msg.pose.pose)
         except ValueError as exc:
-            self.problems.report("initialpose", f"rejected: {exc}")
+            self.report_input("initialpose", f"rejected: {exc}")
             return
         with self.lock:
             self.pending_initialpose = (stamp_ns(msg.header.stamp), map_T_base)
@@ -139,12 +139,12 @@ class QueryInputs:
                 self.p["odom_frame"], self.p["base_frame"], stamp)
         except ExtrapolationError as exc:
             if exc.stamp_ns > exc.latest_ns:
-                self.problems.report("initialpose", "waiting for the odometry at its stamp")
+                self.report_input("initialpose", "waiting for the odometry at its stamp")
                 return
             self._drop_initialpose(pending, f"rejected: {exc}")
             return
         except TFError as exc:  # no odometry at all yet
-            self.problems.report("initialpose", f"waiting for the odometry at its stamp: {exc}")
+            self.report_input("initialpose", f"waiting for the odometry at its stamp: {exc}")
             return
         with self.lock:
             if self.pending_initialpose is not pending:
@@ -158,7 +158,7 @@ class QueryInputs:
         with self.lock:
             if self.pending_initialpose is pending:
                 self.pending_initialpose = None
-        self.problems.report("initialpose", why)
+        self.report_input("initialpose", why)
 
     def _camera_extrinsics(self, camera: Optional[str] = None) -> Optional[np.ndarray]:
         camera = camera or self.camera
@@ -168,7 +168,7 @@ class QueryInputs:
             return self.tf_buffer.lookup_transform(
                 self.p["base_frame"], camera + self.p["camera_frame_suffix"], 0)
         except TFError as exc:
-            self.problems.report("calibration", f"camera extrinsics from TF: {exc}")
+            self.report_input("calibration", f"camera extrinsics from TF: {exc}")
             return None
 
     def _odometry_at(self, stamp: int) -> np.ndarray:
@@ -197,13 +197,13 @@ class QueryInputs:
         t0 = time.perf_counter()
         intr = self._intrinsics()
         if intr is None:
-            self.problems.report(f"camera {self.camera}", "no valid camera_info received yet")
+            self.report_input(f"camera {self.camera}", "no valid camera_info received yet")
             self.frames_dropped += 1
             return "dropped: no camera_info"
         try:
             rgb = to_rgb(msg)
         except ValueError as exc:
-            self.problems.report(f"camera {self.camera}", f"image rejected: {exc}")
+            self.report_input(f"camera {self.camera}", f"image rejected: {exc}")
             self.frames_dropped += 1
             return f"dropped: image rejected: {exc}"
         base_T_cam = self._camera_extrinsics()
@@ -213,14 +213,14 @@ class QueryInputs:
         try:
             odom_T_base = self._odometry_at(stamp)
         except TFError as exc:
-            self.problems.report("odometry", f"no odometry at the image stamp: {exc}")
+            self.report_input("odometry", f"no odometry at the image stamp: {exc}")
             self.frames_dropped += 1
             return f"dropped: no odometry at the image stamp: {exc}"
         try:
             added = self.engine.add_frame(QueryFrame(stamp, rgb, intr[0],
                                                      odom_T_base @ base_T_cam))
         except ValueError as exc:
-            self.problems.report(f"camera {self.camera}", str(exc))
+            self.report_input(f"camera {self.camera}", str(exc))
             self.frames_dropped += 1
             return f"dropped: {exc}"
         self.problems.clear(f"camera {self.camera}")

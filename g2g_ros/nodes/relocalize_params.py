@@ -26,28 +26,33 @@ def declare_parameters(node) -> None:
       "'topic' (nav_msgs/Odometry on odom_topic)", True)
     d("odom_topic", "odometry", "odometry topic (odom_source=topic)", True)
     d("tf_wait_s", 0.5, "how long to wait for odometry at an image stamp "
-      "(and for a first camera_info)", True)
-    d("window_size", 5, "frames per group (W)", True)
-    d("min_translation_m", 0.1, "buffer a frame only after this much motion ...", True)
-    d("min_rotation_deg", 5.0, "... or this much rotation", True)
+      "(and for a first camera_info)", True, value_range=(0.0, 60.0))
+    d("window_size", 5, "frames per group (W)", True, value_range=(1, 64))
+    d("min_translation_m", 0.1, "buffer a frame only after this much motion ...", True,
+      value_range=(0.0, 1000.0))
+    d("min_rotation_deg", 5.0, "... or this much rotation", True, value_range=(0.0, 180.0))
     d("map_path", "", "map (.g2gmap) loaded at start-up", True)
-    d("localize_period_s", 2.0, "relocalize this often (0 = only via ~/localize)", True)
+    d("localize_period_s", 2.0, "relocalize this often (0 = only via ~/localize)", True,
+      value_range=(0.0, 3600.0))
     d("localize_pacing", "wall", "'wall': localize_period_s of wall time; 'stamps': of "
       "image stamps, run right after the triggering image (evaluation)", True)
-    d("hint_radius_m", 5.0, "search radius around a pose hint", True)
-    d("max_jump_translation_m", 1.0, "larger correction changes need consistency", True)
-    d("max_jump_rotation_deg", 10.0, "larger correction changes need consistency", True)
-    d("consistency_count", 2, "consistent candidates needed for a first fix / a jump", True)
+    d("hint_radius_m", 5.0, "search radius around a pose hint", True, value_range=(0.01, 10000.0))
+    d("max_jump_translation_m", 1.0, "larger correction changes need consistency", True,
+      value_range=(0.001, 10000.0))
+    d("max_jump_rotation_deg", 10.0, "larger correction changes need consistency", True,
+      value_range=(0.01, 180.0))
+    d("consistency_count", 2, "consistent candidates needed for a first fix / a jump", True,
+      value_range=(1, 1000))
     d("geometric_hold", 5, "a verified / refined fix is not replaced by G2G-only candidates for "
       "this many consecutive localizations", True, value_range=(0, 1000000))
     d("max_fusion_spread_m", 1.0,
       "reject when the per-frame corrections disagree by more",
-      True)
+      True, value_range=(0.001, 10000.0))
     d("min_overlap_score", 0.0, "reject windows whose covisibility score (window_scorer "
       "combined, embedding, image or covisibility: an estimated overlap in [0, 1]) is "
-      "lower", True)
-    d("tf_rate_hz", 20.0, "re-send rate of map->odom", True)
-    d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True)
+      "lower", True, value_range=(-1.0, 1.0))
+    d("tf_rate_hz", 20.0, "re-send rate of map->odom", True, value_range=(0.1, 1000.0))
+    d("tf_future_dating_s", 0.1, "map->odom is stamped now + this", True, value_range=(0.0, 10.0))
     d("checkpoint", "", "G2G checkpoint; empty = embedded default", True)
     d("backbone_weights", "", BACKBONE_WEIGHTS_DESCRIPTION, True)
     d("window_scorer", "combined",
@@ -68,7 +73,8 @@ def declare_parameters(node) -> None:
       "default, 'none' = no re-ranking", True)
     d("covis_checkpoint", "",
       "covisibility decoder for window_scorer=covisibility; empty = embedded default", True)
-    d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True)
+    d("covis_coarse_stride", 1, "score every k-th map frame first (large maps)", True,
+      value_range=(1, 10000))
     declare_verify_parameters(node, "every localization (map points triangulated from the "
                               "map's poses, one generalized absolute pose for the query group)")
     d("verify_cameras", [""], "rig cameras whose images join the verification (their images "
@@ -76,7 +82,7 @@ def declare_parameters(node) -> None:
     d("device", "cpu", "torch device", True)
     d("precision", "auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
       "or bf16", True)
-    d("status_period_s", 1.0, "status/diagnostics period", fixed=True)
+    d("status_period_s", 1.0, "status/diagnostics period", fixed=True, value_range=(0.05, 3600.0))
     d("stale_after_s", 3.0, "no image from reloc_camera for this long: status DEGRADED and the "
       "cameras reported quiet (periodic localization also waits for new frames)", True,
       value_range=(0.1, 3600.0))
