@@ -98,6 +98,11 @@ def test_replay_in_eval_mode_is_deterministic(replays):
         assert rep["replay"]["wait_timeouts"] == 0, rep["replay"]
         assert rep["replay"]["waited_groups"] == n_frames
         assert rep["relocalization"]["fixes"] >= 3, rep["relocalization"]
+        # Every published fix is counted under the path that made it (verification runs).
+        by_path = rep["relocalization"]["by_path"]
+        assert set(by_path) <= {"g2g", "verified", "refined"}, by_path
+        assert sum(r["fixes"] for r in by_path.values()) == rep["relocalization"]["fixes"]
+    assert "Fixes by path" in (out1 / "report.md").read_text()
     a1, p1 = _outputs(out1)
     a2, p2 = _outputs(out2)
     assert [s for s, _ in p1] == sorted(s for s, _ in p1) and len(p1) == n_frames

@@ -231,9 +231,13 @@ class StructureVerifier:
         # RootSIFT descriptors have unit L2 norm: squared distance = 2 - 2 cosine. One matrix
         # product (torch: multi-threaded) instead of a brute-force matcher per map frame.
         sim = torch.from_numpy(feats.descriptors) @ torch.from_numpy(descs).T
-        k = min(8, len(descs))
+        k = min(6, len(descs))
         best_sim, top = (t.numpy() for t in torch.topk(sim, k, dim=1))
-        best_query = sim.argmax(0).numpy()
+        # Mutual check only where it matters: the best query keypoint of each map descriptor
+        # that some query keypoint chose (a column argmax over those columns, not all M).
+        cols = np.unique(top[:, 0])
+        best_query = np.full(len(descs), -1)
+        best_query[cols] = sim[:, torch.from_numpy(cols)].argmax(0).numpy()
         dist = np.sqrt(np.maximum(2.0 - 2.0 * best_sim, 0.0))
         other = np.linalg.norm(points[top[:, 1:]] - points[top[:, :1]], axis=2) > SAME_POINT_M
         second = np.where(other.any(1), other.argmax(1) + 1, k - 1)

@@ -256,6 +256,29 @@ def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
     return out
 
 
+def fixes_by_path(alignments: Sequence[object], t_err: Dict[int, float],
+                  r_err: Dict[int, float], trans_m: float, rot_deg: float) -> Dict[str, object]:
+    """Published fixes by the path that made them (GroupAlignment ``path``: ``verified``,
+    ``refined``, ``g2g``): count, false accepts (error over ``trans_m`` or ``rot_deg``) and the
+    median errors of those with ground truth."""
+    out: Dict[str, object] = {}
+    for msg in alignments:
+        path = getattr(msg, "path", "") or "g2g"
+        stamp = stamp_of(msg.header)
+        row = out.setdefault(path, {"fixes": 0, "with_gt": 0, "false_accepts": 0,
+                                    "trans": [], "rot": []})
+        row["fixes"] += 1
+        if stamp in t_err:
+            row["with_gt"] += 1
+            row["trans"].append(t_err[stamp])
+            row["rot"].append(r_err[stamp])
+            row["false_accepts"] += int(t_err[stamp] > trans_m or r_err[stamp] > rot_deg)
+    for row in out.values():
+        row["median_trans_m"] = float(np.median(row.pop("trans"))) if row["with_gt"] else None
+        row["median_rot_deg"] = float(np.median(row.pop("rot"))) if row["with_gt"] else None
+    return out
+
+
 def stamp_of_time(t) -> int:
     return int(t.sec) * 1_000_000_000 + int(t.nanosec)
 
@@ -291,6 +314,9 @@ def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int,
         "success_threshold": {"trans_m": success_trans_m, "rot_deg": success_rot_deg},
         "success_rate_pct": (100.0 * correct / attempts) if attempts else None,
         "fix_error_trans_m": _stats(t_err), "fix_error_rot_deg": _stats(r_err),
+        "by_path": fixes_by_path(out.alignments, dict(zip([f[0] for f in fixes], t_err)),
+                                 dict(zip([f[0] for f in fixes], r_err)), success_trans_m,
+                                 success_rot_deg),
         "corrected_frames": int(len(stamps)),
         "corrected_error_trans_m": _stats(c_t), "corrected_error_rot_deg": _stats(c_r),
         "predicted": None,

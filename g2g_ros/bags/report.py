@@ -105,6 +105,14 @@ def markdown(report: Mapping) -> str:
                              rel["corrected_error_trans_m"]),
                   _stats_row("map->odom corrected rotation (deg)",
                              rel["corrected_error_rot_deg"])]
+        if rel.get("by_path"):
+            lines += ["", "Fixes by path (false accept: an error over the success threshold):",
+                      "", "| path | fixes | with ground truth | false accepts | median trans (m) "
+                      "| median rot (deg) |", "|---|---|---|---|---|---|"]
+            for path, row in sorted(rel["by_path"].items()):
+                lines.append(f"| {path} | {row['fixes']} | {row['with_gt']} | "
+                             f"{row['false_accepts']} | {format_value(row['median_trans_m'])} | "
+                             f"{format_value(row['median_rot_deg'])} |")
         if rel.get("predicted"):
             lines += ["", "Predicted poses (GroupAlignment) vs ground truth:", "",
                       format_markdown_table(rel["predicted"], PAIR_COLUMNS, title="poses")]
