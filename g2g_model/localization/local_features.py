@@ -31,7 +31,7 @@ class LocalFeatures:
     """``describe(image) -> Features`` (cached) and ``match(desc_a, desc_b) -> [M, 2]``."""
 
     def __init__(self, feature: str = "sift", max_features: int = 2000, ratio: float = 0.8,
-                 cache_size: int = 512, contrast_threshold: float = CONTRAST_THRESHOLD):
+                 cache_size: int = 160, contrast_threshold: float = CONTRAST_THRESHOLD):
         if feature not in FEATURES:
             raise ValueError(f"verify_feature must be one of {FEATURES}, got {feature!r}")
         self.ratio = ratio

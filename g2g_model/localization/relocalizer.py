@@ -146,7 +146,11 @@ class Relocalizer:
         """Buffer a query frame (False: skipped, too little motion); ``ValueError`` for a
         non-finite pose or a stamp that is not after the last one."""
         with self.lock:
-            return self.buffer.add(frame)
+            added = self.buffer.add(frame)
+            stamps = [f.stamp_ns for f in self.buffer.frames]
+        if self.views is not None:  # views of instants no longer in the window are dropped
+            self.views.retain(stamps)
+        return added
 
     def set_hint(self, map_T_odom: Optional[np.ndarray]) -> None:
         """A provisional map->odom (e.g. from an initial pose) that guides the search until a

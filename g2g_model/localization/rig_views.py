@@ -30,9 +30,11 @@ class RigView:
 
 
 class RigViews:
-    """Images of the rig's other cameras by stamp (the newest ``max_stamps`` stamps)."""
+    """Images of the rig's other cameras by stamp: those of the query window's instants
+    (:meth:`retain`) and at most ``max_stamps`` newer ones not yet buffered, so the memory is
+    bounded by (W + ``max_stamps``) x cameras images whatever the robot does."""
 
-    def __init__(self, max_stamps: int = 64):
+    def __init__(self, max_stamps: int = 16):
         self.max_stamps = max_stamps
         self._views: "collections.OrderedDict[int, Dict[str, RigView]]" = \
             collections.OrderedDict()
@@ -43,6 +45,16 @@ class RigViews:
             self._views.setdefault(int(stamp_ns), {})[view.camera] = view
             while len(self._views) > self.max_stamps:
                 self._views.popitem(last=False)
+
+    def retain(self, window_stamps: Sequence[int]) -> None:
+        """Keep the views of ``window_stamps`` (the query window) and of newer stamps; drop the
+        rest (instants that left the window or were never buffered)."""
+        keep = {int(s) for s in window_stamps}
+        newest = max(keep) if keep else None
+        with self._lock:
+            for stamp in [s for s in self._views if s not in keep
+                          and (newest is None or s < newest)]:
+                del self._views[stamp]
 
     def at(self, stamp_ns: int) -> List[RigView]:
         with self._lock:

@@ -73,7 +73,7 @@ class VerifierConfig:
     ratio: float = 0.8                  # Lowe's ratio test
     min_triangulation_deg: float = 1.5  # a map point needs this much parallax
     max_pair_angle_deg: float = 60.0    # map frames are paired when their axes are this close
-    cache_size: int = 512               # frames whose features are kept
+    cache_size: int = 160               # frames whose features are kept (~0.3 MB each)
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
