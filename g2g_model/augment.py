@@ -1,4 +1,4 @@
-"""Extrinsic-noise augmentation of the INPUT poses (DESIGN section 2, "Training recipe").
+"""Extrinsic-noise augmentation of the INPUT poses (ARCHITECTURE §2, "Training recipe").
 
 Each non-anchor input pose ``T_{G0<-Gi}`` (i >= 1) of both groups is right-multiplied by a random
 SE(3) perturbation ``dT = [R(axis, angle) | dt]``: the axis is uniform on the sphere, the angle

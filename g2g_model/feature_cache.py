@@ -1,6 +1,6 @@
 """Encode a group once, reuse its backbone features: an in-memory LRU plus .safetensors files.
 
-The backbone is frozen (DESIGN section 2), so a group's features depend only on its content and
+The backbone is frozen (ARCHITECTURE §2), so a group's features depend only on its content and
 on the backbone. Map keyframe windows are encoded many times during relocalisation; the cache
 encodes them once.
 

@@ -1,6 +1,6 @@
 """SE(3) / SO(3) helpers shared by the model, data tools, metrics and the ROS nodes.
 
-Conventions (DESIGN section 1): poses are 4x4 homogeneous camera-to-X transforms, OpenCV camera
+Conventions (ARCHITECTURE §1): poses are 4x4 homogeneous camera-to-X transforms, OpenCV camera
 axes (x right, y down, z forward), metres. Quaternions are (x, y, z, w), scalar last, as in ROS
 and MapAnything. Functions accept numpy arrays with any leading batch shape ``[..., 4, 4]``.
 """

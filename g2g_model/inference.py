@@ -235,7 +235,7 @@ class G2GPipeline:
         """Encode frames one by one (each as a single-frame group at the identity).
 
         These per-frame tokens are what maps cache and what window selection compares
-        (DESIGN section 4: every frame is encoded once, linear in the number of frames).
+        (ARCHITECTURE §4: every frame is encoded once, linear in the number of frames).
 
         Args:
             images: T RGB ``uint8 [H, W, 3]``.

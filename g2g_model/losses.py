@@ -1,4 +1,4 @@
-"""G2G multi-frame pose loss (DESIGN section 2, "Loss").
+"""G2G multi-frame pose loss (ARCHITECTURE §2, "Loss").
 
 Per target X (A1..A_{NA-1}, B0..B_{NB-1}), with prediction ``T_hat_{A0<-X}`` and ground truth
 ``T_{A0<-X}``::
@@ -50,7 +50,7 @@ class LossConfig:
 
 
 LOSS_PRESETS: Dict[str, LossConfig] = {
-    # DESIGN section 2.
+    # ARCHITECTURE §2.
     "g2g": LossConfig(),
     # The released code's default intra-group weight (0.3) and ||.||_1 mean translation term.
     "g2g_official": LossConfig(weight_a=0.3),

@@ -1,4 +1,4 @@
-"""Evaluation metrics for group-to-group pose estimation (DESIGN section 6). Pure numpy.
+"""Evaluation metrics for group-to-group pose estimation (ARCHITECTURE §6). Pure numpy.
 
 Every pose is a 4x4 camera-to-anchor transform ``T_{A0<-X}`` (OpenCV axes, metres).
 

@@ -15,7 +15,7 @@ Four sources of frame-pair scores feed the same window scoring:
 
 The last two give similarities, NOT overlaps.
 
-A window's score is the max-mean aggregation of DESIGN section 3: the mean over the window's
+A window's score is the max-mean aggregation of ARCHITECTURE §3: the mean over the window's
 frames of their best match in the query, and the mean over the query frames of their best match
 in the window, averaged.
 """

@@ -1,6 +1,6 @@
 """Pieces shared by the G2G nodes: parameters, worker thread, stage timing, status/diagnostics.
 
-Threading model (DESIGN section 5): subscription callbacks only enqueue into bounded queues;
+Threading model (ARCHITECTURE §5): subscription callbacks only enqueue into bounded queues;
 inference runs on a :class:`Worker` thread; publishing from the worker is thread-safe in rclpy.
 """
 

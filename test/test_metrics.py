@@ -1,4 +1,4 @@
-"""Metrics: hand-computed cases for every statistic (DESIGN section 6)."""
+"""Metrics: hand-computed cases for every statistic (ARCHITECTURE §6)."""
 
 import math
 

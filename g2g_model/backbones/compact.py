@@ -12,7 +12,7 @@ Frames whose pose is unknown (``pose_known`` False; used by the first-stage pret
 pose embedding and zeroed anchor-frame rays; their camera-frame rays are still used.
 
 The model has no pretrained weights: train it with the single-group geometry objective first,
-then freeze it (DESIGN section 2).
+then freeze it (ARCHITECTURE §2).
 """
 
 from __future__ import annotations

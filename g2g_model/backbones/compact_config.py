@@ -1,6 +1,6 @@
 """Configuration and named presets of the ``compact`` backbone.
 
-The compact backbone is the embedded CPU default (DESIGN section 2). Its size is chosen by preset
+The compact backbone is the embedded CPU default (ARCHITECTURE §2). Its size is chosen by preset
 name; ``compact_s`` is the default and ``compact_xs`` is a tiny model for tests. Measured
 latencies for the presets are in ``benchmarks/RESULTS_compact.md``.
 """

@@ -1,6 +1,6 @@
 """Geometric inputs of the compact backbone: per-patch ray samples and per-frame pose vectors.
 
-Conventions (DESIGN section 1): OpenCV camera axes, K in pixels with integer coordinates at pixel
+Conventions (ARCHITECTURE §1): OpenCV camera axes, K in pixels with integer coordinates at pixel
 centres (as OpenCV and MapAnything use them), poses are camera-to-anchor 4x4 transforms with
 frame 0 at the identity. Quaternions are (x, y, z, w) with w >= 0.
 

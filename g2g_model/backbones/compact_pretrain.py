@@ -1,6 +1,6 @@
 """First-stage (single-group geometry) pretraining heads and loss of the compact backbone.
 
-DESIGN section 2: the compact backbone has no pretrained weights, so before it is frozen under
+ARCHITECTURE §2: the compact backbone has no pretrained weights, so before it is frozen under
 the G2G modules it is trained on one group at a time with simulator supervision: per-pixel depth
 and intra-group relative poses.
 
@@ -43,7 +43,7 @@ class PretrainConfig:
         shift_invariant_weight: weight of the per-frame shift-invariant log-depth term inside
             the depth loss (structure), next to the metric term (scale).
         rotation_weight / translation_weight: ``5 * d_R + (1/3) * ||t_hat - t||_1`` as in the
-            G2G loss (DESIGN section 2).
+            G2G loss (ARCHITECTURE §2).
     """
 
     pose_drop_prob: float = 0.5
@@ -61,7 +61,7 @@ def rotation_6d_to_matrix(six: torch.Tensor) -> torch.Tensor:
     """``[..., 6]`` -> rotations ``[..., 3, 3]``: Gram-Schmidt on two 3-vectors.
 
     The two vectors become the first two *columns* of R; the third column is their cross product
-    (the convention of the G2G pose head, DESIGN section 2).
+    (the convention of the G2G pose head, ARCHITECTURE §2).
     """
     a1, a2 = six[..., 0:3], six[..., 3:6]
     b1 = F.normalize(a1, dim=-1)

@@ -1,5 +1,5 @@
 """Covisibility front-end: score map frames against query frames from cached encoder tokens and
-select the map window to localize against (DESIGN section 4).
+select the map window to localize against (ARCHITECTURE §4).
 
 Modules: :mod:`.model` (decoder), :mod:`.scoring` (T_A x T_B score matrix), :mod:`.retrieval`
 (window selection), :mod:`.front_end` (score + select in one call), :mod:`.labels` (dense

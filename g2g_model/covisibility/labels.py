@@ -3,7 +3,7 @@
 Pixel p of frame a is *covisible in b* when its depth is valid and its back-projected point,
 moved into camera b, lies in front of b (z > 0), projects inside b's image, and agrees with b's
 depth there: ``|z_b - depth_b[q]| < tol`` (nearest pixel q). The directional ratio is
-``r_ab = covisible / valid`` over a's pixels (DESIGN section 3). Vectorised numpy; run it on
+``r_ab = covisible / valid`` over a's pixels (ARCHITECTURE §3). Vectorised numpy; run it on
 depth maps reduced to a coarse grid (e.g. 56 x 56 with :func:`resize_depth`) for speed.
 
 Pixel convention: integer pixel coordinates are pixel centres (OpenCV).

@@ -1,6 +1,6 @@
 """Covisibility decoder: how much of frame a is seen by frame b, from cached encoder tokens.
 
-DESIGN section 4. Each frame is encoded ONCE by the frozen image encoder; its patch tokens
+ARCHITECTURE §4. Each frame is encoded ONCE by the frozen image encoder; its patch tokens
 ``[P, D]`` (a ``gh x gw`` grid in raster order) are cached in the map. For a pair (a, b):
 
 1. (optional) average-pool each frame's token grid by ``pool`` (the CPU presets attend over
@@ -108,7 +108,7 @@ class CovisibilityConfig:
 
 
 COVISIBILITY_PRESETS: Dict[str, CovisibilityConfig] = {
-    # DESIGN section 4 / the paper: d=256, 2 blocks over the full 16x16 grid of a ViT-L/14
+    # ARCHITECTURE §4 / the paper: d=256, 2 blocks over the full 16x16 grid of a ViT-L/14
     # encoder at 224 px (D=768): 1,859,714 parameters (paper: 1.84M).
     "paper": CovisibilityConfig(),
     # The same decoder over the compact backbone's tokens (override in_dim / grid_hw to match

@@ -1,6 +1,6 @@
 """Window mining on overlap matrices and the index of training / evaluation pairs.
 
-Window score (DESIGN section 3, "max-mean"): for a ``W x W`` block of the ``T_A x T_B`` overlap
+Window score (ARCHITECTURE §3, "max-mean"): for a ``W x W`` block of the ``T_A x T_B`` overlap
 matrix, average the mean of its row maxima and the mean of its column maxima. Every window
 position is scored at once with sliding maxima and means; mining keeps the best windows greedily,
 suppressing any window whose start is within ``nms`` frames of a kept one on both axes, and

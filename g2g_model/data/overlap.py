@@ -1,4 +1,4 @@
-"""Frame-pair overlap labels from depth cross-projection (DESIGN section 3).
+"""Frame-pair overlap labels from depth cross-projection (ARCHITECTURE §3).
 
 For frames a and b: back-project the valid depth pixels of a, move them into camera b, and count
 those that land inside b's image, in front of it, with ``|z_b - depth_b| < tol``. The directional

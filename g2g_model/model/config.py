@@ -1,7 +1,7 @@
 """Hyper-parameters of the trainable G2G modules (resampler, bridge, pose head) and named presets.
 
 The presets are selected by name (``preset("paper", max_frames=4)``). ``paper`` is the released
-configuration of the official code (DESIGN section 2): with ``max_frames`` W = 4 / 5 / 8 it has
+configuration of the official code (ARCHITECTURE §2): with ``max_frames`` W = 4 / 5 / 8 it has
 exactly 32,108,297 / 32,110,601 / 32,117,513 trainable parameters. ``small`` is the CPU default
 that sits on the ``compact`` backbone; ``tiny`` has the sizes of the golden fixtures in
 ``fixtures/g2g_official`` and is meant for tests.
@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping
 
-# Loss forms for the rotation term (DESIGN section 2, "Loss"). The config carries the choice so
+# Loss forms for the rotation term (ARCHITECTURE §2, "Loss"). The config carries the choice so
 # that a checkpoint records how it was trained; the loss itself lives with the training code.
 ROTATION_LOSSES = ("chordal_l1", "frobenius_sq")
 

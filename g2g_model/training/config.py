@@ -76,7 +76,7 @@ class ModelConfig:
 
 @dataclass
 class OptimConfig:
-    """AdamW and the learning-rate schedule (DESIGN section 2)."""
+    """AdamW and the learning-rate schedule (ARCHITECTURE §2)."""
 
     lr: float = 1e-4
     betas: List[float] = field(default_factory=lambda: [0.9, 0.999])

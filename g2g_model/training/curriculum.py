@@ -1,4 +1,4 @@
-"""The three-phase overlap curriculum and the learning-rate schedule tied to it (DESIGN 2).
+"""The three-phase overlap curriculum and the learning-rate schedule tied to it (ARCHITECTURE §2).
 
 Phases:
     ``warmup``: ``warmup_steps`` steps of linear learning-rate warm-up on pairs whose overlap

@@ -1,4 +1,4 @@
-"""Stage-1 data of the compact backbone: single groups with depth (DESIGN section 2).
+"""Stage-1 data of the compact backbone: single groups with depth (ARCHITECTURE §2).
 
 Two kinds of groups from every trajectory with depth: temporal windows of one camera
 (``group_size`` frames, ``frame_stride`` apart, every start) and rig groups (all cameras at one

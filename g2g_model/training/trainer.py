@@ -1,6 +1,6 @@
 """The training loop of ``g2g-train``: stage-1 pretraining and G2G training (reloc / rig).
 
-Recipe (DESIGN section 2): AdamW (betas 0.9 / 0.999, weight decay 0.01), gradient-norm clip 5,
+Recipe (ARCHITECTURE §2): AdamW (betas 0.9 / 0.999, weight decay 0.01), gradient-norm clip 5,
 linear warm-up, the three-phase overlap curriculum (:mod:`curriculum`), cosine decay, extrinsic
 input-noise augmentation, frozen backbone (frozen by name) with optional cached features.
 
