@@ -162,3 +162,16 @@ def test_transfer_covariance_adds_the_lever_arm():
 def test_bad_settings_are_refused(field, value, match):
     with pytest.raises(ValueError, match=match):
         StructureVerifier(VerifierConfig(**{field: value}))
+
+
+def test_a_view_prior_narrows_the_matching_and_keeps_the_accuracy(scene):
+    group_a, query, truth = case(scene)
+    verifier = StructureVerifier()
+    seed = perturbed(truth, 0.3, 5.0)
+    result = verifier(group_a, query, seed, view_prior=truth)
+    assert result.path == PATH_VERIFIED, result.reason
+    assert pose_error(truth[0], result.map_T_b0)[0] < 0.03
+    # A prior that looks the other way leaves each query image only map frames that do not
+    # see what it sees: no pose is found (the prior really decides what is matched).
+    away = truth @ make_pose(axis_angle_to_matrix([0.0, np.pi, 0.0]), [0.0, 0.0, 0.0])
+    assert StructureVerifier()(group_a, query, seed, view_prior=away).path == PATH_G2G

@@ -87,7 +87,7 @@ def test_a_verified_pose_makes_the_correction_and_its_covariance(scene):
     seen = {}
     cov = np.diag([1e-4] * 3 + [1e-5] * 3)
 
-    def verifier(group_a, q, map_T_b):
+    def verifier(group_a, q, map_T_b, **_):
         seen["map_T_b"], seen["group_a"], seen["query"] = map_T_b, group_a, q
         return Verification("verified", truth[0], cov, inliers=57, reason="agrees with G2G")
 
@@ -120,7 +120,7 @@ def test_the_gate_receives_path_inliers_and_covariance(scene):
     pipeline, gmap, path, query = scene
     cov = np.diag([2e-4] * 3 + [1e-5] * 3)
     engine = _engine(pipeline, gate=GateConfig(consistency_count=2),
-                     verifier=lambda a, q, m: Verification("refined", truth[0], cov, 31))
+                     verifier=lambda a, q, m, **_: Verification("refined", truth[0], cov, 31))
     engine.use_map(gmap, "mem")
     truth = _fill(engine, query)
     result = engine.localize()
@@ -139,7 +139,7 @@ def test_the_gate_receives_path_inliers_and_covariance(scene):
 def test_verification_failures_fall_back_to_g2g(scene, answer, reason):
     pipeline, gmap, path, query = scene
 
-    def verifier(group_a, q, map_T_b):
+    def verifier(group_a, q, map_T_b, **_):
         if answer == "raise":
             raise RuntimeError("no features")
         if answer == "nan":

@@ -37,7 +37,9 @@ from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps import G2GMap, load_map
 
 # verifier(group_a, query, map_T_b [W, 4, 4]) -> Verification
-Verifier = Callable[[Group, Group, np.ndarray], Verification]
+# (a verifier may take a keyword ``view_prior``: the query cameras' poses from the current
+# geometric fix while tracking; see StructureVerifier)
+Verifier = Callable[..., Verification]
 
 
 @dataclass
@@ -232,7 +234,11 @@ class Relocalizer:
             map_T_odom_g2g = group_a.cam_to_world[0] @ np.asarray(pred.poses_b)[0] @ \
                 invert_pose(odom_T_b[0])
             map_T_b = map_T_odom_g2g @ np.asarray(verify_b.cam_to_world)
-            verification = self._verify(verify_a, verify_b, map_T_b)
+            with self.lock:  # tracking a geometric fix: an accurate prior of the views
+                current, current_path = self.gate.current, self.gate.current_path
+            view_prior = (current @ np.asarray(verify_b.cam_to_world) if current is not None
+                          and current_path in (PATH_VERIFIED, PATH_REFINED) else None)
+            verification = self._verify(verify_a, verify_b, map_T_b, view_prior)
             result.path, result.verification_reason = verification.path, verification.reason
             if verification.path in (PATH_VERIFIED, PATH_REFINED):
                 result.inliers = int(verification.inliers)
@@ -260,11 +266,13 @@ class Relocalizer:
                             "verify": 1e3 * (t3 - t2), "total": 1e3 * (time.perf_counter() - t0)}
         return self._done(result)
 
-    def _verify(self, group_a: Group, query: Group, map_T_b: np.ndarray) -> Verification:
+    def _verify(self, group_a: Group, query: Group, map_T_b: np.ndarray,
+                view_prior: Optional[np.ndarray] = None) -> Verification:
         """The verifier's answer; a failure or an unusable answer falls back to G2G with the
         reason."""
         try:
-            verification = self.verifier(group_a, query, map_T_b)
+            extra = {} if view_prior is None else {"view_prior": view_prior}
+            verification = self.verifier(group_a, query, map_T_b, **extra)
         except Exception as exc:  # a verifier bug must not stop relocalization
             return Verification(PATH_G2G, map_T_b[0], G2G_COVARIANCE.copy(), 0,
                                 f"verification failed: {type(exc).__name__}: {exc}")

@@ -73,6 +73,7 @@ class VerifierConfig:
     ratio: float = 0.8                  # Lowe's ratio test
     min_triangulation_deg: float = 1.5  # a map point needs this much parallax
     max_pair_angle_deg: float = 60.0    # map frames are paired when their axes are this close
+    prior_view_angle_deg: float = 60.0  # with a view prior: map frames within this of a query
     cache_size: int = 160               # frames whose features are kept (~0.3 MB each)
 
     def validate(self) -> "VerifierConfig":
@@ -82,7 +83,7 @@ class VerifierConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("reprojection_px", "agree_translation_m", "agree_rotation_deg",
                      "prior_translation_m", "prior_rotation_deg", "max_position_sd_m",
-                     "min_triangulation_deg", "max_pair_angle_deg"):
+                     "min_triangulation_deg", "max_pair_angle_deg", "prior_view_angle_deg"):
             value = float(getattr(self, name))
             if not np.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive finite number, got {value}")
@@ -205,14 +206,16 @@ class StructureVerifier:
         return pairs[ok, 0], pairs[ok, 1], X[ok]
 
     def _window_points(self, group_a, intrinsics: np.ndarray, key: tuple
-                       ) -> Tuple[np.ndarray, np.ndarray]:
-        """Every map point of the window and its descriptors, concatenated (cached)."""
+                       ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every map point of the window, its descriptors and the map frame it came from,
+        concatenated (cached)."""
         hit = self._points_cache.get(("all",) + key)
         if hit is None:
             per_frame = self.map_points(group_a.images, intrinsics,
                                         np.asarray(group_a.cam_to_world, float))
             hit = (np.concatenate([p for p, _ in per_frame]),
-                   np.ascontiguousarray(np.concatenate([d for _, d in per_frame])))
+                   np.ascontiguousarray(np.concatenate([d for _, d in per_frame])),
+                   np.concatenate([np.full(len(p), i) for i, (p, _) in enumerate(per_frame)]))
             self._points_cache[("all",) + key] = hit
         return hit
 
@@ -249,16 +252,21 @@ class StructureVerifier:
                 points[top[keep, 0]].astype(float).reshape(-1, 3))
 
     # ------------------------------------------------------------------ verification
-    def __call__(self, group_a, query, map_T_b: np.ndarray) -> Verification:
+    def __call__(self, group_a, query, map_T_b: np.ndarray,
+                 view_prior: Optional[np.ndarray] = None) -> Verification:
+        """``view_prior``: optional ``[N_query, 4, 4]`` poses of the query cameras in the map
+        that are known to be accurate (e.g. from the current verified fix while tracking); it
+        only narrows which map frames each query image is matched against."""
         map_T_b = np.asarray(map_T_b, float)
         fallback = Verification(PATH_G2G, map_T_b[0].copy())
         try:
-            return self._verify(group_a, query, map_T_b) or fallback
+            return self._verify(group_a, query, map_T_b, view_prior) or fallback
         except _Fallback as why:
             fallback.reason = str(why)
             return fallback
 
-    def _verify(self, group_a, query, map_T_b: np.ndarray) -> Optional[Verification]:
+    def _verify(self, group_a, query, map_T_b: np.ndarray,
+                view_prior: Optional[np.ndarray]) -> Optional[Verification]:
         import poselib
 
         cfg = self.config
@@ -267,7 +275,11 @@ class StructureVerifier:
         k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         window_key = tuple(self.local.image_key(im) for im in group_a.images)
-        points, descs = self._window_points(group_a, k_a, window_key)
+        points, descs, frame_of = self._window_points(group_a, k_a, window_key)
+        # With an accurate prior (the current verified fix), each query image is matched only
+        # against the map frames that look its way: a fraction of the work while tracking.
+        axes_a = np.asarray(group_a.cam_to_world, float)[:, :3, 2]
+        cos_view = np.cos(np.radians(cfg.prior_view_angle_deg))
         num_points = len(points)
         if num_points < cfg.min_inliers:
             a_pos = np.asarray(group_a.cam_to_world, float)[:, :3, 3]
@@ -283,10 +295,17 @@ class StructureVerifier:
         for j, image in enumerate(query.images):
             feats = self.local.describe(image)
             num_feats.append(len(feats.keypoints))
-            key = (self.local.image_key(image), window_key)
+            frames = None
+            if view_prior is not None:
+                frames = np.flatnonzero(axes_a @ np.asarray(view_prior[j], float)[:3, 2]
+                                        >= cos_view)
+            key = (self.local.image_key(image), window_key,
+                   None if frames is None else frames.tobytes())
             hit = self._matches_cache.get(key)
             if hit is None:
-                hit = self._matches_cache[key] = self._correspondences(feats, points, descs)
+                rows = slice(None) if frames is None else np.isin(frame_of, frames)
+                hit = self._matches_cache[key] = self._correspondences(
+                    feats, points[rows], descs[rows])
                 while len(self._matches_cache) > self.config.cache_size:
                     self._matches_cache.popitem(last=False)
             x, X = hit
