@@ -39,17 +39,6 @@ from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_model.localization.verification import StructureVerifier
 
 
-def rig_at(reader: TrajectoryReader, frames) -> Group:
-    images, ks, poses = [], [], []
-    for cam in reader.cameras:
-        world_T_cam = reader.world_T_cam(cam)
-        for i in frames:
-            images.append(reader.image(cam, i))
-            ks.append(reader.rig[cam].K)
-            poses.append(world_T_cam[i])
-    return Group(images=images, intrinsics=np.stack(ks), cam_to_world=np.stack(poses))
-
-
 def ms(values: List[float]) -> str:
     return f"{1e3 * statistics.median(values):.0f} (p90 {1e3 * np.percentile(values, 90):.0f})"
 
@@ -70,7 +59,7 @@ def run(windows: int, frames: int) -> str:
         body = query.world_T_body[q_frames[0]]
         dist = np.linalg.norm(mapping.world_T_body[:, :3, 3] - body[:3, 3], axis=1)
         m0 = int(np.clip(np.argmin(dist) - 4, 0, mapping.num_frames - 11))
-        group_a, group_b = rig_at(mapping, range(m0, m0 + 9, 2)), rig_at(query, q_frames)
+        group_a, group_b = mapping.rig_group(range(m0, m0 + 9, 2)), query.rig_group(q_frames)
         head_a = Group(group_a.images[:5], group_a.intrinsics[:5], group_a.cam_to_world[:5])
         head_b = Group(group_b.images[:5], group_b.intrinsics[:5], group_b.cam_to_world[:5])
         t0 = time.perf_counter()
@@ -102,8 +91,8 @@ def run(windows: int, frames: int) -> str:
         paths.append(result.path)
         # Tracking: the robot moved on by one instant, so both windows move by one instant (5
         # new query images, 5 new map images, the new map pairs triangulated).
-        next_a = rig_at(mapping, range(m0 + 2, m0 + 11, 2))
-        next_b = rig_at(query, [f + 2 for f in q_frames])
+        next_a = mapping.rig_group(range(m0 + 2, m0 + 11, 2))
+        next_b = query.rig_group([f + 2 for f in q_frames])
         next_map_T_b = map_T_b[0] @ np.linalg.inv(np.asarray(next_b.cam_to_world)[0]) @ \
             np.asarray(next_b.cam_to_world)
         next_prior = first.map_T_b0 @ np.linalg.inv(odom_b[0]) @ np.asarray(next_b.cam_to_world)
@@ -113,7 +102,7 @@ def run(windows: int, frames: int) -> str:
     motion = RigMotionVerifier()
     step_g2g, step_verify = [], []
     for s in starts:
-        a, b = rig_at(query, [s]), rig_at(query, [s + 2])
+        a, b = query.rig_group([s]), query.rig_group([s + 2])
         base = [query.rig[c].T_body_cam for c in query.cameras]
         a = Group(a.images, a.intrinsics, np.stack(base))
         b = Group(b.images, b.intrinsics, np.stack(base))

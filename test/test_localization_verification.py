@@ -32,18 +32,6 @@ def scene(tmp_path_factory):
     return [TrajectoryReader(p) for p in paths]
 
 
-def rig_group(reader: TrajectoryReader, frames) -> Group:
-    """Every camera of the rig at the given frame indices (camera-major)."""
-    images, ks, poses = [], [], []
-    for cam in reader.cameras:
-        world_T_cam = reader.world_T_cam(cam)
-        for i in frames:
-            images.append(reader.image(cam, i))
-            ks.append(reader.rig[cam].K)
-            poses.append(world_T_cam[i])
-    return Group(images=images, intrinsics=np.stack(ks), cam_to_world=np.stack(poses))
-
-
 def case(scene, start: int = 4):
     """(map group, query group with odometry poses in another frame, true map_T_b)."""
     mapping, query = scene
@@ -51,8 +39,8 @@ def case(scene, start: int = 4):
     body = query.world_T_body[q_frames[0]]
     dist = np.linalg.norm(mapping.world_T_body[:, :3, 3] - body[:3, 3], axis=1)
     m0 = int(np.clip(np.argmin(dist) - 4, 0, mapping.num_frames - 9))
-    group_a = rig_group(mapping, range(m0, m0 + 9, 2))
-    truth = rig_group(query, q_frames)
+    group_a = mapping.rig_group(range(m0, m0 + 9, 2))
+    truth = query.rig_group(q_frames)
     # Odometry lives in its own frame: only the query's relative poses may matter.
     odom_T_world = make_pose(axis_angle_to_matrix(np.array([0.0, 0.0, 0.7])), [3.0, -2.0, 0.1])
     query_group = Group(images=truth.images, intrinsics=truth.intrinsics,
@@ -102,7 +90,7 @@ def test_another_place_is_not_accepted(scene, tmp_path):
     geometric pose would be a false accept, so the verifier must fall back."""
     other = TrajectoryReader(tiny_trajectories(tmp_path, seed=20004, frames=10)[0])
     _, query, truth = case(scene)
-    result = StructureVerifier()(rig_group(other, range(0, 9, 2)), query, truth)
+    result = StructureVerifier()(other.rig_group(range(0, 9, 2)), query, truth)
     assert result.path == PATH_G2G, result.reason
     assert "inliers" in result.reason or "match" in result.reason
 

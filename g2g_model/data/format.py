@@ -24,7 +24,7 @@ import os
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import cv2
 import numpy as np
@@ -334,6 +334,20 @@ class TrajectoryReader:
     def world_T_cam(self, cam: str) -> np.ndarray:
         """``[T,4,4]`` camera-to-world poses of camera ``cam``."""
         return self.world_T_body @ self.rig[cam].T_body_cam
+
+    def rig_group(self, frames: Sequence[int]):
+        """Every camera of the rig at the frame indices ``frames`` as one
+        :class:`~g2g_model.groups.Group` (camera-major; world poses)."""
+        from g2g_model.groups import Group
+
+        images, ks, poses = [], [], []
+        for cam in self.cameras:
+            world_T_cam = self.world_T_cam(cam)
+            for i in frames:
+                images.append(self.image(cam, i))
+                ks.append(self.rig[cam].K)
+                poses.append(world_T_cam[i])
+        return Group(images=images, intrinsics=np.stack(ks), cam_to_world=np.stack(poses))
 
     def image_path(self, cam: str, index: int) -> Path:
         return self.path / "images" / cam / frame_file(index)
