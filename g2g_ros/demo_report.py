@@ -8,10 +8,6 @@ import pathlib
 import numpy as np
 
 
-def _stamp(msg_stamp) -> int:
-    return msg_stamp.sec * 10**9 + msg_stamp.nanosec
-
-
 def evaluate(map_traj, query_traj, data, out: pathlib.Path, camera: str) -> str:
     """The demo's table: the nodes' recorded outputs against ground truth, with G2G alone,
     the classical baseline and "no motion" on exactly the same windows and keyframe steps."""
@@ -22,6 +18,7 @@ def evaluate(map_traj, query_traj, data, out: pathlib.Path, camera: str) -> str:
     from g2g_model.inference import G2GPipeline
     from g2g_model.metrics import format_markdown_table, pose_errors, summarize_errors
     from g2g_ros.pose_msgs import pose_msg_to_matrix
+    from g2g_ros.stamps import stamp_ns
 
     mreader, qreader = TrajectoryReader(map_traj), TrajectoryReader(query_traj)
     m_index = {int(t): i for i, t in enumerate(mreader.timestamps_ns)}
@@ -33,8 +30,8 @@ def evaluate(map_traj, query_traj, data, out: pathlib.Path, camera: str) -> str:
     # --- relocalization: the node's windows, G2G vs classical on the same frames
     g2g_pred, cls_pred, gts = [], [], []
     for align in data["alignment"]:
-        ia = [m_index[_stamp(s)] for s in align.stamps_a]
-        ib = [q_index[_stamp(s)] for s in align.stamps_b]
+        ia = [m_index[stamp_ns(s)] for s in align.stamps_a]
+        ib = [q_index[stamp_ns(s)] for s in align.stamps_b]
         map_camera = align.group_a_id.split(":")[2]  # "map:<id>:<camera>:<stamp>"
         m_cam, Km = mreader.world_T_cam(map_camera), mreader.rig[map_camera].K
         gts.append(invert_pose(m_cam[ia[0]]) @ q_cam[ib[0]])
@@ -54,23 +51,23 @@ def evaluate(map_traj, query_traj, data, out: pathlib.Path, camera: str) -> str:
 
     # --- corrected robot pose vs drifting odometry alone (position error in metres)
     gt_body = {int(t): qreader.world_T_body[i] for i, t in enumerate(qreader.timestamps_ns)}
-    poses = {_stamp(p.header.stamp): pose_msg_to_matrix(p.pose.pose) for p in data["pose"]}
+    poses = {stamp_ns(p.header.stamp): pose_msg_to_matrix(p.pose.pose) for p in data["pose"]}
     err_at = {s: float(np.linalg.norm(T[:3, 3] - gt_body[s][:3, 3])) for s, T in poses.items()
               if s in gt_body}
     corr_err = list(err_at.values())
     # --- the published fixes (G2G + geometric verification) as T_A0<-B0 on the same windows
     base_T_cam0 = qreader.rig[camera].T_body_cam
     fixes = [(invert_pose(mreader.world_T_cam(a.group_a_id.split(":")[2])[
-        m_index[_stamp(a.stamps_a[0])]]) @ poses[_stamp(a.header.stamp)] @ base_T_cam0, gt)
-        for a, gt in zip(data["alignment"], gts) if _stamp(a.header.stamp) in poses]
+        m_index[stamp_ns(a.stamps_a[0])]]) @ poses[stamp_ns(a.header.stamp)] @ base_T_cam0, gt)
+        for a, gt in zip(data["alignment"], gts) if stamp_ns(a.header.stamp) in poses]
     if fixes:
         summaries["relocalization published fix (G2G + verification)"] = summarize_errors(
             pose_errors([f for f, _ in fixes], [g for _, g in fixes]))
-    paths = [(a.path or "g2g", err_at.get(_stamp(a.header.stamp), np.nan))
+    paths = [(a.path or "g2g", err_at.get(stamp_ns(a.header.stamp), np.nan))
              for a in data["alignment"]]
 
     # --- rig odometry: consecutive keyframes, G2G node vs classical on the same rig pairs
-    odo = [(_stamp(o.header.stamp), pose_msg_to_matrix(o.pose.pose)) for o in data["odometry"]]
+    odo = [(stamp_ns(o.header.stamp), pose_msg_to_matrix(o.pose.pose)) for o in data["odometry"]]
     odo = [(s, T) for s, T in odo if s in q_index]
     rig_g2g, rig_cls, rig_gt, rig_alone = [], [], [], []
     rig_model = G2GPipeline.default("rig_odometry")

@@ -17,6 +17,8 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from g2g_ros.stamps import stamp_ns, to_stamp  # noqa: F401 (the nodes' imports of them)
+
 LOG = logging.getLogger(__name__)
 
 
@@ -54,16 +56,6 @@ def tf_qos(static: bool, depth: int = 100) -> QoSProfile:
                       reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.TRANSIENT_LOCAL if static
                       else DurabilityPolicy.VOLATILE)
-
-
-def stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
-def to_stamp(ns: int):
-    from builtin_interfaces.msg import Time
-
-    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
 
 
 class StageTimes:

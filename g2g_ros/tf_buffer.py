@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from g2g_model.geometry import invert_pose, make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
+from g2g_ros.stamps import stamp_ns
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +73,6 @@ class ExtrapolationError(TFError):
 
 def _fmt_ns(stamp_ns: int) -> str:
     return f"{stamp_ns // 10**9}.{stamp_ns % 10**9:09d} s"
-
-
-def stamp_to_ns(stamp: Any) -> int:
-    """``builtin_interfaces/Time``-like (``sec``, ``nanosec``) -> integer nanoseconds."""
-    return int(stamp.sec) * 10**9 + int(stamp.nanosec)
 
 
 def slerp_xyzw(q0: np.ndarray, q1: np.ndarray, ratio: float) -> np.ndarray:
@@ -228,7 +224,7 @@ class TFBuffer:
         """Store one ``geometry_msgs/TransformStamped``-like message; see :meth:`set_transform`."""
         tr, rot = msg.transform.translation, msg.transform.rotation
         return self.set_transform(
-            msg.header.frame_id, msg.child_frame_id, stamp_to_ns(msg.header.stamp),
+            msg.header.frame_id, msg.child_frame_id, stamp_ns(msg.header.stamp),
             (tr.x, tr.y, tr.z), (rot.x, rot.y, rot.z, rot.w), static=static,
         )
 

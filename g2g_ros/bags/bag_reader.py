@@ -103,10 +103,6 @@ def read_metadata(reader: AnyReader, where: str = "") -> Dict[str, object]:
         raise BagError(f"bag {where}: {METADATA_TOPIC} is not JSON: {exc}") from exc
 
 
-def stamp_of(header) -> int:
-    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
-
-
 def pose_to_matrix(pose) -> np.ndarray:
     """A (rosbags) ``geometry_msgs/Pose`` -> ``[4, 4]``."""
     from g2g_model.geometry import quat_xyzw_to_matrix

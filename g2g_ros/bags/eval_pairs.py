@@ -71,12 +71,13 @@ class FrameLookup:
 def relocalization_pairs(alignments: Sequence[object], query: FrameLookup, map_traj: FrameLookup,
                          query_camera: str) -> List[FramesPair]:
     """One FramesPair per GroupAlignment (see the module docstring)."""
-    from g2g_ros.bags.evaluation import alignment_camera, stamp_of_time
+    from g2g_ros.bags.evaluation import alignment_camera
+    from g2g_ros.stamps import stamp_ns
 
     pairs = []
     for msg in alignments:
-        frames_a = map_traj.frames([stamp_of_time(t) for t in msg.stamps_a])
-        frames_b = query.frames([stamp_of_time(t) for t in msg.stamps_b])
+        frames_a = map_traj.frames([stamp_ns(t) for t in msg.stamps_a])
+        frames_b = query.frames([stamp_ns(t) for t in msg.stamps_b])
         score = float(msg.overlap_score)
         pairs.append(FramesPair(map_traj.rel, alignment_camera(msg),
                                 FramesPair.format_frames(frames_a), query.rel, query_camera,

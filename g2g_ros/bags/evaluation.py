@@ -34,10 +34,11 @@ from g2g_model.metrics import (
     kitti_odometry_errors, rotation_error_deg, summarize_pairs, translation_error_m,
 )
 from g2g_ros.bags.bag_reader import (
-    BagError, open_bag, pose_to_matrix, read_metadata, read_topic, require_topics, stamp_of,
+    BagError, open_bag, pose_to_matrix, read_metadata, read_topic, require_topics,
     transform_to_matrix,
 )
 from g2g_ros.bags.typestore import GT_ODOM_TOPIC, TF_STATIC_TOPIC, TF_TOPIC
+from g2g_ros.stamps import header_ns, stamp_ns
 
 SHORT_SEGMENTS_M = (0.5, 1.0, 2.0, 4.0)
 SHORT_SEGMENTS_LABEL = ("KITTI-style over SHORT segments for simulator runs (not comparable "
@@ -79,7 +80,7 @@ def load_ground_truth(bag: str | Path, base_frame: str = "base_link",
                        "for evaluation (ground truth and rig extrinsics)")
         gt = {}
         for _, msg in read_topic(reader, GT_ODOM_TOPIC, where):
-            gt[stamp_of(msg.header)] = pose_to_matrix(msg.pose.pose)
+            gt[header_ns(msg.header)] = pose_to_matrix(msg.pose.pose)
         extr = {}
         for _, msg in read_topic(reader, TF_STATIC_TOPIC, where):
             for t in msg.transforms:
@@ -92,7 +93,7 @@ def load_ground_truth(bag: str | Path, base_frame: str = "base_link",
             for _, msg in read_topic(reader, TF_TOPIC, where):
                 for t in msg.transforms:
                     if (t.header.frame_id, t.child_frame_id) == (odom_frame, base_frame):
-                        odom[stamp_of(t.header)] = transform_to_matrix(t.transform)
+                        odom[header_ns(t.header)] = transform_to_matrix(t.transform)
         meta = read_metadata(reader, where)
     if not gt:
         raise BagError(f"bag {where}: {GT_ODOM_TOPIC} has no messages")
@@ -111,10 +112,10 @@ def load_outputs(bag: str | Path, map_frame: str = "map", odom_frame: str = "odo
         topics = set(reader.topics)
         if "odometry" in topics:
             for _, msg in read_topic(reader, "odometry", where):
-                odometry.append((stamp_of(msg.header), pose_to_matrix(msg.pose.pose)))
+                odometry.append((header_ns(msg.header), pose_to_matrix(msg.pose.pose)))
         if "relocalize/pose" in topics:
             for _, msg in read_topic(reader, "relocalize/pose", where):
-                poses.append((stamp_of(msg.header), pose_to_matrix(msg.pose.pose)))
+                poses.append((header_ns(msg.header), pose_to_matrix(msg.pose.pose)))
         if "relocalize/alignment" in topics:
             aligns = [m for _, m in read_topic(reader, "relocalize/alignment", where)]
         if TF_TOPIC in topics:
@@ -234,8 +235,8 @@ def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
     out = {"b0": ([], []), "b_all": ([], []), "a_all": ([], [])}
     for msg in alignments:
         cam_a = alignment_camera(msg)
-        sa = [(cam_a, stamp_of_time(t)) for t in msg.stamps_a]
-        sb = [stamp_of_time(t) for t in msg.stamps_b]
+        sa = [(cam_a, stamp_ns(t)) for t in msg.stamps_a]
+        sb = [stamp_ns(t) for t in msg.stamps_b]
         if not sa or sa[0] not in map_frames:
             continue
         a0_inv = invert_pose(map_frames[sa[0]])
@@ -264,7 +265,7 @@ def fixes_by_path(alignments: Sequence[object], t_err: Dict[int, float],
     out: Dict[str, object] = {}
     for msg in alignments:
         path = getattr(msg, "path", "") or "g2g"
-        stamp = stamp_of(msg.header)
+        stamp = header_ns(msg.header)
         row = out.setdefault(path, {"fixes": 0, "with_gt": 0, "false_accepts": 0,
                                     "trans": [], "rot": []})
         row["fixes"] += 1
@@ -277,10 +278,6 @@ def fixes_by_path(alignments: Sequence[object], t_err: Dict[int, float],
         row["median_trans_m"] = float(np.median(row.pop("trans"))) if row["with_gt"] else None
         row["median_rot_deg"] = float(np.median(row.pop("rot"))) if row["with_gt"] else None
     return out
-
-
-def stamp_of_time(t) -> int:
-    return int(t.sec) * 1_000_000_000 + int(t.nanosec)
 
 
 def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int, np.ndarray],
