@@ -24,9 +24,9 @@ from g2g_model.backbones.compact_pretrain import (
     PretrainConfig,
     perturb_poses,
     pretrain_step,
-    rotation_6d_to_matrix,
     sample_pose_known,
 )
+from g2g_model.model.rotation import rotation_6d_to_matrix
 from g2g_model.backbones.compact_stem import PatchStem
 
 SIZE = 64  # compact_xs image size

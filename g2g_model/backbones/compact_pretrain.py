@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from g2g_model.model.rotation import rotation_6d_to_matrix
+
 
 @dataclass(frozen=True)
 class PretrainConfig:
@@ -55,19 +57,6 @@ class PretrainConfig:
     shift_invariant_weight: float = 0.5
     rotation_weight: float = 5.0
     translation_weight: float = 1.0 / 3.0
-
-
-def rotation_6d_to_matrix(six: torch.Tensor) -> torch.Tensor:
-    """``[..., 6]`` -> rotations ``[..., 3, 3]``: Gram-Schmidt on two 3-vectors.
-
-    The two vectors become the first two *columns* of R; the third column is their cross product
-    (the convention of the G2G pose head, ARCHITECTURE §2).
-    """
-    a1, a2 = six[..., 0:3], six[..., 3:6]
-    b1 = F.normalize(a1, dim=-1)
-    b2 = F.normalize(a2 - (b1 * a2).sum(-1, keepdim=True) * b1, dim=-1)
-    b3 = torch.linalg.cross(b1, b2, dim=-1)
-    return torch.stack((b1, b2, b3), dim=-1)
 
 
 class DepthHead(nn.Module):
