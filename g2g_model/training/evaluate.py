@@ -29,7 +29,6 @@ import torch
 from tqdm import tqdm
 
 from g2g_model.augment import NOISE_PRESETS, perturb_poses
-from g2g_model.geometry import project_to_rigid
 from g2g_model.metrics import (
     flatten_group_summary,
     format_csv_table,
@@ -37,9 +36,7 @@ from g2g_model.metrics import (
     group_errors,
     summarize_groups,
 )
-from g2g_model.model.checkpoint import load_checkpoint
 from g2g_model.model.g2g import G2GModel
-from g2g_model.training.models import build_backbone_from_dict
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
 from g2g_model.training.trajectory_groups import TrajectoryStore
 from g2g_model.training.verified_methods import (VERIFICATION_COLUMNS, VerifiedMethod,
@@ -63,44 +60,36 @@ class MethodSpec:
 
 
 class G2GMethod:
-    """A checkpoint with its backbone; ``predict(group_a, group_b)`` on loaded groups."""
+    """A checkpoint through the product's :class:`~g2g_model.inference.G2GPipeline` (fp32, as
+    the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups with
+    their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
+    block-diagonal mask."""
 
     def __init__(self, path: str, no_cross_group: bool = False, device: str = "cpu") -> None:
-        loaded = load_checkpoint(path)
-        info = loaded.header.get("backbone") or {}
-        if not info.get("name"):
-            raise ValueError(f"checkpoint {path!r} does not name its backbone")
-        self.backbone = build_backbone_from_dict(info["name"], info.get("config") or None)
-        if not loaded.backbone_state_dict:
-            raise ValueError(f"checkpoint {path!r} has no backbone weights (external backbones "
-                             "are evaluated through the inference pipeline)")
-        self.backbone.load_state_dict(loaded.backbone_state_dict, strict=True)
-        model = loaded.model
+        from g2g_model.inference import G2GPipeline
+
+        self.pipeline = G2GPipeline.from_checkpoint(path, device, bf16=False)
         if no_cross_group:
+            model = self.pipeline.model
             ablated = G2GModel(model.config.replace(cross_group_attention=False))
             ablated.load_state_dict(model.state_dict(), strict=True)
-            model = ablated
-        self.model = model.eval().to(device)
-        self.backbone.eval().to(device)
-        self.device = torch.device(device)
-        self.max_frames = model.config.max_frames
-        self.image_size = tuple(self.backbone.image_size)
+            self.pipeline.model = ablated.eval().to(self.pipeline.device)
+        self.max_frames = self.pipeline.max_frames
+        self.image_size = tuple(self.pipeline.image_size)
 
-    @torch.no_grad()
     def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
         """``(pred_a [N_A,4,4], pred_b [N_B,4,4])`` float64 numpy rigid transforms (rotations
-        projected onto SO(3); pred_a[0] = identity)."""
-        dev = self.device
-        fa = self.backbone(group_a.images[None].to(dev), group_a.intrinsics[None].to(dev),
-                           poses_a[None].to(dev))
-        fb = self.backbone(group_b.images[None].to(dev), group_b.intrinsics[None].to(dev),
-                           poses_b[None].to(dev))
-        out = self.model(fa.float(), fb.float())
-        # Scored as proper rigid transforms, exactly as the inference pipeline (and so the ROS
-        # nodes) returns them: g2g-eval-bag's numbers then equal these on the same pairs.
-        pred_a = np.concatenate([np.eye(4)[None],
-                                 project_to_rigid(out["poses_a"][0].double().cpu().numpy())])
-        return pred_a, project_to_rigid(out["poses_b"][0].double().cpu().numpy())
+        projected onto SO(3); pred_a[0] = identity), exactly as the pipeline (and so the ROS
+        nodes) returns them: g2g-eval-bag's numbers then equal these on the same pairs."""
+        from g2g_model.groups import PreparedGroup
+
+        def prepared(group, poses):
+            return PreparedGroup(group.images[None], group.intrinsics[None],
+                                 poses[None].float(), np.eye(4))
+
+        pred = self.pipeline.predict_prepared(prepared(group_a, poses_a),
+                                              prepared(group_b, poses_b))
+        return pred.poses_a, pred.poses_b
 
 
 class IdentityMethod:
