@@ -81,7 +81,7 @@ def build_map(scene_dir: pathlib.Path, pipeline) -> Tuple[pathlib.Path, Optional
 
     Returns (map file, seconds to build it or None when it was reused).
     """
-    from g2g_model.map_cli import build_map_from_trajectory
+    from g2g_model.map_building import build_map_from_trajectory
 
     path = map_path(scene_dir, pipeline.backbone_id())
     if path.is_file():

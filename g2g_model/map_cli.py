@@ -10,62 +10,11 @@ import argparse
 import json
 import logging
 import sys
-import time
-from typing import List, Optional, Sequence
 
-import numpy as np
-
-from g2g_model.geometry import relative_pose, rotation_angle_deg
-from g2g_model.groups import resize_with_intrinsics
-from g2g_model.maps import G2GMap, MapError, MapFrame, encode_image, load_map, read_map_header, \
-    save_map
+from g2g_model.map_building import build_map_from_trajectory
+from g2g_model.maps import MapError, load_map, read_map_header, save_map
 
 LOG = logging.getLogger(__name__)
-
-
-def select_keyframes(world_T_cam: np.ndarray, min_translation_m: float,
-                     min_rotation_deg: float) -> List[int]:
-    """Indices of frames that moved enough since the previous keyframe (first always kept)."""
-    keep = [0]
-    for i in range(1, len(world_T_cam)):
-        rel = relative_pose(world_T_cam[keep[-1]], world_T_cam[i])
-        if (np.linalg.norm(rel[:3, 3]) >= min_translation_m
-                or rotation_angle_deg(rel[:3, :3]) >= min_rotation_deg):
-            keep.append(i)
-    return keep
-
-
-def build_map_from_trajectory(path, pipeline, cameras: Optional[Sequence[str]] = None,
-                              min_translation_m: float = 0.0, min_rotation_deg: float = 0.0,
-                              progress: bool = True) -> G2GMap:
-    """Keyframes of ``cameras`` (default: all) of one trajectory, encoded with ``pipeline``."""
-    from tqdm import tqdm
-
-    from g2g_model.data.format import TrajectoryReader
-
-    reader = TrajectoryReader(path)
-    cameras = list(cameras or reader.cameras)
-    unknown = [c for c in cameras if c not in reader.cameras]
-    if unknown:
-        raise ValueError(f"{path}: no camera(s) {unknown}; the rig has {reader.cameras}")
-    frames = []
-    for cam in cameras:
-        poses = reader.world_T_cam(cam)
-        spec = reader.rig[cam]
-        for i in tqdm(select_keyframes(poses, min_translation_m, min_rotation_deg),
-                      desc=f"keyframes {cam}", disable=not progress, leave=False):
-            img, k = resize_with_intrinsics(reader.image(cam, i), spec.K, pipeline.image_size)
-            frames.append(MapFrame(camera=cam, stamp_ns=int(reader.timestamps_ns[i]),
-                                   world_T_cam=poses[i], intrinsics=k, image=encode_image(img),
-                                   size_hw=img.shape[:2]))
-    if not frames:
-        raise ValueError(f"{path}: no keyframes selected")
-    t0 = time.perf_counter()
-    feats = pipeline.encode_frames([f.decode() for f in frames],
-                                   np.stack([f.intrinsics for f in frames]))
-    LOG.info("encoded %d keyframes in %.1f s", len(frames), time.perf_counter() - t0)
-    return G2GMap(frames=frames, features=feats, backbone=pipeline.backbone_id(),
-                  rig=reader.rig.to_dict(), source=f"g2g-map build {path}")
 
 
 def main(argv=None) -> int:

@@ -60,7 +60,7 @@ def simulate(out: pathlib.Path, frames: int):
 
 
 def build_map(traj, out: pathlib.Path, pipeline):
-    from g2g_model.map_cli import build_map_from_trajectory
+    from g2g_model.map_building import build_map_from_trajectory
     from g2g_model.maps import save_map
 
     # Keyframes of every camera of the mapping run: the query traversal revisits places in the

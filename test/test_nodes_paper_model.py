@@ -205,7 +205,7 @@ def test_the_launch_command_runs_g2g_weights_output(trajs, tmp_path):
     import subprocess
     import sys
 
-    from g2g_model.map_cli import build_map_from_trajectory
+    from g2g_model.map_building import build_map_from_trajectory
     from g2g_model.maps import save_map
     from g2g_model.release import read_manifest
     from paper_fixtures import tiny_release

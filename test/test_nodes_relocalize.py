@@ -19,7 +19,7 @@ from g2g_msgs.msg import EstimatorStatus, GroupAlignment  # noqa: E402
 from g2g_msgs.srv import LoadMap, Localize  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.inference import G2GPipeline  # noqa: E402
-from g2g_model.map_cli import build_map_from_trajectory  # noqa: E402
+from g2g_model.map_building import build_map_from_trajectory  # noqa: E402
 from g2g_model.maps import save_map  # noqa: E402
 from g2g_ros.pose_msgs import matrix_to_pose_msg  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402

@@ -17,7 +17,7 @@ from g2g_model.localization.correction import GateConfig, QueryFrame
 from g2g_model.localization.relocalizer import G2G_COVARIANCE, Relocalizer
 from g2g_model.localization.verification import Verification
 from g2g_model.localization.window_selector import SelectorConfig, WindowSelector
-from g2g_model.map_cli import build_map_from_trajectory
+from g2g_model.map_building import build_map_from_trajectory
 from g2g_model.maps import MapError, save_map
 from sim_fixtures import tiny_trajectories
 

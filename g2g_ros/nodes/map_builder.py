@@ -16,14 +16,12 @@ true) does configure + activate at start-up.
 from __future__ import annotations
 
 import threading
-import time
+from typing import Optional
 
-import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 
-from g2g_model.geometry import relative_pose, rotation_angle_deg
-from g2g_model.groups import resize_with_intrinsics
-from g2g_model.maps import G2GMap, MapFrame, encode_image, map_save_path, save_map
+from g2g_model.map_building import MapBuilder
+from g2g_model.maps import G2GMap, map_save_path, save_map
 from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
@@ -41,9 +39,7 @@ class MapBuilderNode(ManagedNode):
 
     def __init__(self, **kwargs):
         super().__init__("map_builder", **kwargs)
-        self.lock = threading.Lock()
-        self.frames = []
-        self.last_pose = {}
+        self.builder: Optional[MapBuilder] = None  # made by configure (it needs the model)
         self.frames_seen = 0
         self.pipeline = self.rig = self.tf_buffer = self.tf_listener = self.inputs = None
         self.srvs: list = []
@@ -85,6 +81,8 @@ class MapBuilderNode(ManagedNode):
                              f"got {self.p['extrinsics_source']!r}")
         self.pipeline = load_pipeline(self.p["checkpoint"], self.p["device"], "relocalization",
                                       backbone_weights=self.p["backbone_weights"])
+        self.builder = MapBuilder(self.pipeline, self.p["min_translation_m"],
+                                  self.p["min_rotation_deg"], self.p["max_keyframes"])
         group = ReentrantCallbackGroup()
         self.srvs = [
             self.create_service(SaveMap, "~/save_map", self._srv_save, callback_group=group),
@@ -119,9 +117,7 @@ class MapBuilderNode(ManagedNode):
         if self.tf_listener is not None:
             self.tf_listener.destroy()
         self.srvs, self.inputs, self.tf_listener = [], None, None
-        self.pipeline = self.rig = self.tf_buffer = None
-        with self.lock:
-            self.frames, self.last_pose = [], {}
+        self.pipeline = self.rig = self.tf_buffer = self.builder = None
 
     def reset_time_buffers(self) -> None:
         """After a jump back of time: forget the dynamic TF (its newer samples would make the
@@ -136,7 +132,7 @@ class MapBuilderNode(ManagedNode):
 
     def _add(self, cam: str, stamp: int, msg) -> None:
         self.frames_seen += 1
-        if len(self.frames) >= self.p["max_keyframes"]:
+        if len(self.builder) >= self.p["max_keyframes"]:
             self.report_input("map", f"max_keyframes={self.p['max_keyframes']} reached")
             return
         if self.rig is not None:
@@ -153,37 +149,18 @@ class MapBuilderNode(ManagedNode):
         world_T_base = self.tf_buffer.lookup_transform(self.p["map_frame"],
                                                        self.p["base_frame"], stamp)
         world_T_cam = world_T_base @ base_T_cam
-        last = self.last_pose.get(cam)
-        if last is not None:
-            rel = relative_pose(last, world_T_cam)
-            if (np.linalg.norm(rel[:3, 3]) < self.p["min_translation_m"]
-                    and rotation_angle_deg(rel[:3, :3]) < self.p["min_rotation_deg"]):
-                return
+        if not self.builder.wants(cam, world_T_cam):
+            return
         rgb = to_rgb(msg)
         if rgb.shape[:2] != (size[1], size[0]):
             raise ValueError(f"camera {cam}: image {rgb.shape[1]}x{rgb.shape[0]} does not match "
                              f"its calibration {size[0]}x{size[1]}")
-        small, k_small = resize_with_intrinsics(rgb, K, self.pipeline.image_size)
-        with self.lock:
-            self.frames.append(MapFrame(camera=cam, stamp_ns=stamp, world_T_cam=world_T_cam,
-                                        intrinsics=k_small, image=encode_image(small),
-                                        size_hw=small.shape[:2]))
-            self.last_pose[cam] = world_T_cam
+        self.builder.add(cam, stamp, world_T_cam, rgb, K)
         self.problems.clear(f"camera {cam}")
 
     def build_map(self) -> G2GMap:
-        with self.lock:
-            frames = list(self.frames)
-        if not frames:
-            raise ValueError("no keyframes recorded yet")
-        t0 = time.perf_counter()
-        feats = self.pipeline.encode_frames([f.decode() for f in frames],
-                                            np.stack([f.intrinsics for f in frames]))
-        self.get_logger().info(f"encoded {len(frames)} keyframes in "
-                               f"{time.perf_counter() - t0:.1f} s")
-        return G2GMap(frames=frames, features=feats, backbone=self.pipeline.backbone_id(),
-                      rig={"cameras": sorted({f.camera for f in frames})},
-                      source=f"map_builder node {self.get_fully_qualified_name()}")
+        return self.builder.finish(
+            source=f"map_builder node {self.get_fully_qualified_name()}")
 
     def _srv_save(self, request, response):
         if not self.configured:
@@ -226,9 +203,7 @@ class MapBuilderNode(ManagedNode):
         return response
 
     def _srv_clear(self, request, response):
-        with self.lock:
-            n = len(self.frames)
-            self.frames, self.last_pose = [], {}
+        n = self.builder.clear() if self.builder is not None else 0
         response.success, response.message = True, f"cleared {n} keyframes"
         return response
 
@@ -240,11 +215,12 @@ class MapBuilderNode(ManagedNode):
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 
         problems = self.problems.recent()
-        values = {"keyframes": len(self.frames), "frames_seen": self.frames_seen,
+        keyframes = len(self.builder) if self.builder is not None else 0
+        values = {"keyframes": keyframes, "frames_seen": self.frames_seen,
                   "lifecycle_state": self.lifecycle_state}
         values.update({f"problem {k}": m for k, m in problems})
         level = self.lifecycle_level(DiagnosticStatus.WARN if problems else DiagnosticStatus.OK)
-        text = "; ".join(f"{k}: {m}" for k, m in problems) or f"{len(self.frames)} keyframes"
+        text = "; ".join(f"{k}: {m}" for k, m in problems) or f"{keyframes} keyframes"
         if not self.active:
             text = f"{self.lifecycle_text()}: {text}"
         arr = DiagnosticArray()
