@@ -54,8 +54,8 @@ COMMON_ARGUMENTS = (
                    "(the MapAnything V1 folder of the paper's model); empty = none"),
     LaunchArgument("sensor_qos", "", "camera subscription reliability: best_effort (live "
                    "cameras, the rig files' default) or reliable (bag replays: a best-effort "
-                   "subscriber loses most large images of a replay's bursts); empty = the rig "
-                   "file's value"),
+                   "subscriber loses most large images of a replay's bursts); empty = reliable "
+                   "with use_sim_time:=true (a replay), else the rig file's value"),
 )
 
 
@@ -112,6 +112,11 @@ def node_parameter_overrides(node: NodeSpec, args: Dict[str, str]) -> List[Tuple
         value = args.get(arg, "")
         if value != "":
             out.append((param, value))
+        elif arg == "sensor_qos" and is_true(args.get("use_sim_time", "false")):
+            # A replay (/clock) gets reliable camera subscriptions unless sensor_qos says
+            # otherwise: a best-effort subscriber loses most images of a bag's bursts. Live
+            # cameras (no sim time) keep the rig file's best_effort, the sensor-data convention.
+            out.append((param, "reliable"))
     return out
 
 

@@ -211,3 +211,15 @@ def test_bringup_warns_about_a_params_file_a_namespace_would_drop(tmp_path, capl
             graph, ["namespace:=robot1", f"params_file:={user}"]))
     assert "section 'rig_odometry' matches no node" in caplog.text
     assert "/**/<node>" in caplog.text
+
+
+def test_replays_get_reliable_cameras_live_cameras_keep_best_effort():
+    from g2g_ros.graphs import node_parameter_overrides
+
+    spec = next(n for n in GRAPHS["relocalize"].nodes if n.name == "relocalize")
+    qos = lambda args: dict(node_parameter_overrides(spec, args)).get(  # noqa: E731
+        "sensor_qos_reliability")
+    assert qos({"use_sim_time": "true"}) == "reliable"        # a bag replay
+    assert qos({"use_sim_time": "false"}) is None             # live: the rig file's best_effort
+    assert qos({"use_sim_time": "true", "sensor_qos": "best_effort"}) == "best_effort"
+    assert qos({"sensor_qos": "reliable"}) == "reliable"
