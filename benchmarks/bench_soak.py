@@ -35,6 +35,24 @@ OVERRIDES = ("/**/relocalize:\n  ros__parameters:\n    sensor_qos_reliability: r
              "    sensor_qos_reliability: reliable\n")
 
 
+def memory_breakdown(pid: int) -> Dict[str, float]:
+    """Resident MB of a process by kind of mapping (``/proc/<pid>/smaps``): ``heap`` (the main
+    malloc arena), ``anonymous`` (other malloc arenas, large allocations, thread stacks) and
+    ``files`` (libraries, memory-mapped files)."""
+    out = {"heap": 0.0, "anonymous": 0.0, "files": 0.0}
+    kind = "files"
+    with open(f"/proc/{pid}/smaps") as fh:
+        for line in fh:
+            head = line.split()
+            if "-" in head[0] and not head[0].endswith(":"):
+                name = head[5] if len(head) > 5 else ""
+                kind = ("heap" if name == "[heap]" else "anonymous" if not name
+                        or name.startswith("[anon") else "files")
+            elif head[0] == "Rss:":
+                out[kind] += int(head[1]) / 1024.0
+    return out
+
+
 def soak(data: pathlib.Path, duration: float, rate: float, sample_s: float) -> Dict:
     from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
     from g2g_ros.graphs import GRAPHS
@@ -55,7 +73,7 @@ def soak(data: pathlib.Path, duration: float, rate: float, sample_s: float) -> D
                ROS_DOMAIN_ID=str(70 + os.getpid() % 10))
     samples: Dict[str, List[float]] = {name: [] for name in names}
     times: List[float] = []
-    loops, player = 0, None
+    loops, player, breakdown = 0, None, {}
     log = open(workdir / "nodes.log", "w")
     runner = GraphRunner(commands, env=env)
     runner.procs = [subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -75,10 +93,14 @@ def soak(data: pathlib.Path, duration: float, rate: float, sample_s: float) -> D
                     stderr=subprocess.DEVNULL)
             if time.monotonic() >= next_sample:
                 times.append(time.monotonic() - t0)
+                if len(times) == 1 or (not breakdown.get("warm") and times[-1] >= 90):
+                    breakdown["start" if len(times) == 1 else "warm"] = [
+                        memory_breakdown(proc.pid) for proc in runner.procs]
                 for name, proc in zip(names, runner.procs):
                     samples[name].append(rss_mb(proc.pid))
                 next_sample += sample_s
             time.sleep(0.2)
+        breakdown["end"] = [memory_breakdown(proc.pid) for proc in runner.procs]
     finally:
         if player is not None and player.poll() is None:
             player.terminate()
@@ -86,7 +108,7 @@ def soak(data: pathlib.Path, duration: float, rate: float, sample_s: float) -> D
         runner.stop()
         log.close()
     return {"names": names, "samples": samples, "times": np.asarray(times), "loops": loops,
-            "log": workdir / "nodes.log"}
+            "breakdown": breakdown, "log": workdir / "nodes.log"}
 
 
 def summarize(result: Dict, duration: float, rate: float) -> str:
@@ -114,6 +136,13 @@ def summarize(result: Dict, duration: float, rate: float) -> str:
         lines.append(f"| {minute + 1} | " + " | ".join(
             f"{np.mean(np.asarray(result['samples'][n])[sel]):.0f}" for n in result["names"])
             + " |")
+    lines += ["", "Resident memory by kind of mapping (MB; heap = main malloc arena, anonymous "
+              "= other arenas, large blocks, stacks; files = libraries):", "",
+              "| node | at | heap | anonymous | files |", "|---|---|---|---|---|"]
+    for at in ("start", "warm", "end"):
+        for name, parts in zip(result["names"], result["breakdown"].get(at, [])):
+            lines.append(f"| {name} | {at} | {parts['heap']:.0f} | {parts['anonymous']:.0f} | "
+                         f"{parts['files']:.0f} |")
     lines += ["", "Goal (memory flat within 10 % after the warm-up): " + "; ".join(verdicts)]
     return "\n".join(lines) + "\n"
 
