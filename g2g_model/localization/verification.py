@@ -22,7 +22,6 @@ these solvers; only the glue (feature caching, triangulation bookkeeping, covari
 
 from __future__ import annotations
 
-import collections
 import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.covariance import pose_covariance
 from g2g_model.localization.local_features import (
     Features, LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera, pose_matrix,
@@ -49,6 +49,9 @@ PATH_REFINED = "refined"    # geometry found a well-supported pose that G2G did 
 # spread over three axes). The one place it is written; a refined pose's is far tighter, and
 # downstream filters (the gate, robot_localization) must be able to tell them apart.
 G2G_COVARIANCE = np.diag([0.13] * 3 + [0.046] * 3)
+# Shares of VerifierConfig.cache_mb: features of images, map points of windows, triangulated
+# map-frame pairs, 2D-3D matches of query images.
+CACHE_SHARES = {"features": 0.5, "points": 0.25, "pairs": 0.125, "matches": 0.125}
 # Map-point descriptors closer than this in space belong to the same point (ratio test).
 SAME_POINT_M = 0.05
 
@@ -74,7 +77,8 @@ class VerifierConfig:
     min_triangulation_deg: float = 1.5  # a map point needs this much parallax
     max_pair_angle_deg: float = 60.0    # map frames are paired when their axes are this close
     prior_view_angle_deg: float = 60.0  # with a view prior: map frames within this of a query
-    cache_size: int = 160               # frames whose features are kept (~0.3 MB each)
+    cache_size: int = 160               # frames whose features are kept (at most)
+    cache_mb: float = 128.0             # memory of all caches of one verifier (at most)
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
@@ -83,7 +87,8 @@ class VerifierConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("reprojection_px", "agree_translation_m", "agree_rotation_deg",
                      "prior_translation_m", "prior_rotation_deg", "max_position_sd_m",
-                     "min_triangulation_deg", "max_pair_angle_deg", "prior_view_angle_deg"):
+                     "min_triangulation_deg", "max_pair_angle_deg", "prior_view_angle_deg",
+                     "cache_mb"):
             value = float(getattr(self, name))
             if not np.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive finite number, got {value}")
@@ -122,21 +127,29 @@ class StructureVerifier:
     ``group_a``: the map window (``cam_to_world`` = map_T_cam); ``query``: the query group
     (``cam_to_world`` = odometry poses, only their relative poses are used); ``map_T_b``:
     ``[W, 4, 4]`` G2G's estimate of each query camera in the map frame. Features are cached per
-    image (keyed by its bytes), so a map frame or a query frame is described once.
+    image (keyed by its bytes), so a map frame or a query frame is described once; every cache
+    is bounded in entries and in bytes (``cache_size``, ``cache_mb`` split by
+    :data:`CACHE_SHARES`), so the memory stays bounded whatever the images and the map.
     """
 
     def __init__(self, config: Optional[VerifierConfig] = None,
                  features: Optional[LocalFeatures] = None):
         self.config = (config or VerifierConfig()).validate()
         cfg = self.config
-        self.local = features or LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio,
-                                               cfg.cache_size)
-        self._points_cache: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()
-        self._pair_cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        self.local = features or new_local_features(cfg)
+        budget = {k: int(v * cfg.cache_mb * 2**20) for k, v in CACHE_SHARES.items()}
+        # Map points per window (per frame, and all of them concatenated).
+        self._points_cache = BoundedCache(budget["points"], 64)
+        # Triangulated points of one pair of map frames.
+        self._pair_cache = BoundedCache(budget["pairs"], 4 * cfg.cache_size)
         # 2D-3D matches of (query image, map window): a query instant stays in the window for
         # W localizations and the map window repeats while tracking, so most are reused.
-        self._matches_cache: "collections.OrderedDict[tuple, tuple]" = \
-            collections.OrderedDict()
+        self._matches_cache = BoundedCache(budget["matches"], cfg.cache_size)
+
+    def cache_bytes(self) -> int:
+        """Bytes held by all caches of this verifier (at most ``cache_mb``)."""
+        return sum(c.nbytes for c in (self.local.cache, self._points_cache, self._pair_cache,
+                                      self._matches_cache))
 
     # ------------------------------------------------------------------ map points
     def map_points(self, images: Sequence[np.ndarray], intrinsics: np.ndarray,
@@ -163,10 +176,8 @@ class StructureVerifier:
                 pair_key = (key[i], key[j], world_T_cam[i].tobytes(), world_T_cam[j].tobytes())
                 tri = self._pair_cache.get(pair_key)
                 if tri is None:
-                    tri = self._pair_cache[pair_key] = self._triangulate(
-                        feats[i], feats[j], proj[i], proj[j], world_T_cam[i], world_T_cam[j])
-                    while len(self._pair_cache) > 4 * self.config.cache_size:
-                        self._pair_cache.popitem(last=False)
+                    tri = self._pair_cache.put(pair_key, self._triangulate(
+                        feats[i], feats[j], proj[i], proj[j], world_T_cam[i], world_T_cam[j]))
                 for a, b, point in zip(*tri):
                     found[i].setdefault(int(a), point)
                     found[j].setdefault(int(b), point)
@@ -175,10 +186,7 @@ class StructureVerifier:
             idx = np.fromiter(pts.keys(), int, len(pts))
             out.append((np.array([pts[k] for k in idx]).reshape(-1, 3),
                         f.descriptors[idx].reshape(-1, f.descriptors.shape[1])))
-        self._points_cache[key] = out
-        while len(self._points_cache) > 32:
-            self._points_cache.popitem(last=False)
-        return out
+        return self._points_cache.put(key, out)
 
     def _triangulate(self, fi: Features, fj: Features, pi: np.ndarray, pj: np.ndarray,
                      wi: np.ndarray, wj: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -216,7 +224,7 @@ class StructureVerifier:
             hit = (np.concatenate([p for p, _ in per_frame]),
                    np.ascontiguousarray(np.concatenate([d for _, d in per_frame])),
                    np.concatenate([np.full(len(p), i) for i, (p, _) in enumerate(per_frame)]))
-            self._points_cache[("all",) + key] = hit
+            self._points_cache.put(("all",) + key, hit)
         return hit
 
     def _correspondences(self, feats: Features, points: np.ndarray, descs: np.ndarray
@@ -304,10 +312,8 @@ class StructureVerifier:
             hit = self._matches_cache.get(key)
             if hit is None:
                 rows = slice(None) if frames is None else np.isin(frame_of, frames)
-                hit = self._matches_cache[key] = self._correspondences(
-                    feats, points[rows], descs[rows])
-                while len(self._matches_cache) > self.config.cache_size:
-                    self._matches_cache.popitem(last=False)
+                hit = self._matches_cache.put(key, self._correspondences(
+                    feats, points[rows], descs[rows]))
             x, X = hit
             p2d.append(x)
             p3d.append(X)
@@ -341,6 +347,13 @@ class StructureVerifier:
                               [e.Rt for e in exts], k_b)
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
+
+
+def new_local_features(cfg: VerifierConfig) -> LocalFeatures:
+    """The feature extractor of a verifier with ``cfg`` (its cache: the features share of
+    ``cache_mb``)."""
+    return LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio, cfg.cache_size,
+                         cache_bytes=int(CACHE_SHARES["features"] * cfg.cache_mb * 2**20))
 
 
 def judge(prior: np.ndarray, solved: np.ndarray, covariance: np.ndarray, inliers: int,
