@@ -198,8 +198,9 @@ def run_nodes(query_bag, query_traj, map_path, workdir: pathlib.Path, rate_hz: f
             stdout=play_log, stderr=subprocess.STDOUT, env=env)
         from tqdm import tqdm
 
+        # A progress bar on a terminal; quiet in logs and CI (the summary line follows).
         with tqdm(total=frames, desc="  replaying the query bag", unit="group",
-                  mininterval=5.0) as bar:
+                  mininterval=5.0, disable=not sys.stderr.isatty()) as bar:
             while player.poll() is None:
                 recorder.spin(0.5)
                 bar.n = min(frames, len(recorder.data["odometry"]))
