@@ -40,3 +40,19 @@ def test_views_are_bounded_and_follow_the_query_window():
     assert len(views) == 1 and views.at(9)[0].image[0, 0, 0] == 9
     views.clear()
     assert len(views) == 0
+
+
+def test_map_rig_window_takes_the_other_cameras_within_the_window_span():
+    from g2g_model.localization.rig_views import map_rig_window
+    from g2g_model.maps import G2GMap, MapFrame, encode_image
+
+    def frame(cam, stamp):
+        img = np.full((8, 8, 3), stamp % 255, np.uint8)
+        return MapFrame(cam, stamp, np.eye(4), K, encode_image(img), (8, 8))
+
+    # cam0 keyframes at 10, 20, 30; cam1 (its own keyframe rule) at 5, 15, 25, 35
+    frames = [frame("cam0", s) for s in (10, 20, 30)]
+    frames += [frame("cam1", s) for s in (5, 15, 25, 35)]
+    group = map_rig_window(G2GMap(frames=frames), [0, 1])  # cam0 at 10 and 20
+    assert group.stamps == [10, 20, 15]  # the window first, then cam1 within [10, 20]
+    assert len(group.images) == 3 and group.intrinsics.shape == (3, 3, 3)

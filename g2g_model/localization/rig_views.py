@@ -89,11 +89,14 @@ def rig_group(query: Group, views: Optional[RigViews]) -> Group:
 
 
 def map_rig_window(gmap: G2GMap, window: Sequence[int]) -> Group:
-    """A map window's frames followed by every other map frame taken at the same stamps (the
-    other cameras of the mapping rig)."""
+    """A map window's frames followed by every other map frame taken within the window's time
+    span (the other cameras of the mapping rig; each camera keeps its own keyframes, so their
+    stamps need not coincide)."""
     first = [int(i) for i in window]
-    stamps = {gmap.frames[i].stamp_ns for i in first}
-    rest = [i for i, f in enumerate(gmap.frames) if f.stamp_ns in stamps and i not in first]
+    stamps = [gmap.frames[i].stamp_ns for i in first]
+    lo, hi = min(stamps), max(stamps)
+    taken = set(first)
+    rest = [i for i, f in enumerate(gmap.frames) if lo <= f.stamp_ns <= hi and i not in taken]
     frames = [gmap.frames[i] for i in first + rest]
     return Group(images=[f.decode() for f in frames],
                  intrinsics=np.stack([f.intrinsics for f in frames]),
