@@ -60,7 +60,7 @@ def soak(data: pathlib.Path, duration: float, rate: float, sample_s: float) -> D
     bag, gmap = data / "traversal_1.mcap", data / "map.g2gmap"
     for path in (bag, gmap):
         if not path.exists():
-            raise SystemExit(f"{path} is missing: run `make demo` first")
+            raise FileNotFoundError(f"{path} is missing: run `make demo` first")
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="g2g_soak_"))
     (workdir / "params.yaml").write_text(OVERRIDES)
     graph = GRAPHS["relocalize"]

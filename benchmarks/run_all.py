@@ -2,7 +2,8 @@
 
 Each benchmark prints its figures with the machine description; the committed results and the
 exact commands that produced them are in `benchmarks/RESULTS_*.md`. The node benchmark runs for
-10 minutes; pass `--quick` to give it 60 s.
+2 minutes per rate (5 and 10 Hz), the memory soak (needs `make demo` first) for 8 minutes;
+`--quick` gives them 60 s per rate and 3 minutes.
 """
 
 from __future__ import annotations
@@ -12,18 +13,20 @@ import importlib
 import sys
 
 BENCHMARKS = ["bench_sim", "bench_compact", "bench_g2g", "bench_covisibility",
-              "bench_backbones", "bench_nodes"]
+              "bench_backbones", "bench_nodes", "bench_soak"]
+QUICK = {"bench_nodes": ["--duration", "60"], "bench_soak": ["--duration", "180"]}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="short node benchmark (60 s)")
+    parser.add_argument("--quick", action="store_true",
+                        help="short node benchmark and soak (60 s per rate, 3 min)")
     parser.add_argument("--only", nargs="*", choices=BENCHMARKS, default=None)
     opts = parser.parse_args(argv)
     failed = []
     for name in opts.only or BENCHMARKS:
         print(f"\n===== {name} =====", flush=True)
-        args = ["--duration", "60"] if (name == "bench_nodes" and opts.quick) else []
+        args = QUICK.get(name, []) if opts.quick else []
         try:
             code = importlib.import_module(f"benchmarks.{name}").main(args)
         except Exception as exc:  # one broken benchmark must not hide the others' figures

@@ -52,6 +52,7 @@ class CameraInputs:
         self.first_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
         self.last_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
         self.last_wall: Dict[str, Optional[float]] = {c: None for c in cameras}
+        self._stamped: Dict[str, int] = {c: 0 for c in cameras}  # images since first_stamp
         self.rejected_future: Dict[str, int] = {c: 0 for c in cameras}
         self._clock = node.get_clock()
         self._max_ahead_ns = int(max_ahead_s * 1e9) if max_ahead_s else None
@@ -85,6 +86,7 @@ class CameraInputs:
                 if ahead is None and self.first_stamp[cam] is None:
                     self.first_stamp[cam] = stamp
                 if ahead is None:
+                    self._stamped[cam] += 1
                     self.last_stamp[cam] = stamp
                     self.last_wall[cam] = time.monotonic()
             if ahead is not None:
@@ -109,6 +111,7 @@ class CameraInputs:
         with self._lock:
             for cam in self.cameras:
                 self.first_stamp[cam] = self.last_stamp[cam] = None
+                self._stamped[cam] = 0
 
     def _info_cb(self, cam: str):
         def cb(msg):
@@ -146,10 +149,12 @@ class CameraInputs:
         return time.monotonic() - max(walls) if walls else None
 
     def rates_hz(self) -> Dict[str, float]:
-        """Average receive rate per camera over its stamps so far."""
+        """Average receive rate per camera over its stamps since the start or the last
+        :meth:`reset_stamps` (0 before two images)."""
         out = {}
         with self._lock:
             for cam in self.cameras:
-                first, last, n = self.first_stamp[cam], self.last_stamp[cam], self.received[cam]
-                out[cam] = (n - 1) / ((last - first) * 1e-9) if n > 1 and last > first else 0.0
+                first, last, n = self.first_stamp[cam], self.last_stamp[cam], self._stamped[cam]
+                out[cam] = (n - 1) / ((last - first) * 1e-9) if (
+                    n > 1 and first is not None and last > first) else 0.0
         return out

@@ -351,6 +351,9 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
+    from g2g_ros.malloc_arenas import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before the executor's and the worker's threads allocate
     rclpy.init(args=args)
     node = None
     try:
