@@ -5,6 +5,7 @@ are tested in test_nodes_lifecycle.py.
 
 import importlib
 
+import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
@@ -71,12 +72,13 @@ def test_autostart_default_is_active_and_state_survives_deactivation(context):
     node = _make("map_builder", context)
     try:
         assert node.lifecycle_state == "active" and node.active
-        node.frames.append("kept")  # stands for a recorded keyframe
+        K = np.array([[50.0, 0, 32], [0, 50.0, 32], [0, 0, 1]])
+        node.builder.add("cam0", 1, np.eye(4), np.zeros((64, 64, 3), np.uint8), K)  # a keyframe
         assert node.trigger_deactivate() == R.SUCCESS
-        assert node.frames == ["kept"], "deactivation keeps the recorded keyframes"
-        assert node.trigger_activate() == R.SUCCESS and node.frames == ["kept"]
+        assert len(node.builder) == 1, "deactivation keeps the recorded keyframes"
+        assert node.trigger_activate() == R.SUCCESS and len(node.builder) == 1
         assert node.trigger_deactivate() == R.SUCCESS and node.trigger_cleanup() == R.SUCCESS
-        assert node.frames == [], "cleanup forgets them"
+        assert node.builder is None, "cleanup forgets them"
     finally:
         node.destroy_node()
 
