@@ -293,6 +293,14 @@ class ManagedNode(LifecycleNode):
         state (pose, map, keyframes). Called on a jump back of the ROS time and by
         ``~/reset``; nodes override it."""
 
+    def report_quiet_cameras(self, seconds: float) -> None:
+        """Report (:meth:`report_input`) every camera of ``self.inputs`` that sent no image for
+        ``seconds``; nothing while inactive."""
+        if self.active and getattr(self, "inputs", None) is not None:
+            for cam, age in self.inputs.silent(seconds).items():
+                self.report_input(f"camera {cam}", "no images received" if age is None
+                                  else f"no images for {age:.1f} s")
+
     def report_input(self, key: str, message: str) -> None:
         """Bad input: shown in ``~/status`` / ``/diagnostics`` (problem ``key``) and logged
         through the node's logger as a warning, at most once per key every

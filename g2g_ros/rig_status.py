@@ -27,10 +27,8 @@ def rig_state(node):
 
 def publish_rig_status(node) -> None:
     """Report silent cameras, then publish ``~/status`` and ``/diagnostics``."""
-    if node.active and node.last_update_wall is not None:
-        for cam, age in node.inputs.silent(node.p["lost_after_s"]).items():
-            node.report_input(f"camera {cam}", "no images received" if age is None
-                              else f"no images for {age:.1f} s")
+    if node.last_update_wall is not None:
+        node.report_quiet_cameras(node.p["lost_after_s"])
     state, text = rig_state(node)
     newest = node.inputs.newest_age_s() if node.active and node.inputs is not None else None
     # Cameras quiet (bag ended, driver stopped) after images came: STALE, not an error.

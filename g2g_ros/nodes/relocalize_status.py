@@ -36,10 +36,7 @@ def image_age_s(node):
 def publish_relocalize_status(node) -> None:
     from g2g_msgs.msg import EstimatorStatus
 
-    if node.active and node.inputs is not None:
-        for cam, age in node.inputs.silent(node.p["stale_after_s"]).items():
-            node.report_input(f"camera {cam}", "no images received" if age is None
-                              else f"no images for {age:.1f} s")
+    node.report_quiet_cameras(node.p["stale_after_s"])
     state, text = relocalize_state(node)
     engine, last = node.engine, node.last
     gate = engine.gate if engine is not None else None

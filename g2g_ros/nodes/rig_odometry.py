@@ -82,7 +82,8 @@ class RigOdometryNode(ManagedNode):
         # Health is reported in every lifecycle state: ordinary publishers and a timer.
         self.status_pub = self.create_publisher(EstimatorStatus, "~/status", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
+        steady_timer(self, self.p["status_period_s"], lambda: publish_rig_status(self),
+                     "publish_status")
         self.start_lifecycle()
 
     # ------------------------------------------------------------------ parameters
@@ -94,10 +95,8 @@ class RigOdometryNode(ManagedNode):
     def _apply_parameters(self, params) -> None:
         # Called after a successful set: the two parameters that apply at once.
         for p in params:
-            if self.odometry is not None and p.name == "keyframe_stride":
-                self.odometry.keyframe_stride = p.value
-            if self.odometry is not None and p.name == "max_spread_m":
-                self.odometry.max_spread_m = p.value
+            if self.odometry is not None and p.name in ("keyframe_stride", "max_spread_m"):
+                setattr(self.odometry, p.name, p.value)
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self) -> None:
@@ -149,7 +148,7 @@ class RigOdometryNode(ManagedNode):
         self.start_worker("g2g_rig_odometry", maxlen=2, on_error=self._on_worker_error)
 
     def activate(self) -> None:
-        self.inputs = CameraInputs(self, self.cameras, self.sync.add, p_image(self.p),
+        self.inputs = CameraInputs(self, self.cameras, self.sync.add, self.p["image_topic"],
                                    self.p["camera_info_topic"], self.p["use_compressed"],
                                    self.p["sensor_qos_reliability"],
                                    max_ahead_s=self.p["max_stamp_ahead_s"],
@@ -400,14 +399,6 @@ class RigOdometryNode(ManagedNode):
             self._feature_cache = {}
         response.success, response.message = True, "odometry reset to the given pose"
         return response
-
-    # ------------------------------------------------------------------ status
-    def _publish_status(self) -> None:
-        publish_rig_status(self)
-
-
-def p_image(p: Dict) -> str:
-    return p["image_topic"]
 
 
 def main(args=None) -> None:
