@@ -11,8 +11,10 @@ Frames whose pose is unknown (``pose_known`` False; used by the first-stage pret
 :mod:`g2g_model.backbones.compact_pretrain`) get a learned "unknown pose" embedding instead of the
 pose embedding and zeroed anchor-frame rays; their camera-frame rays are still used.
 
-The model has no pretrained weights: train it with the single-group geometry objective first,
-then freeze it (ARCHITECTURE §2).
+With ``stem="mobilenetv2"`` the patch tokens come from a frozen, ImageNet-pretrained MobileNetV2
+trunk (:mod:`g2g_model.backbones.mobilenet_v2`) under a trainable projection; the geometry
+embeddings and the transformer on top are trained. Either way, train the backbone with the
+single-group geometry objective first, then freeze it (ARCHITECTURE §2).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from g2g_model.backbones.compact_geometry import (
     pose_vectors,
 )
 from g2g_model.backbones.compact_stem import PatchStem
+from g2g_model.backbones.mobilenet_v2 import PretrainedPatchStem
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +48,11 @@ def _mlp(in_dim: int, hidden: int, out_dim: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU(), nn.Linear(hidden, out_dim))
 
 
-def _patch_stem(config: CompactConfig) -> PatchStem:
+def _patch_stem(config: CompactConfig) -> nn.Module:
     """``[M, 3, H, W]`` in [0, 1] -> ``[M, P, D]``."""
+    if config.stem == "mobilenetv2":
+        # Frozen ImageNet features (stride 16) under a trainable projection.
+        return PretrainedPatchStem(config.dim)
     if config.stem == "linear":
         return PatchStem((config.patch_size,), (config.dim,), config.image_mean, config.image_std)
     # Non-overlapping 4x4 -> 2x2 -> 2x2 blocks: a 16-pixel patch with two nonlinearities for

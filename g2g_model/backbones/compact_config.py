@@ -23,8 +23,9 @@ class CompactConfig:
             with the patch position table interpolated.
         patch_size: pixels per patch side (P = H/p * W/p, 196 for 224x224 and p=16).
         stem: "conv" (three non-overlapping strided convolutions 4x4, 2x2, 2x2 with GELU, run
-            as GEMMs, see :mod:`compact_stem`) or "linear" (one p x p patchify projection). The
-            conv stem needs ``patch_size == 16``.
+            as GEMMs, see :mod:`compact_stem`), "linear" (one p x p patchify projection) or
+            "mobilenetv2" (frozen ImageNet MobileNetV2 features at stride 16 under a trainable
+            projection, :mod:`mobilenet_v2`). "conv" and "mobilenetv2" need ``patch_size == 16``.
         stem_channels: channels after the first and second conv of the conv stem.
         dim: token width D (the feature dimension returned).
         depth: number of transformer blocks; even blocks attend within a frame, odd blocks attend
@@ -61,10 +62,10 @@ class CompactConfig:
             raise ValueError(
                 f"image_size {self.image_size} must be divisible by patch_size {self.patch_size}"
             )
-        if self.stem not in ("conv", "linear"):
-            raise ValueError(f"stem must be 'conv' or 'linear', got {self.stem!r}")
-        if self.stem == "conv" and self.patch_size != 16:
-            raise ValueError(f"stem 'conv' needs patch_size 16, got {self.patch_size}")
+        if self.stem not in ("conv", "linear", "mobilenetv2"):
+            raise ValueError(f"stem must be 'conv', 'linear' or 'mobilenetv2', got {self.stem!r}")
+        if self.stem in ("conv", "mobilenetv2") and self.patch_size != 16:
+            raise ValueError(f"stem {self.stem!r} needs patch_size 16, got {self.patch_size}")
         if self.dim <= 0 or self.num_heads <= 0 or self.dim % self.num_heads:
             raise ValueError(f"dim {self.dim} must be a positive multiple of num_heads "
                              f"{self.num_heads}")
@@ -110,6 +111,9 @@ COMPACT_PRESETS: Dict[str, CompactConfig] = {
     # Wider and deeper (about 24 GFLOP for 5+5 frames): for CPUs with native bf16 (AVX-512 BF16
     # / AMX) or a GPU, where it fits the same latency budget.
     "compact_m": CompactConfig(dim=256, depth=6, num_heads=4),
+    # compact_s on frozen ImageNet MobileNetV2 features (issue: default models that use their
+    # images); the trunk adds about 0.56 M frozen parameters.
+    "compact_mnv2": CompactConfig(stem="mobilenetv2"),
     # Tiny model for unit tests (fast on any CPU; not meant to be trained for real).
     "compact_xs": CompactConfig(
         image_size=(64, 64), stem="linear", stem_channels=(8, 16), dim=32, depth=2,

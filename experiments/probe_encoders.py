@@ -1,0 +1,225 @@
+"""Which frozen image encoder carries the geometry G2G needs? (docs/TRAINING.md, "Encoders").
+
+Two measurements on held-out simulator frames, the same frames for every encoder:
+
+(a) cross-season patch correspondence: for frame pairs of one camera from two traversals of a
+    scene (different seasons, overlap score >= 0.5), every patch centre of frame A with depth is
+    reprojected into frame B (poses and depth from the simulator; occluded points are skipped).
+    A patch counts as matched when its nearest descriptor (cosine) in B lies within one eighth
+    of the image width of the true reprojection (the same pixel tolerance for every grid), and
+    exactly when it is the true patch of the encoder's own grid.
+(b) how well the relative yaw and the translation of two frames of one camera 1-3 frames apart
+    are predictable from the features: ridge regression on the correlations of the two frames'
+    column and row profiles at shifts of up to 3 patches (a yaw moves the image sideways),
+    fitted on validation/training scenes, R^2 on the test scenes.
+
+    python experiments/probe_encoders.py --fit 'data/sim_val/scene_*' --test 'data/sim_test/scene_*'
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+from typing import Callable, Dict, List, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from g2g_model.data.format import TrajectoryReader  # noqa: E402
+
+Encoder = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (image uint8, K) -> [gh, gw, C]
+
+
+def _resize(image: np.ndarray, size: int) -> torch.Tensor:
+    x = torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255.0
+    return F.interpolate(x, size=(size, size), mode="bilinear", antialias=True,
+                         align_corners=False)
+
+
+def encoders(checkpoint: str) -> Dict[str, Encoder]:
+    from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
+    from g2g_model.inference import G2GPipeline
+
+    pipe = G2GPipeline.from_checkpoint(checkpoint)
+    side = pipe.image_size[0]
+    trunks = {16: MobileNetV2Trunk(16), 8: MobileNetV2Trunk(8)}
+
+    def compact(image, k):
+        tokens = pipe.encode_frames([image], k)[0]  # [P, D]
+        grid = int(round(tokens.shape[0] ** 0.5))
+        return tokens.reshape(grid, grid, -1).numpy()
+
+    def mobilenet(stride, size):
+        def run(image, k):
+            with torch.inference_mode():
+                out = trunks[stride](_resize(image, size))[0]
+            return out.permute(1, 2, 0).numpy()
+        return run
+
+    def pixels(image, k):
+        x = _resize(image, side)[0]
+        cols = F.unfold(x[None], 16, stride=16)[0].T  # [P, 768]
+        grid = side // 16
+        return cols.reshape(grid, grid, -1).numpy()
+
+    return {
+        f"compact tokens (shipped, {side} px)": compact,
+        f"MobileNetV2 s16, {side} px": mobilenet(16, side),
+        "MobileNetV2 s16, 224 px": mobilenet(16, 224),
+        f"MobileNetV2 s8, {side} px": mobilenet(8, side),
+        f"pixels (control, {side} px)": pixels,
+    }
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / (np.linalg.norm(x, axis=-1, keepdims=True) + 1e-8)
+
+
+def correspondence(feats_a, feats_b, depth_a, depth_b, k, a_T_b_inv) -> Tuple[int, int, int]:
+    """(tested, within tolerance, exact cell) for one pair; a_T_b_inv = cam_b <- cam_a."""
+    gh, gw, _ = feats_a.shape
+    height, width = depth_a.shape
+    ys = ((np.arange(gh) + 0.5) * height / gh).astype(int)
+    xs = ((np.arange(gw) + 0.5) * width / gw).astype(int)
+    u, v = np.meshgrid(xs, ys)
+    z = depth_a[v, u]
+    ok = z > 0
+    pts = np.linalg.inv(k) @ np.stack([u.ravel(), v.ravel(), np.ones(u.size)]) * z.ravel()
+    pts_b = a_T_b_inv[:3, :3] @ pts + a_T_b_inv[:3, 3:]
+    proj = k @ pts_b
+    ub, vb = proj[0] / proj[2], proj[1] / proj[2]
+    inside = (proj[2] > 0.05) & (ub >= 0) & (ub < width - 0.5) & (vb >= 0) & (vb < height - 0.5)
+    ok = ok.ravel() & inside
+    zb = np.zeros_like(ub)
+    zb[ok] = depth_b[np.round(vb[ok]).astype(int), np.round(ub[ok]).astype(int)]
+    ok &= np.abs(zb - proj[2]) < 0.05 * proj[2] + 0.05  # visible in B, not occluded
+    if not ok.any():
+        return 0, 0, 0
+    fa = _unit(feats_a.reshape(gh * gw, -1)[ok])
+    fb = _unit(feats_b.reshape(gh * gw, -1))
+    best = np.argmax(fa @ fb.T, axis=1)
+    bx = (best % gw + 0.5) * width / gw
+    by = (best // gw + 0.5) * height / gh
+    err = np.hypot(bx - ub[ok], by - vb[ok])
+    true_cell = (vb[ok] * gh / height).astype(int) * gw + (ub[ok] * gw / width).astype(int)
+    return int(ok.sum()), int((err < width / 8).sum()), int((best == true_cell).sum())
+
+
+def shift_features(fa: np.ndarray, fb: np.ndarray, max_shift: int = 3) -> np.ndarray:
+    """Correlations of standardised column and row profiles at shifts -s..s, and their argmax."""
+    both = np.concatenate([fa, fb]).reshape(-1, fa.shape[-1])
+    mean, std = both.mean(0), both.std(0) + 1e-6
+    fa, fb = (fa - mean) / std, (fb - mean) / std
+    out = []
+    for axis in (0, 1):  # axis 0 pooled -> column profile [gw, C]; axis 1 -> row profile
+        pa, pb = fa.mean(axis), fb.mean(axis)
+        n = pa.shape[0]
+        corr = []
+        for s in range(-max_shift, max_shift + 1):
+            lo, hi = max(0, s), min(n, n + s)
+            corr.append(float((pa[lo:hi] * pb[lo - s:hi - s]).mean()) if hi > lo else 0.0)
+        corr = np.asarray(corr)
+        weights = np.exp(corr * 4.0) / np.exp(corr * 4.0).sum()
+        out += list(corr) + [float(weights @ np.arange(-max_shift, max_shift + 1))]
+    return np.asarray(out)
+
+
+def relative_targets(pose_a: np.ndarray, pose_b: np.ndarray) -> np.ndarray:
+    rel = np.linalg.inv(pose_a) @ pose_b  # cam_a <- cam_b
+    yaw = np.degrees(np.arctan2(rel[0, 2], rel[2, 2]))  # about the camera y axis (OpenCV)
+    return np.array([yaw, rel[0, 3], rel[2, 3]])
+
+
+def ridge_r2(x_fit, y_fit, x_test, y_test, lam: float = 1.0) -> np.ndarray:
+    mu, sd = x_fit.mean(0), x_fit.std(0) + 1e-8
+    xf = np.c_[(x_fit - mu) / sd, np.ones(len(x_fit))]
+    xt = np.c_[(x_test - mu) / sd, np.ones(len(x_test))]
+    w = np.linalg.solve(xf.T @ xf + lam * np.eye(xf.shape[1]), xf.T @ y_fit)
+    resid = ((xt @ w - y_test) ** 2).sum(0)
+    return 1.0 - resid / ((y_test - y_test.mean(0)) ** 2).sum(0)
+
+
+def motion_pairs(scenes: List[str], per_traj: int, rng) -> List[Tuple]:
+    pairs = []
+    for scene in scenes:
+        for traj in sorted(glob.glob(os.path.join(scene, "traj_*"))):
+            reader = TrajectoryReader(traj)
+            for _ in range(per_traj):
+                cam = reader.cameras[rng.integers(len(reader.cameras))]
+                a = int(rng.integers(reader.num_frames - 3))
+                pairs.append((reader, cam, a, a + int(rng.integers(1, 4))))
+    return pairs
+
+
+def season_pairs(scenes: List[str], per_scene: int, rng) -> List[Tuple]:
+    pairs = []
+    for scene in scenes:
+        for path in sorted(glob.glob(os.path.join(scene, "overlap", "traj_00__traj_01__*"))):
+            cam = os.path.basename(path).split("__")[2]
+            scores = np.load(path).astype(np.float32)
+            cand = np.argwhere(scores >= 0.5)
+            pick = rng.choice(len(cand), size=min(per_scene, len(cand)), replace=False)
+            ra = TrajectoryReader(os.path.join(scene, "traj_00"))
+            rb = TrajectoryReader(os.path.join(scene, "traj_01"))
+            pairs += [(ra, rb, cam, int(cand[i][0]), int(cand[i][1])) for i in pick]
+    return pairs
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", default="g2g_model/assets/g2g_reloc_compact.safetensors")
+    parser.add_argument("--fit", default="data/sim_val/scene_*")
+    parser.add_argument("--test", default="data/sim_test/scene_*")
+    parser.add_argument("--season-pairs", type=int, default=15, help="per scene and camera")
+    parser.add_argument("--motion-pairs", type=int, default=60, help="per trajectory")
+    parser.add_argument("--out", default="docs/eval/probe_encoders.json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    rng = np.random.default_rng(0)
+    test_scenes, fit_scenes = sorted(glob.glob(args.test)), sorted(glob.glob(args.fit))
+    seasons = season_pairs(test_scenes, args.season_pairs, rng)
+    fit, test = (motion_pairs(fit_scenes, args.motion_pairs, rng),
+                 motion_pairs(test_scenes, args.motion_pairs, rng))
+    results = {}
+    for name, encode in encoders(args.checkpoint).items():
+        tested = within = exact = 0
+        for ra, rb, cam, fa, fb in seasons:
+            k = ra.rig[cam].K
+            pose_a, pose_b = ra.world_T_cam(cam)[fa], rb.world_T_cam(cam)[fb]
+            counts = correspondence(encode(ra.image(cam, fa), k), encode(rb.image(cam, fb), k),
+                                    ra.depth(cam, fa), rb.depth(cam, fb), k,
+                                    np.linalg.inv(pose_b) @ pose_a)
+            tested, within, exact = tested + counts[0], within + counts[1], exact + counts[2]
+        r2 = {}
+        for split, pairs in (("fit", fit), ("test", test)):
+            xs, ys = [], []
+            for reader, cam, a, b in pairs:
+                k = reader.rig[cam].K
+                xs.append(shift_features(encode(reader.image(cam, a), k),
+                                         encode(reader.image(cam, b), k)))
+                ys.append(relative_targets(reader.world_T_cam(cam)[a], reader.world_T_cam(cam)[b]))
+            r2[split] = (np.asarray(xs), np.asarray(ys))
+        scores = ridge_r2(*r2["fit"], *r2["test"])
+        results[name] = {
+            "patches_tested": tested, "match_within_1/8_width": within / max(tested, 1),
+            "match_exact_cell": exact / max(tested, 1),
+            "r2_yaw": float(scores[0]), "r2_tx": float(scores[1]), "r2_tz": float(scores[2]),
+        }
+        print(f"{name:34s} match {within / max(tested, 1):.3f} exact {exact / max(tested, 1):.3f}"
+              f"  R2 yaw {scores[0]:+.2f} tx {scores[1]:+.2f} tz {scores[2]:+.2f}", flush=True)
+    meta = {"season_pairs": len(seasons), "fit_pairs": len(fit), "test_pairs": len(test),
+            "fit": args.fit, "test": args.test, "checkpoint": args.checkpoint}
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as handle:
+        json.dump({"meta": meta, "results": results}, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

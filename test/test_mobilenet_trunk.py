@@ -1,0 +1,71 @@
+"""The frozen pretrained MobileNetV2 trunk under the compact backbone (`compact_mnv2`)."""
+
+import hashlib
+import re
+
+import pytest
+import torch
+
+from g2g_model.backbones.compact import CompactBackbone
+from g2g_model.backbones.mobilenet_v2 import (
+    ASSET, ASSET_KEY, MobileNetV2Trunk, load_pretrained,
+)
+from g2g_model.tagged_safetensors import read_tagged, write_tagged
+
+
+def test_shipped_weights_match_their_notice():
+    """The file's sha256 and provenance header agree with NOTICE.md (they cannot drift)."""
+    digest = hashlib.sha256(ASSET.read_bytes()).hexdigest()
+    notice = (ASSET.parent / "NOTICE.md").read_text()
+    assert f"this file: `{digest}`" in notice
+    header, tensors = read_tagged(ASSET, ASSET_KEY, 1, "trunk")
+    assert header["architecture"] == "mobilenet_v2" and header["license"].startswith("MIT")
+    assert header["source_sha256"] in notice and header["wheel_sha256"] in notice
+    assert max(int(k.split(".")[1]) for k in tensors) == 13
+    assert "MIT License" in notice
+
+
+@pytest.mark.parametrize("stride,channels", [(8, 32), (16, 96)])
+def test_trunk_is_pretrained_frozen_and_strided(stride, channels):
+    trunk = MobileNetV2Trunk(stride)
+    trunk.train()
+    assert not trunk.training and not any(p.requires_grad for p in trunk.parameters())
+    out = trunk(torch.rand(2, 3, 64, 96))
+    assert out.shape == (2, channels, 64 // stride, 96 // stride)
+    # Pretrained, not random: the loaded weights equal the file's.
+    first = load_pretrained(1)["features.0.0.weight"]
+    assert torch.equal(trunk.features[0][0].weight, first)
+    assert not torch.equal(MobileNetV2Trunk(stride, load_weights=False).features[0][0].weight,
+                           first)
+
+
+def test_missing_or_foreign_weight_file_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make_mobilenet_asset"):
+        load_pretrained(14, tmp_path / "absent.safetensors")
+    other = write_tagged(tmp_path / "other.safetensors", ASSET_KEY,
+                         {"version": 1, "architecture": "resnet"}, {"x": torch.zeros(1)})
+    with pytest.raises(ValueError, match="not mobilenet_v2"):
+        load_pretrained(14, other)
+    with pytest.raises(ValueError, match="stride"):
+        MobileNetV2Trunk(32)
+
+
+def test_compact_mnv2_trains_the_projection_not_the_trunk():
+    torch.manual_seed(0)
+    backbone = CompactBackbone("compact_mnv2")
+    images = torch.rand(1, 2, 3, 64, 64)
+    k = torch.tensor([[60.0, 0, 32], [0, 60, 32], [0, 0, 1]]).expand(1, 2, 3, 3)
+    poses = torch.eye(4).expand(1, 2, 4, 4).clone()
+    poses[0, 1, 0, 3] = 0.3
+    feats = backbone(images, k, poses)
+    assert feats.shape == (1, 2, 16, backbone.feature_dim)
+    feats.square().mean().backward()
+    assert backbone.stem.proj.weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in backbone.stem.trunk.parameters())
+    # The features depend on the image content of each frame.
+    other = images.clone()
+    other[0, 1] = torch.rand(3, 64, 64)
+    with torch.no_grad():
+        changed = backbone(other, k, poses) - feats
+    assert changed[0, 1].abs().mean() > 10 * changed[0, 0].abs().mean() >= 0
+    assert re.match(r"^[0-9a-f]{16}$", backbone.config.fingerprint())
