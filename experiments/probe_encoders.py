@@ -13,7 +13,8 @@ Two measurements on held-out simulator frames, the same frames for every encoder
     column and row profiles at shifts of up to 3 patches (a yaw moves the image sideways),
     fitted on validation/training scenes, R^2 on the test scenes.
 
-    python experiments/probe_encoders.py --fit 'data/sim_val/scene_*' --test 'data/sim_test/scene_*'
+    python experiments/probe_encoders.py --fit "data/sim_val/scene_*" \
+        --test "data/sim_test/scene_*"
 """
 
 from __future__ import annotations

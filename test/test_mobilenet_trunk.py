@@ -69,3 +69,24 @@ def test_compact_mnv2_trains_the_projection_not_the_trunk():
         changed = backbone(other, k, poses) - feats
     assert changed[0, 1].abs().mean() > 10 * changed[0, 0].abs().mean() >= 0
     assert re.match(r"^[0-9a-f]{16}$", backbone.config.fingerprint())
+
+
+def test_stage1_step_under_bf16_autocast_keeps_noisy_poses_rigid():
+    """Regression: the pose noise of stage 1 was multiplied in bf16 under autocast, and the
+    backbone refused the non-rigid result (every bf16 pretraining run failed at step 1)."""
+    from g2g_model import geometry
+    from g2g_model.backbones.compact_pretrain import CompactPretrainHeads, pretrain_step
+
+    torch.manual_seed(0)
+    model = CompactBackbone("compact_xs")
+    heads = CompactPretrainHeads(model.feature_dim, model.patch_size)
+    rot = geometry.axis_angle_to_matrix(torch.randn(2, 4, 3).numpy() * 0.5)
+    world = geometry.make_pose(rot, torch.randn(2, 4, 3).numpy())
+    poses = torch.stack([torch.from_numpy(geometry.reanchor(w)).float() for w in world])
+    k = torch.tensor([[58.0, 0, 32], [0, 58, 32], [0, 0, 1]])
+    batch = {"images": torch.rand(2, 4, 3, 64, 64), "cam_to_anchor": poses,
+             "intrinsics": k.expand(2, 4, 3, 3),
+             "depth": torch.rand(2, 4, 64, 64) + 1.0}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        losses = pretrain_step(model, heads, batch, generator=torch.Generator().manual_seed(1))
+    assert torch.isfinite(losses["total"])

@@ -247,8 +247,11 @@ def pretrain_step(
         raise ValueError(f"depth must be [B, N, H, W] = {(num, frames, height, width)}, got "
                          f"{tuple(batch['depth'].shape)}")
     known = sample_pose_known(num, frames, config, generator).to(images.device)
-    noisy = perturb_poses(poses, config.rotation_noise_deg, config.translation_noise_m,
-                          generator)
+    # float32 even under bf16 autocast: a bf16 matrix product leaves the noisy rotations
+    # visibly non-orthogonal, which the backbone rightly refuses.
+    with torch.autocast(images.device.type, enabled=False):
+        noisy = perturb_poses(poses.float(), config.rotation_noise_deg,
+                              config.translation_noise_m, generator)
     features = model(images, batch["intrinsics"], noisy, pose_known=known)
     log_depth = heads.depth(features, height, width)
     valid = batch.get("depth_valid")
