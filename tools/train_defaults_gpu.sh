@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Train the compact_mnv2 default models from nothing on one GPU machine, within a time budget:
+# render the simulator training and test scenes in parallel, label them (rig pairs, same-camera
+# overlaps, mined window pairs), train stage 1 (compact_mnv2_pretrain) in bf16, then the
+# relocalization and rig-odometry G2G models side by side on the same GPU, evaluate both on the
+# held-out test scenes against "no motion", and leave checkpoints, logs and evaluations in
+# OUT_DIR (a few MB). Each training stage gets a share of the budget: it first times a few steps,
+# then sets its schedule (warm-up + cosine decay) to the steps that fit. Runs on a CPU too
+# (DEVICE=cpu), and at a tiny scale in seconds (TINY=1; test/test_train_defaults_gpu.py runs it
+# that way).
+#
+# Usage: tools/train_defaults_gpu.sh OUT_DIR
+# Environment (defaults in brackets):
+#   BUDGET [480]        seconds for the whole script; rendering and labelling take what they
+#                       take, the three trainings share what is left (stage 1 half, the G2G
+#                       models a quarter each, run in parallel), 40 s are kept for evaluation
+#   SCENES [48]         training-split scenes (3 traversals, 100 frames, ring4 rig)
+#   TEST_SCENES [4]     test-split scenes (2 traversals): the held-out split of docs/TRAINING.md
+#   LABEL_SCENES [24]   training scenes that get overlap labels (relocalization pairs)
+#   BATCH [32]          groups (stage 1) and pairs (G2G) per step
+#   WORKERS [nproc]     rendering / labelling processes
+#   DEVICE [cuda]       where the networks train
+#   WORK [/tmp/g2g_defaults]  rendered data and feature caches (large; not in OUT_DIR)
+#   TINY                1: 2 + 1 scenes of 12 frames at 64 px, 2 steps per stage (a dry run)
+#   PYTHON [python3]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: $0 OUT_DIR}
+BUDGET=${BUDGET:-480}
+SCENES=${SCENES:-48}
+TEST_SCENES=${TEST_SCENES:-4}
+LABEL_SCENES=${LABEL_SCENES:-24}
+BATCH=${BATCH:-32}
+WORKERS=${WORKERS:-$(nproc)}
+DEVICE=${DEVICE:-cuda}
+WORK=${WORK:-/tmp/g2g_defaults}
+PY=${PYTHON:-python3}
+export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+mkdir -p "$OUT" "$WORK"
+OUT=$(cd "$OUT" && pwd)
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+stamp() { echo "[$(elapsed) s] $*" | tee -a "$OUT/recipe.log"; }
+
+SIM_ARGS=(--scene-preset small --rig-preset ring4 --frames 100)
+SIZE=112
+if [[ "${TINY:-0}" == 1 ]]; then
+    SCENES=2; TEST_SCENES=1; LABEL_SCENES=2; BATCH=2
+    SIM_ARGS=(--scene-preset small --rig-preset ring4 --frames 12 --image-size 64)
+    SIZE=64
+fi
+SIM="$PY -m g2g_model.data.sim.cli"
+DATA="$PY -m g2g_model.data.cli"
+TRAIN="$PY -m g2g_model.training.cli"
+
+stamp "rendering $SCENES training and $TEST_SCENES test scenes with $WORKERS workers"
+$SIM --out "$WORK/sim_train" --split train --num-scenes "$SCENES" --traversals 3 \
+    "${SIM_ARGS[@]}" --workers "$WORKERS" > "$WORK/sim.log" 2>&1
+$SIM --out "$WORK/sim_test" --split test --num-scenes "$TEST_SCENES" --traversals 2 \
+    "${SIM_ARGS[@]}" --workers "$WORKERS" >> "$WORK/sim.log" 2>&1
+
+stamp "labelling (rig pairs, overlaps of $LABEL_SCENES scenes, mined windows)"
+for split in train test; do
+    root="$WORK/sim_$split"
+    $DATA rig-pairs "$root" --max-distance 3 --max-frame-gap 3 --max-pairs 400 \
+        --out "$root/rig_odom_pairs.csv" >> "$WORK/labels.log" 2>&1
+    ls -d "$root"/scene_* | head -n "$LABEL_SCENES" | xargs -P "$WORKERS" -I{} \
+        $DATA overlap {} --cam-pairs same --size 28 >> "$WORK/labels.log" 2>&1
+    $DATA mine "$root" --window 5 --top-k 10 --min-score 0.1 >> "$WORK/labels.log" 2>&1
+done
+
+# train NAME OUT SECONDS [--set ...]: time 5 steps, then run the schedule that fits SECONDS.
+train() {
+    local name=$1 dir=$2 seconds=$3; shift 3
+    local common=(--set device="$DEVICE" --set bf16=auto --set "data.root=$WORK/sim_train"
+                  --set optim.batch_size="$BATCH" --set checkpoint_every=100000
+                  --set "model.backbone_overrides={image_size: [$SIZE, $SIZE]}" "$@")
+    local steps=2
+    [[ "${TINY:-0}" == 1 ]] && common+=(--set log_every=1)
+    if [[ "${TINY:-0}" != 1 ]]; then
+        $TRAIN "$name" --out "$WORK/timing_$name" "${common[@]}" --set optim.max_steps=6 \
+            --set log_every=1 --set optim.warmup_steps=1 --set optim.decay_steps=5 -q \
+            > "$WORK/timing_$name.log" 2>&1
+        steps=$($PY - "$WORK/timing_$name/train_log.csv" "$seconds" <<'PYEOF'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+per_step = statistics.median(float(r["sec_per_step"]) for r in rows[-3:])
+print(max(20, int(0.8 * float(sys.argv[2]) / per_step)))
+PYEOF
+)
+    fi
+    local warmup=$(( steps / 10 > 1 ? steps / 10 : 1 ))
+    local extra=()
+    # The curriculum's plateau levels (0.50 -> 0.10, 9 levels) end by 45 % of the steps, so the
+    # cosine decay always runs.
+    [[ "$name" == reloc_mnv2 ]] && extra=(--set curriculum.max_steps_per_level=$(( steps / 20 + 1 )))
+    stamp "$name: $steps steps in about $seconds s"
+    $TRAIN "$name" --out "$dir" "${common[@]}" --set optim.warmup_steps="$warmup" \
+        --set optim.decay_steps=$(( steps - warmup )) --set optim.max_steps="$steps" \
+        "${extra[@]}" -q > "$OUT/$name.log" 2>&1
+    cp "$dir/train_log.csv" "$OUT/${name}_train_log.csv"
+    cp "$dir"/*.png "$OUT/" 2>/dev/null || true
+}
+
+left=$(( BUDGET - $(elapsed) - 40 ))
+train compact_mnv2_pretrain "$WORK/stage1" $(( left / 2 ))
+cp "$WORK/stage1/backbone.safetensors" "$OUT/compact_mnv2_backbone.safetensors"
+left=$(( BUDGET - $(elapsed) - 40 ))
+weights=(--set "model.backbone_weights=$WORK/stage1/backbone.safetensors")
+train reloc_mnv2 "$WORK/reloc" "$left" "${weights[@]}" --set "cache.dir=$WORK/cache_reloc" &
+train rig_odom_mnv2 "$WORK/rig" "$left" "${weights[@]}" --set "cache.dir=$WORK/cache_rig" \
+    --set model.g2g_overrides.feature_norm_patches=$(( (SIZE / 16) ** 2 )) &
+wait
+cp "$WORK/reloc/model.safetensors" "$OUT/g2g_reloc_mnv2.safetensors"
+cp "$WORK/rig/model.safetensors" "$OUT/g2g_rig_mnv2.safetensors"
+
+stamp "evaluating on the held-out test scenes"
+$PY -m g2g_model.training.eval_cli --task reloc --root "$WORK/sim_test" --index pairs_w5.json \
+    --checkpoint "$OUT/g2g_reloc_mnv2.safetensors" --identity --ablation --max-pairs 100 \
+    --device "$DEVICE" --out "$OUT/eval_reloc" -q > "$OUT/eval_reloc.log" 2>&1
+$PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
+    --checkpoint "$OUT/g2g_rig_mnv2.safetensors" --identity --max-pairs 100 \
+    --device "$DEVICE" --out "$OUT/eval_rig" -q > "$OUT/eval_rig.log" 2>&1
+stamp "done; results in $OUT"
