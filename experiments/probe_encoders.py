@@ -64,18 +64,29 @@ def encoders(checkpoint: str) -> Dict[str, Encoder]:
         return run
 
     def pixels(image, k):
-        x = _resize(image, side)[0]
-        cols = F.unfold(x[None], 16, stride=16)[0].T  # [P, 768]
+        return _pixels(image, side)
+
+    def position(image, k):  # one-hot patch positions: the nearest patch is the same cell
         grid = side // 16
-        return cols.reshape(grid, grid, -1).numpy()
+        return np.eye(grid * grid, dtype=np.float32).reshape(grid, grid, -1)
 
     return {
+        f"position only (control: same cell, {side} px)": position,
         f"compact tokens (shipped, {side} px)": compact,
         f"MobileNetV2 s16, {side} px": mobilenet(16, side),
         "MobileNetV2 s16, 224 px": mobilenet(16, 224),
         f"MobileNetV2 s8, {side} px": mobilenet(8, side),
         f"pixels (control, {side} px)": pixels,
+        "pixels (control, 224 px)": lambda image, k: _pixels(image, 224),
     }
+
+
+def _pixels(image: np.ndarray, size: int) -> np.ndarray:
+    """Raw 16 x 16 RGB patches as descriptors ``[size/16, size/16, 768]``."""
+    x = _resize(image, size)[0]
+    cols = F.unfold(x[None], 16, stride=16)[0].T
+    grid = size // 16
+    return cols.reshape(grid, grid, -1).numpy()
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
