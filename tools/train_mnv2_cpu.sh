@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The long, resumable CPU run of the compact_mnv2 default models (docs/TRAINING.md, "Encoders"):
+# stage 1 (compact_mnv2_pretrain), then relocalization (reloc_mnv2) and rig odometry
+# (rig_odom_mnv2). Stop it at any time (Ctrl-C, kill, end of a session); re-running the same
+# command continues every stage from its state.pt, and a finished stage is skipped. Each stretch
+# appends one line per stage to outputs/mnv2_stretches.log: when it ran and from which step to
+# which step it got. Data: tools/make_default_data.sh (sim_train with labels). Run from the
+# repository root, in the background on a shared machine:
+#
+#   nohup nice -n 19 tools/train_mnv2_cpu.sh > outputs/mnv2_cpu.out 2>&1 &
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+LOG=outputs/mnv2_stretches.log
+mkdir -p outputs
+
+last_step() {  # last logged step of a run directory (0 if none)
+    local csv=$1/train_log.csv
+    [[ -f "$csv" ]] && tail -n 1 "$csv" | cut -d, -f1 | grep -E '^[0-9]+$' || echo 0
+}
+
+stage() {  # stage PRESET OUT_DIR EXPORT_FILE
+    local preset=$1 dir=$2 export_file=$3
+    if [[ -f "$dir/$export_file" && -f "$dir/summary.json" ]] \
+        && grep -q '"interrupted": false' "$dir/summary.json"; then
+        echo "$(date -u +%FT%TZ) $preset: finished earlier, skipped" >> "$LOG"
+        return
+    fi
+    local from
+    from=$(last_step "$dir")
+    echo "$(date -u +%FT%TZ) $preset: stretch starts after step $from" >> "$LOG"
+    trap 'echo "$(date -u +%FT%TZ) $preset: stopped at step $(last_step "$dir")" >> "$LOG"' EXIT
+    $PY -m g2g_model.training.cli "$preset" -q --threads "${THREADS:-2}"
+    trap - EXIT
+    echo "$(date -u +%FT%TZ) $preset: finished at step $(last_step "$dir")" >> "$LOG"
+}
+
+stage compact_mnv2_pretrain outputs/compact_mnv2_pretrain backbone.safetensors
+stage reloc_mnv2 outputs/reloc_mnv2 model.safetensors
+stage rig_odom_mnv2 outputs/rig_odom_mnv2 model.safetensors
