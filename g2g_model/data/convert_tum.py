@@ -124,8 +124,8 @@ def convert_tum(src: str | Path, out: str | Path, camera: str | None = "fr3",
         keep = keep[:max_frames]
     dropped = len(stamps) - int(valid.sum())
     if not len(keep):
-        raise ValueError(f"{src}: no image lies inside the ground truth "
-                         f"({len(stamps)} images, ground truth {gt_stamps[0]}..{gt_stamps[-1]} ns)")
+        raise ValueError(f"{src}: no image lies inside the ground truth ({len(stamps)} images, "
+                         f"ground truth {gt_stamps[0]}..{gt_stamps[-1]} ns)")
     first = cv2.imread(str(paths[keep[0]]), cv2.IMREAD_COLOR)
     if first is None:
         raise ValueError(f"{paths[keep[0]]}: unreadable image")
