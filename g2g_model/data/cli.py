@@ -4,6 +4,7 @@ Subcommands (all resumable: finished outputs are skipped unless ``--overwrite``)
 
     g2g-data convert-nclt --root /data/nclt --date 2012-01-08 --out data/nclt/2012-01-08
     g2g-data convert-zjh --root /data/zjh --floor Floor_01 --traj traj_1 --out data/zjh/f01_t1
+    g2g-data convert-tum --src /data/rgbd_dataset_freiburg3_x --camera fr3 --out data/tum/fr3_x
     g2g-data overlap data/sim            # per scene: overlap matrices of trajectory pairs
     g2g-data mine data/sim --window 5    # window pairs index (JSON / CSV) + score histogram
     g2g-data rig-pairs data/sim --max-distance 1.0
@@ -212,6 +213,18 @@ def cmd_convert_zjh(args: argparse.Namespace) -> dict:
     return {"trajectory": str(path), "frames": TrajectoryReader(path).num_frames}
 
 
+def cmd_convert_tum(args: argparse.Namespace) -> dict:
+    from g2g_model.data.convert_tum import convert_tum
+
+    try:
+        path = convert_tum(args.src, args.out, camera=None if args.intrinsics else args.camera,
+                           intrinsics=args.intrinsics, dist=args.dist, stride=args.stride,
+                           max_frames=args.max_frames, overwrite=args.overwrite)
+    except ValueError as exc:
+        raise SystemExit(f"g2g-data convert-tum: error: {exc}")
+    return {"trajectory": str(path), "frames": TrajectoryReader(path).num_frames}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="g2g-data", description=__doc__.split("\n")[0])
     p.add_argument("-v", "--verbose", action="store_true")
@@ -239,6 +252,18 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--max-frames", type=int)
     z.add_argument("--overwrite", action="store_true")
     z.set_defaults(func=cmd_convert_zjh, skip_if=lambda a: a.out)
+
+    t = sub.add_parser("convert-tum", help="TUM RGB-D layout (rgb/, groundtruth.txt) -> format")
+    t.add_argument("--src", type=Path, required=True)
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--camera", choices=("fr1", "fr2", "fr3"), default="fr3")
+    t.add_argument("--intrinsics", type=float, nargs=4, metavar=("FX", "FY", "CX", "CY"),
+                   help="instead of --camera")
+    t.add_argument("--dist", type=float, nargs="+", help="OpenCV distortion coefficients")
+    t.add_argument("--stride", type=int, default=1)
+    t.add_argument("--max-frames", type=int)
+    t.add_argument("--overwrite", action="store_true")
+    t.set_defaults(func=cmd_convert_tum, skip_if=lambda a: a.out)
 
     o = sub.add_parser("overlap", help="overlap matrices for trajectory pairs (needs depth)")
     o.add_argument("root", type=Path)

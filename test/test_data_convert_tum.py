@@ -1,0 +1,203 @@
+"""TUM RGB-D converter, pose-only overlap proxy and the real-val build tool, on tiny fakes."""
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation, Slerp
+
+from g2g_model.data.convert_tum import T_BODY_OPTICAL, convert_tum
+from g2g_model.data.format import TrajectoryReader
+from g2g_model.data.frustum_pairs import frustum_overlap_matrix, frustum_window_pairs
+
+W, H = 40, 30
+FX, FY, CX, CY = 50.0, 52.0, 19.5, 14.5
+GT_T = np.arange(10.05, 10.70, 0.02)          # ground truth 10.05 .. 10.69 s
+IMG_T = ["9.990000", "10.100000", "10.250000", "10.400000", "10.550000", "10.800000"]
+
+
+def _gt_pose(t):
+    rot = Rotation.from_euler("y", 20.0 * (t - 10.0), degrees=True)
+    return rot, np.array([0.5 * (t - 10.0), 0.1, 1.0 + 0.2 * (t - 10.0)])
+
+
+def _tum_tree(root: Path, header="# ground truth trajectory\n"):
+    (root / "rgb").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    images = {}
+    for name in IMG_T:
+        img = rng.integers(0, 255, (H, W, 3), dtype=np.uint8)
+        cv2.imwrite(str(root / "rgb" / f"{name}.png"), img)
+        images[name] = img
+    lines = [header]
+    for t in GT_T:
+        rot, pos = _gt_pose(t)
+        q = rot.as_quat()
+        lines.append(f"{t:.4f} {pos[0]:.6f} {pos[1]:.6f} {pos[2]:.6f} "
+                     f"{q[0]:.8f} {q[1]:.8f} {q[2]:.8f} {q[3]:.8f}\n")
+    (root / "groundtruth.txt").write_text("".join(lines))
+    return images
+
+
+def test_convert_tum_poses_images_and_provenance(tmp_path):
+    src = tmp_path / "src"
+    images = _tum_tree(src)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in src.rglob("*"))
+    out = convert_tum(src, tmp_path / "traj", camera=None, intrinsics=(FX, FY, CX, CY),
+                      meta={"repo": "someone/something", "commit": "abc"})
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in src.rglob("*")) == before
+    r = TrajectoryReader(out)
+    r.validate_files()
+    kept = ["10.100000", "10.250000", "10.400000", "10.550000"]  # inside the ground truth
+    assert r.num_frames == len(kept)
+    np.testing.assert_allclose(r.rig["cam0"].K, [[FX, 0, CX], [0, FY, CY], [0, 0, 1]])
+    np.testing.assert_allclose(r.rig["cam0"].T_body_cam, T_BODY_OPTICAL)
+    slerp = Slerp(GT_T, Rotation.from_quat([_gt_pose(t)[0].as_quat() for t in GT_T]))
+    world_T_cam = r.world_T_cam("cam0")
+    for k, name in enumerate(kept):
+        t = float(name)
+        np.testing.assert_allclose(world_T_cam[k][:3, :3], slerp([t]).as_matrix()[0], atol=1e-5)
+        np.testing.assert_allclose(world_T_cam[k][:3, 3], _gt_pose(t)[1], atol=1e-5)
+        np.testing.assert_array_equal(r.image("cam0", k), images[name][..., ::-1])
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["repo"] == "someone/something" and meta["source"] == "tum-rgbd"
+    assert meta["images_outside_ground_truth"] == 2
+    first_row = (out / "poses.csv").read_text().splitlines()[1]
+    assert first_row.split(",")[0] == "10100000000"
+
+
+def test_convert_tum_preset_with_distortion(tmp_path):
+    _tum_tree(tmp_path / "src")
+    r = TrajectoryReader(convert_tum(tmp_path / "src", tmp_path / "t", camera="fr1"))
+    assert r.num_frames == 4 and r.rig["cam0"].K[0, 0] == pytest.approx(517.3)
+
+
+@pytest.mark.parametrize("what, kwargs, message", [
+    ("no_gt", {}, "groundtruth.txt"),
+    ("no_rgb", {}, "missing image folder"),
+    ("outside", {}, "no image lies inside"),
+    ("ok", {"camera": "fr9"}, "unknown TUM camera"),
+    ("ok", {"camera": "fr3", "intrinsics": (1, 1, 1, 1)}, "exactly one"),
+    ("ok", {"camera": None, "intrinsics": (0, 1, 1, 1)}, "fx fy > 0"),
+    ("bad_name", {}, "not <sec>.<fraction>"),
+    ("bad_size", {}, "not 40x30"),
+])
+def test_convert_tum_errors(tmp_path, what, kwargs, message):
+    src = tmp_path / "src"
+    _tum_tree(src)
+    if what == "no_gt":
+        (src / "groundtruth.txt").unlink()
+    elif what == "no_rgb":
+        for f in (src / "rgb").iterdir():
+            f.unlink()
+        (src / "rgb").rmdir()
+    elif what == "outside":
+        for f in (src / "rgb").iterdir():
+            if f.stem not in ("9.990000", "10.800000"):
+                f.unlink()
+    elif what == "bad_name":
+        cv2.imwrite(str(src / "rgb" / "frame.png"), np.zeros((H, W, 3), np.uint8))
+    elif what == "bad_size":
+        cv2.imwrite(str(src / "rgb" / "10.400000.png"), np.zeros((H + 2, W, 3), np.uint8))
+    kwargs = {"camera": "fr3", **kwargs}
+    with pytest.raises(ValueError, match=message):
+        convert_tum(src, tmp_path / "traj", **kwargs)
+    assert not (tmp_path / "traj").exists()
+
+
+def _cam(yaw_deg=0.0, x=0.0):
+    T = np.eye(4)
+    T[:3, :3] = Rotation.from_euler("y", yaw_deg, degrees=True).as_matrix()
+    T[0, 3] = x
+    return T
+
+
+def test_frustum_overlap_proxy():
+    K = np.array([[FX, 0, CX], [0, FY, CY], [0, 0, 1]])
+    poses = np.stack([_cam(), _cam(x=0.5), _cam(yaw_deg=180.0), _cam(x=10.0)])
+    o = frustum_overlap_matrix(K, W, H, poses, depth_m=2.0)
+    np.testing.assert_allclose(np.diag(o), 1.0)
+    np.testing.assert_allclose(o, o.T)
+    assert 0.3 < o[0, 1] < 0.95          # half a metre sideways at 2 m: partial overlap
+    assert o[0, 2] == 0.0 and o[0, 3] == 0.0
+    with pytest.raises(ValueError, match="depth_m"):
+        frustum_overlap_matrix(K, W, H, poses, depth_m=0.0)
+
+
+def test_frustum_window_pairs():
+    overlap = np.full((10, 10), 0.5)
+    np.fill_diagonal(overlap, 1.0)
+    pairs = frustum_window_pairs(overlap, "t", "cam0", window=3, gaps=[3, 4])
+    # starts 0..7; gap 3: i = 0..4, gap 4: i = 0..3; both directions
+    assert len(pairs) == 2 * (5 + 4)
+    assert all(abs(p.start_a - p.start_b) >= 3 and p.window == 3 for p in pairs)
+    assert {(p.start_a, p.start_b) for p in pairs} >= {(0, 3), (3, 0), (3, 7), (7, 3)}
+    assert len(frustum_window_pairs(overlap, "t", "cam0", 3, [3], both_directions=False)) == 5
+    with pytest.raises(ValueError, match="share frames"):
+        frustum_window_pairs(overlap, "t", "cam0", window=3, gaps=[2])
+
+
+def _load_tool():
+    path = Path(__file__).resolve().parents[1] / "tools" / "make_real_val.py"
+    spec = importlib.util.spec_from_file_location("make_real_val", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _git_repo(root: Path, files: dict) -> str:
+    root.mkdir(parents=True)
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    env = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(root), *env, "commit", "-qm", "x"], check=True)
+    return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_real_val_tool_builds_set_from_git_clones(tmp_path, monkeypatch):
+    tool = _load_tool()
+    src = tmp_path / "tum"
+    _tum_tree(src)
+    frames = {f"{tool.FRAMES['path']}/{p.name}": p.read_bytes()
+              for p in sorted((src / "rgb").iterdir())}
+    frames_commit = _git_repo(tmp_path / "frames_repo", frames)
+    gt_commit = _git_repo(tmp_path / "gt_repo",
+                          {tool.GROUND_TRUTH["path"]: (src / "groundtruth.txt").read_bytes()})
+    monkeypatch.setattr(tool, "FRAMES", dict(tool.FRAMES, commit=frames_commit))
+    monkeypatch.setattr(tool, "GROUND_TRUTH", dict(tool.GROUND_TRUTH, commit=gt_commit))
+    monkeypatch.setattr(tool, "PAIR_SETS", {1: (1, 2)})
+    out = tmp_path / "real_val"
+    assert tool.main(["--superglue-repo", str(tmp_path / "frames_repo"), "--edgeicp-repo",
+                      str(tmp_path / "gt_repo"), "--out", str(out)]) == 0
+    r = TrajectoryReader(out / tool.TRAJ_NAME)
+    assert r.num_frames == 4
+    meta = json.loads((out / tool.TRAJ_NAME / "meta.json").read_text())
+    assert meta["frames_source"]["commit"] == frames_commit
+    assert meta["ground_truth_source"]["commit"] == gt_commit
+    pairs = json.loads((out / "pairs_w1.json").read_text())
+    assert len(pairs) == 2 * (3 + 2) and set(pairs[0]) == {
+        "traj_a", "cam_a", "start_a", "traj_b", "cam_b", "start_b", "window", "score"}
+    assert json.loads((out / "sources.json").read_text())["summary"]["frames"] == 4
+    # A commit the clone does not have is a clear error, not a traceback.
+    monkeypatch.setattr(tool, "GROUND_TRUTH", dict(tool.GROUND_TRUTH, commit="0" * 40))
+    assert tool.main(["--superglue-repo", str(tmp_path / "frames_repo"), "--edgeicp-repo",
+                      str(tmp_path / "gt_repo"), "--out", str(tmp_path / "other")]) == 2
+
+
+def test_g2g_data_convert_tum_cli(tmp_path, capsys):
+    from g2g_model.data.cli import main
+
+    _tum_tree(tmp_path / "src")
+    assert main(["convert-tum", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "t"),
+                 "--intrinsics", str(FX), str(FY), str(CX), str(CY)]) == 0
+    assert json.loads(capsys.readouterr().out)["frames"] == 4
+    with pytest.raises(SystemExit, match="convert-tum: error: .*groundtruth.txt: missing"):
+        main(["convert-tum", "--src", str(tmp_path / "nowhere"), "--out", str(tmp_path / "u")])
