@@ -33,7 +33,6 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import logging
@@ -42,6 +41,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 import torch
+
+from g2g_model.precision import autocast
 
 from .base import Backbone, register_backbone
 from .mapanything.checkpoint import (
@@ -535,7 +536,8 @@ class UpstreamMapAnythingBackbone(Backbone):
         # the RNG so that encoding does not shift the caller's random stream.
         cuda_devices = [images.device] if images.device.type == "cuda" else []
         try:
-            with torch.random.fork_rng(devices=cuda_devices), self._autocast(images.device):
+            with torch.random.fork_rng(devices=cuda_devices), autocast(
+                    images.device, self.autocast_dtype, inherit=True):
                 self.model(views)
             raise RuntimeError("upstream MapAnything.forward finished without running "
                                "info_sharing; this adapter does not know that version")
@@ -548,11 +550,6 @@ class UpstreamMapAnythingBackbone(Backbone):
         features = features.flatten(3).transpose(2, 3)  # [B, N, P, D], row-major patches
         scale_token = final.additional_token_features[..., 0]  # [B, D]
         return MapAnythingV1Output(features.float(), scale_token.float())
-
-    def _autocast(self, device: torch.device):
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device.type, dtype=self.autocast_dtype)
 
     def forward(
         self,

@@ -36,6 +36,7 @@ from g2g_model.freeze import freeze_modules
 from g2g_model.inference import bf16_is_fast
 from g2g_model.losses import LOSS_PRESETS, g2g_loss
 from g2g_model.model.checkpoint import save_checkpoint
+from g2g_model.precision import autocast
 from g2g_model.training import distributed as ddp
 from g2g_model.training.config import TrainConfig, validate
 from g2g_model.training.curriculum import OverlapCurriculum
@@ -246,9 +247,7 @@ class Trainer:
         return fa.to(dev), fb.to(dev), gt_a.to(dev), gt_b.to(dev)
 
     def _autocast(self):
-        if self.bf16:
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return torch.autocast(self.device.type, enabled=False)
+        return autocast(self.device, torch.bfloat16 if self.bf16 else None)
 
     def _step_losses(self, step: int) -> Dict[str, torch.Tensor]:
         gen = step_generator(self.config.seed, self.info.rank, step)
