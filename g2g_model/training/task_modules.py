@@ -46,7 +46,7 @@ class PretrainModule(nn.Module):
         self.pretrain_config = pretrain_config
 
     def forward(self, batch, generator) -> Dict[str, torch.Tensor]:
-        from g2g_model.backbones.compact_pretrain import pretrain_step
+        from g2g_model.training.compact_pretrain import pretrain_step
 
         losses = pretrain_step(self.backbone, self.heads, batch, self.pretrain_config, generator)
         losses["loss"] = losses.pop("total")
@@ -57,7 +57,7 @@ def pretrain_task(cfg, backbone: nn.Module, store, rank: int, world_size: int
                   ) -> Tuple["PretrainModule", object, Dict[str, CurriculumSampler]]:
     """Task ``pretrain``: the module (compact backbone + stage-1 heads), the group dataset and
     one sampler per group kind (``win``, ``rig``) that has groups."""
-    from g2g_model.backbones.compact_pretrain import CompactPretrainHeads, PretrainConfig
+    from g2g_model.training.compact_pretrain import CompactPretrainHeads, PretrainConfig
     from g2g_model.training.pretrain_dataset import PretrainDataset
 
     if cfg.model.backbone != "compact":
