@@ -71,17 +71,31 @@ def perturb_poses(
     poses: torch.Tensor,
     config: ExtrinsicNoiseConfig = ExtrinsicNoiseConfig(),
     generator: Optional[torch.Generator] = None,
+    model: str = "se3_right",
 ) -> torch.Tensor:
     """Noisy copy of one group's input poses; frame 0 is returned unchanged.
 
+    Two noise models (``model``):
+
+    - ``"se3_right"`` (G2G training): ``T <- T @ dT`` (module docstring), float64 sampling, only
+      frames >= 1 draw noise.
+    - ``"rotation_left"`` (stage-1 pretraining of the compact backbone): ``R <- R_noise R`` and
+      ``t <- t + n`` on ``[B, N, 4, 4]``; every frame draws (float32), frame 0's draw is
+      discarded, so the generator advances the same way whatever the noise magnitudes.
+
     Args:
-        poses: ``[..., N, 4, 4]`` anchor-relative poses ``T_{G0<-Gi}``, frame 0 = identity.
+        poses: ``[..., N, 4, 4]`` anchor-relative poses ``T_{G0<-Gi}``, frame 0 = identity
+            (``[B, N, 4, 4]`` for ``"rotation_left"``).
         generator: seeded ``torch.Generator`` (CPU) for reproducibility.
     Returns:
         ``[..., N, 4, 4]`` new tensor; the input is not modified.
     """
     if poses.ndim < 3 or poses.shape[-2:] != (4, 4):
         raise ValueError(f"poses must be [..., N, 4, 4], got {tuple(poses.shape)}")
+    if model == "rotation_left":
+        return _perturb_rotation_left(poses, config, generator)
+    if model != "se3_right":
+        raise ValueError(f"noise model must be 'se3_right' or 'rotation_left', got {model!r}")
     out = poses.clone()
     n = poses.shape[-3]
     if n < 2 or (config.rot_std_deg == 0 and config.trans_std_m == 0):
@@ -90,6 +104,27 @@ def perturb_poses(
                              dtype=poses.dtype, device=poses.device)
     out[..., 1:, :, :] = poses[..., 1:, :, :] @ noise
     return out
+
+
+def _perturb_rotation_left(cam_to_anchor: torch.Tensor, config: ExtrinsicNoiseConfig,
+                           generator: Optional[torch.Generator]) -> torch.Tensor:
+    """The ``"rotation_left"`` model of :func:`perturb_poses` on ``[B, N, 4, 4]``."""
+    if cam_to_anchor.ndim != 4:
+        raise ValueError(f"the rotation_left model takes [B, N, 4, 4], "
+                         f"got {tuple(cam_to_anchor.shape)}")
+    batch, frames = cam_to_anchor.shape[:2]
+    axis = torch.nn.functional.normalize(torch.randn(batch, frames, 3, generator=generator),
+                                         dim=-1)
+    angle = torch.randn(batch, frames, 1, generator=generator) * math.radians(config.rot_std_deg)
+    shift = torch.randn(batch, frames, 3, generator=generator) * config.trans_std_m
+    noise = axis_angle_matrix(axis, angle[..., 0])
+    noise[:, 0] = torch.eye(3)
+    shift[:, 0] = 0
+    poses = cam_to_anchor.clone()
+    dtype, device = poses.dtype, poses.device
+    poses[..., :3, :3] = noise.to(device, dtype) @ poses[..., :3, :3]
+    poses[..., :3, 3] = poses[..., :3, 3] + shift.to(device, dtype)
+    return poses
 
 
 def perturb_group_poses(

@@ -27,6 +27,7 @@ from g2g_model.groups import PreparedGroup, prepare_group
 from g2g_model.model.checkpoint import load_any
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
+from g2g_model.precision import autocast
 
 LOG = logging.getLogger(__name__)
 
@@ -92,12 +93,6 @@ def bf16_is_fast(device: torch.device) -> bool:
         cap = torch.backends.cpu.get_cpu_capability().upper()
         return cap.startswith("AVX512") or "AMX" in cap
     return False
-
-
-def _autocast(device: torch.device, enabled: bool):
-    if not enabled:
-        return torch.autocast(device.type, enabled=False)
-    return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 class G2GPipeline:
@@ -224,7 +219,7 @@ class G2GPipeline:
     @torch.inference_mode()
     def encode(self, prepared: PreparedGroup) -> torch.Tensor:
         """Backbone features ``[1, N, P, D]`` (float32) of a prepared group."""
-        with _autocast(self.device, self.bf16):
+        with autocast(self.device, torch.bfloat16 if self.bf16 else None):
             feats = self.backbone(prepared.images.to(self.device),
                                   prepared.intrinsics.to(self.device),
                                   prepared.cam_to_anchor.to(self.device))
@@ -257,7 +252,7 @@ class G2GPipeline:
             imgs = torch.cat([p.images for p in preps], 0).to(self.device)      # [b, 1, 3, H, W]
             ks = torch.cat([p.intrinsics for p in preps], 0).to(self.device)
             poses = torch.cat([p.cam_to_anchor for p in preps], 0).to(self.device)
-            with _autocast(self.device, self.bf16):
+            with autocast(self.device, torch.bfloat16 if self.bf16 else None):
                 feats = self.backbone(imgs, ks, poses)
             out.append(feats[:, 0].float().cpu())
         if not out:
@@ -266,7 +261,7 @@ class G2GPipeline:
 
     @torch.inference_mode()
     def run_features(self, features_a: torch.Tensor, features_b: torch.Tensor) -> Dict:
-        with _autocast(self.device, self.bf16):
+        with autocast(self.device, torch.bfloat16 if self.bf16 else None):
             out = self.model(features_a.to(self.device), features_b.to(self.device))
         return {k: v.float().cpu() for k, v in out.items()}
 

@@ -77,3 +77,34 @@ def test_seeded_and_configurable():
         ExtrinsicNoiseConfig(rot_std_deg=-1.0)
     with pytest.raises(ValueError, match="poses"):
         perturb_poses(torch.zeros(4, 4))
+
+
+def test_perturb_poses_rotation_left_model():
+    """Stage-1 pretraining's noise model: ``R <- R_noise R``, ``t <- t + n``, frame 0 kept; every
+    frame draws, so the generator advances the same for any magnitude. The values are those of
+    the pretraining code before the two noise functions became one (seed 0)."""
+    clean = torch.eye(4).repeat(1, 3, 1, 1)
+    noisy = perturb_poses(clean, ExtrinsicNoiseConfig(1.5, 0.1), torch.Generator().manual_seed(0),
+                          model="rotation_left")
+    expected_1 = torch.tensor([[0.99988937, -0.01177358, 0.00908471, 0.01227012],
+                               [0.01173004, 0.99991953, 0.00482985, -0.05663175],
+                               [-0.00914086, -0.00472273, 0.99994707, 0.03731146],
+                               [0.0, 0.0, 0.0, 1.0]])
+    torch.testing.assert_close(noisy[0, 1], expected_1, atol=1e-7, rtol=0)
+    torch.testing.assert_close(noisy[0, 2, :3, 3],
+                               torch.tensor([-0.08919954, -0.15091078, 0.03703935]),
+                               atol=1e-7, rtol=0)
+    assert torch.equal(noisy[:, 0], clean[:, 0])
+    # Left multiplication: a translated pose keeps its translation up to the additive noise.
+    moved = clean.clone()
+    moved[..., :3, 3] = 5.0
+    shifted = perturb_poses(moved, ExtrinsicNoiseConfig(1.5, 0.0),
+                            torch.Generator().manual_seed(0), model="rotation_left")
+    assert torch.equal(shifted[..., :3, 3], moved[..., :3, 3])
+    # The generator advances identically with and without noise.
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    perturb_poses(clean, NOISE_PRESETS["none"], g1, model="rotation_left")
+    perturb_poses(clean, NOISE_PRESETS["g2g"], g2, model="rotation_left")
+    assert torch.equal(torch.rand(4, generator=g1), torch.rand(4, generator=g2))
+    with pytest.raises(ValueError, match="noise model"):
+        perturb_poses(clean, model="left")

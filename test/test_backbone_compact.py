@@ -19,10 +19,10 @@ from g2g_model.backbones.compact_geometry import (
     patch_ray_samples,
     pose_vectors,
 )
-from g2g_model.backbones.compact_pretrain import (
+from g2g_model.augment import ExtrinsicNoiseConfig, perturb_poses
+from g2g_model.training.compact_pretrain import (
     CompactPretrainHeads,
     PretrainConfig,
-    perturb_poses,
     pretrain_step,
     sample_pose_known,
 )
@@ -242,7 +242,7 @@ def test_pose_dropping_and_noise():
     assert known[:, 1:].any()  # not everything dropped
     assert sample_pose_known(3, 1, config, gen).all()
     _, _, poses = random_group(4, 5, seed=9)
-    noisy = perturb_poses(poses, 1.5, 0.1, gen)
+    noisy = perturb_poses(poses, ExtrinsicNoiseConfig(1.5, 0.1), gen, model="rotation_left")
     torch.testing.assert_close(noisy[:, 0], poses[:, 0])
     delta = (noisy[:, 1:, :3, 3] - poses[:, 1:, :3, 3]).std()
     assert 0.05 < delta < 0.2

@@ -20,12 +20,14 @@ from safetensors.torch import load_file, save_file
 from g2g_model.backbones.base import backbone_class, registered_backbones
 from g2g_model.backbones.mapanything.checkpoint import load_mapanything_v1
 from g2g_model.backbones.mapanything.config import MapAnythingV1Config, preset
-from g2g_model.backbones.upstream_mapanything import (
+from g2g_model.backbones.mapanything.upstream_build import (
     DINOV2_REPO_ENV,
-    UpstreamMapAnythingBackbone,
-    load_upstream_mapanything,
     resolve_dinov2_repo,
     upstream_init_kwargs,
+)
+from g2g_model.backbones.upstream_mapanything import (
+    UpstreamMapAnythingBackbone,
+    load_upstream_mapanything,
 )
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from g2g_model.baseline.classical import (
-    CLASSICAL_PRESETS, ClassicalBaseline, ClassicalConfig, ImageGroup, rotation_l1_median,
+    CLASSICAL_PRESETS, ClassicalBaseline, ClassicalConfig, ImageGroup,
 )
+from g2g_model.baseline.consensus import rotation_l1_median
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
 from g2g_model.metrics import rotation_error_deg, translation_error_m
 

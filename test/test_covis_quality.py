@@ -21,8 +21,8 @@ from g2g_model.covisibility.embedding import load_embedding
 from g2g_model.covisibility.image_embedding import load_image_embedding
 from g2g_model.covisibility.evaluate import picked_window_accuracy, window_selection_accuracy
 from g2g_model.covisibility.pair_verifier import load_pair_verifier
-from g2g_model.covisibility.sim_data import (decoder_scorer, load_scene_frames, noisy_hints,
-                                             scene_images, scored_window_queries)
+from g2g_model.covisibility.sim_data import load_scene_frames, scene_images
+from g2g_model.covisibility.sim_eval import decoder_scorer, noisy_hints, scored_window_queries
 from g2g_model.covisibility.sim_selection import (scene_map, selector_ranking, selector_scorer,
                                                   sim_selectors)
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory

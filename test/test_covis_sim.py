@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from g2g_model.covisibility.checkpoint import load_checkpoint, save_checkpoint
-from g2g_model.covisibility.sim_data import (balanced_pairs, load_scene_frames, retrieval_pairs,
-                                             scene_overlap, scene_samples, window_queries)
+from g2g_model.covisibility.sim_data import (balanced_pairs, load_scene_frames, scene_overlap,
+                                             scene_samples)
+from g2g_model.covisibility.sim_eval import retrieval_pairs, window_queries
 from g2g_model.covisibility.model import build_covisibility_model
 from g2g_model.data.overlap import directional_overlap
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
@@ -66,7 +67,7 @@ def test_sim_eval_reports_every_scorer_overall_and_per_scene(scene):
     from g2g_model.covisibility.embedding import CovisibilityEmbedding
     from g2g_model.covisibility.image_embedding import ImageEmbedding
     from g2g_model.covisibility.pair_verifier import PairVerifier
-    from g2g_model.covisibility.sim_data import evaluate_scenes
+    from g2g_model.covisibility.sim_eval import evaluate_scenes
 
     root, pipeline, frames = scene
     cfg = SimConfig(scene_preset="small", rig_preset="ring4", traversals=2, frames=12,

@@ -12,7 +12,8 @@ from g2g_model.data.sim.generate import SimConfig, generate_trajectory
 from g2g_model.data.sim.occupancy import build_occupancy
 from g2g_model.data.sim.renderer import Renderer
 from g2g_model.data.sim.rigs import RIG_PRESETS, make_rig
-from g2g_model.data.sim.scene import Door, Scene, make_scene
+from g2g_model.data.sim.layout import Door
+from g2g_model.data.sim.scene import Scene, make_scene
 from g2g_model.data.sim.trajectory import MotionConfig, make_traversals
 from g2g_model.data.splits import SPLIT_SEEDS, split_of_seed, split_seeds
 from g2g_model.geometry import is_rotation, make_pose

@@ -75,7 +75,7 @@ def test_stage1_step_under_bf16_autocast_keeps_noisy_poses_rigid():
     """Regression: the pose noise of stage 1 was multiplied in bf16 under autocast, and the
     backbone refused the non-rigid result (every bf16 pretraining run failed at step 1)."""
     from g2g_model import geometry
-    from g2g_model.backbones.compact_pretrain import CompactPretrainHeads, pretrain_step
+    from g2g_model.training.compact_pretrain import CompactPretrainHeads, pretrain_step
 
     torch.manual_seed(0)
     model = CompactBackbone("compact_xs")

@@ -8,7 +8,8 @@ from g2g_model.model.checkpoint import load_checkpoint
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
 from g2g_model.training.smoke_data import make_smoke_collection, smoke_config
-from g2g_model.training.trainer import MODEL_FILE, Trainer
+from g2g_model.training.run_files import MODEL_FILE
+from g2g_model.training.trainer import Trainer
 
 
 def test_standardised_model_equals_plain_model_on_standardised_features():

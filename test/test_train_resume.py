@@ -10,7 +10,8 @@ from g2g_model.inference import G2GPipeline
 from g2g_model.model.checkpoint import load_checkpoint
 from g2g_model.training.logs import CsvLog
 from g2g_model.training.smoke_data import make_smoke_collection, smoke_config
-from g2g_model.training.trainer import LOG_FILE, MODEL_FILE, STATE_FILE, Trainer
+from g2g_model.training.run_files import LOG_FILE, MODEL_FILE, STATE_FILE
+from g2g_model.training.trainer import Trainer
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,11 @@
 import torch
 
 from g2g_model.backbones.compact import CompactBackbone
-from g2g_model.backbones.compact_pretrain import CompactPretrainHeads, PretrainConfig
+from g2g_model.training.compact_pretrain import CompactPretrainHeads, PretrainConfig
 from g2g_model.losses import LossConfig
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
-from g2g_model.training.trainer import PairTrainModule, PretrainModule, step_generator
+from g2g_model.training.task_modules import PairTrainModule, PretrainModule, step_generator
 
 
 def _random_poses(batch, frames, gen):

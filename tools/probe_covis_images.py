@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from g2g_model.covisibility import sim_data
+from g2g_model.covisibility import sim_data, sim_eval
 from g2g_model.covisibility.evaluate import window_selection_accuracy
 from g2g_model.covisibility.image_embedding import shrink
 from g2g_model.inference import G2GPipeline, default_checkpoint
@@ -77,7 +77,7 @@ def thumbnails(args) -> None:
             pixels = frame_images(scene, frames, size).float().flatten(2).transpose(1, 2)
             variants[f"rgb{size}"] = dataclasses.replace(frames, tokens=pixels)
         for name, v in variants.items():
-            queries, scored = sim_data.scored_window_queries(
+            queries, scored = sim_eval.scored_window_queries(
                 v, WINDOW, {"whitened": map_whitened(v),
                             "standardised": standardised_cosine(v)})
             if name == "tokens":

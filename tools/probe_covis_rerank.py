@@ -27,7 +27,7 @@ from typing import Dict, List, Tuple
 import cv2
 import numpy as np
 
-from g2g_model.covisibility import sim_data, sim_selection
+from g2g_model.covisibility import sim_data, sim_eval, sim_selection
 from g2g_model.covisibility.embedding import load_embedding
 from g2g_model.covisibility.image_embedding import load_image_embedding
 from g2g_model.covisibility.retrieval import select_windows, window_scores
@@ -96,7 +96,7 @@ def scene_queries(pipeline, embedding, image_model, scene, cache, top_k: int) ->
     selector.prepare(gmap)
     combined = sim_selection.selector_scorer(selector, frames, images, rows)
     verifier = Verifier(images, frames.intrinsics)
-    queries, scored = sim_data.scored_window_queries(frames, WINDOW, {},
+    queries, scored = sim_eval.scored_window_queries(frames, WINDOW, {},
                                                      frame_scorers={"combined": combined})
     out = []
     for true, pred, (m, q) in zip(queries.trues, scored["combined"], queries.frames):

@@ -8,7 +8,7 @@ patches, and a learned anchor embedding on frame 0. The sum is layer-normed and 
 alternating frame/group attention transformer with a final LayerNorm.
 
 Frames whose pose is unknown (``pose_known`` False; used by the first-stage pretraining, see
-:mod:`g2g_model.backbones.compact_pretrain`) get a learned "unknown pose" embedding instead of the
+:mod:`g2g_model.training.compact_pretrain`) get a learned "unknown pose" embedding instead of the
 pose embedding and zeroed anchor-frame rays; their camera-frame rays are still used.
 
 With ``stem="mobilenetv2"`` the patch tokens come from a frozen, ImageNet-pretrained MobileNetV2

@@ -19,12 +19,13 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Optional, Union
 
 import torch
 from torch import nn
+
+from g2g_model.precision import autocast
 
 from .base import Backbone, register_backbone
 from .mapanything.alternating_attention import AlternatingAttentionTransformer
@@ -129,11 +130,6 @@ class MapAnythingV1Backbone(Backbone):
         """``[..., 3, H, W]`` RGB in [0, 1] -> ImageNet-normalised float32 (subtract, divide)."""
         return (images.float() - self.image_mean) / self.image_std
 
-    def _autocast(self, device: torch.device):
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device.type, dtype=self.autocast_dtype)
-
     def _check_inputs(self, images, intrinsics, cam_to_anchor) -> None:
         if images.dim() != 5 or images.shape[2] != 3:
             raise ValueError(f"images must be [B, N, 3, H, W], got {tuple(images.shape)}")
@@ -204,7 +200,7 @@ class MapAnythingV1Backbone(Backbone):
                 f"got {list(is_metric_scale.shape)}"
             )
         pixels = self.normalize_images(images).reshape(batch * views, 3, height, width)
-        with self._autocast(images.device):
+        with autocast(images.device, self.autocast_dtype, inherit=True):
             image_tokens = self.encoder(pixels)
         image_tokens = image_tokens.float().reshape(batch, views, -1, image_tokens.shape[-1])
 
@@ -220,7 +216,7 @@ class MapAnythingV1Backbone(Backbone):
             fused = self.fusion_norm_layer(fused)
 
         scale_token = self.scale_token.float()[None].expand(batch, -1)
-        with self._autocast(images.device):
+        with autocast(images.device, self.autocast_dtype, inherit=True):
             features, scale_out = self.info_sharing(fused, scale_token)
         return MapAnythingV1Output(features.float(), scale_out.float())
 

@@ -20,6 +20,9 @@ frame of group B:
    rays, no ray consensus or near-parallel rays (no metric depth) make the translation *fail*:
    it is reported as NaN with a reason, never silently zero.
 
+Modules: this one (configuration, results, the estimator), :mod:`.two_view` (step 2) and
+:mod:`.consensus` (the rotation median of step 3 and the ray intersection of step 4).
+
 Every pair is reported in :attr:`ClassicalResult.pairs` (keypoints, matches, inliers, parallax,
 what it was used for and why not); failed pairs are listed by :attr:`ClassicalResult.failed_pairs`.
 """
@@ -29,24 +32,18 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import math
 import time
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
 
-from g2g_model.geometry import make_pose, reanchor
+from g2g_model.baseline.consensus import angle_deg, ray_consensus, rotation_l1_median
+from g2g_model.baseline.two_view import (ESSENTIAL_METHODS, essential_relative_pose,
+                                         median_parallax_deg, normalise_pixels)
+from g2g_model.geometry import make_pose, reanchor, rotation_angle_deg
 
 logger = logging.getLogger(__name__)
-
-
-ESSENTIAL_METHODS = {
-    "ransac": cv2.RANSAC,
-    "lmeds": cv2.LMEDS,
-    "usac_accurate": cv2.USAC_ACCURATE,
-    "usac_magsac": cv2.USAC_MAGSAC,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,11 +287,11 @@ class ClassicalBaseline:
         if len(good) < cfg.min_matches:
             res.reason = f"too few matches after ratio test ({len(good)} < {cfg.min_matches})"
             return res
-        xa = _normalise(pts_a[[m.queryIdx for m in good]], k_a)
-        xb = _normalise(pts_b[[m.trainIdx for m in good]], k_b)
+        xa = normalise_pixels(pts_a[[m.queryIdx for m in good]], k_a)
+        xb = normalise_pixels(pts_b[[m.trainIdx for m in good]], k_b)
         focal = 0.25 * (k_a[0, 0] + k_a[1, 1] + k_b[0, 0] + k_b[1, 1])
         try:
-            rel = _relative_pose(xa, xb, cfg.ransac_threshold_px / focal, cfg)
+            rel = essential_relative_pose(xa, xb, cfg.ransac_threshold_px / focal, cfg)
         except cv2.error as exc:  # degenerate input inside OpenCV
             res.reason = f"essential matrix estimation failed: {str(exc).strip()[:120]}"
             return res
@@ -306,7 +303,7 @@ class ClassicalBaseline:
         if res.n_inliers < cfg.min_inliers:
             res.reason = f"too few inliers ({res.n_inliers} < {cfg.min_inliers})"
             return res
-        res.parallax_deg = _median_parallax_deg(xa[inliers], xb[inliers], r_ba)
+        res.parallax_deg = median_parallax_deg(xa[inliers], xb[inliers], r_ba)
         r_ab = r_ba.T
         res.rotation_a0_b0 = ext_ai[:3, :3] @ r_ab @ ext_bj[:3, :3].T
         res.used_for_rotation = True
@@ -327,7 +324,7 @@ class ClassicalBaseline:
         rots = np.stack([p.rotation_a0_b0 for p in usable])
         weights = np.array([p.n_inliers for p in usable], dtype=np.float64)
         rot = rotation_l1_median(rots, weights, cfg.rotation_iterations)
-        errors = _angle_between_deg(rot[None], rots)
+        errors = rotation_angle_deg(np.swapaxes(rot[None], -1, -2) @ rots)
         keep = errors <= cfg.rotation_outlier_deg
         if not np.any(keep):
             for p in usable:
@@ -357,50 +354,23 @@ class ClassicalBaseline:
                             for p in ray_pairs])
         dirs = np.stack([p.ray_direction_a0 for p in ray_pairs])
         weights = np.array([p.n_inliers for p in ray_pairs], dtype=np.float64)
-        cos_thr = math.cos(math.radians(cfg.ray_inlier_deg))
-        min_eig = math.sin(math.radians(cfg.min_ray_angle_deg) / 2.0) ** 2
-
-        hypotheses = list(itertools.combinations(range(n), 2))
-        if len(hypotheses) > cfg.max_ray_hypotheses:
-            rng = np.random.default_rng(cfg.seed)
-            pick = rng.choice(len(hypotheses), cfg.max_ray_hypotheses, replace=False)
-            hypotheses = [hypotheses[k] for k in sorted(pick)]
-        best_mask, best_score = None, (-1, -np.inf)
-        for k, m in hypotheses:
-            idx = np.array([k, m])
-            centre = _intersect_rays(origins[idx], dirs[idx], np.ones(2), min_eig)
-            if centre is None:
-                continue
-            mask, cosines = _ray_inliers(centre, origins, dirs, cos_thr)
-            score = (int(mask.sum()), float(np.sum(cosines[mask])))
-            if score > best_score:
-                best_mask, best_score = mask, score
-        if best_mask is None or best_mask.sum() < cfg.min_rays:
-            for p in ray_pairs:
-                p.reason = "translation: no consistent ray pair"
-            max_angle = _max_pairwise_angle_deg(dirs)
-            return (None, f"degenerate ray geometry: no two rays intersect in front of their "
-                          f"cameras at >= {cfg.min_ray_angle_deg} deg (widest pair "
-                          f"{max_angle:.2f} deg)", n, 0)
-        centre = _intersect_rays(origins[best_mask], dirs[best_mask], weights[best_mask], min_eig)
+        centre, best_mask, reason = ray_consensus(
+            origins, dirs, weights, cfg.ray_inlier_deg, cfg.min_rays, cfg.min_ray_angle_deg,
+            cfg.max_ray_hypotheses, cfg.seed)
         if centre is None:
-            return None, "degenerate ray geometry: inlier rays are nearly parallel", n, 0
-        final_mask, _ = _ray_inliers(centre, origins, dirs, cos_thr)
-        if final_mask.sum() >= cfg.min_rays and not np.array_equal(final_mask, best_mask):
-            refit = _intersect_rays(origins[final_mask], dirs[final_mask], weights[final_mask],
-                                    min_eig)
-            if refit is not None:
-                centre, best_mask = refit, final_mask
+            if best_mask is None:
+                for p in ray_pairs:
+                    p.reason = "translation: no consistent ray pair"
+            return None, reason, n, 0
         for p, used, o, d in zip(ray_pairs, best_mask, origins, dirs):
             p.used_for_translation = bool(used)
             if not used:
                 v = centre - o
-                ang = _angle_deg(v, d)
+                ang = angle_deg(v, d)
                 p.reason = f"translation ray outlier ({ang:.1f} deg > {cfg.ray_inlier_deg})"
         return centre, "", n, int(best_mask.sum())
 
 
-# ---------------------------------------------------------------------- geometry helpers
 def _as_group(group: GroupLike, name: str) -> ImageGroup:
     if isinstance(group, ImageGroup):
         return group
@@ -408,136 +378,3 @@ def _as_group(group: GroupLike, name: str) -> ImageGroup:
         return ImageGroup(*group)
     raise ValueError(f"{name} must be an ImageGroup or an (images, intrinsics, poses) tuple, "
                      f"got {type(group).__name__}")
-
-
-def _normalise(pixels: np.ndarray, k_mat: np.ndarray) -> np.ndarray:
-    """Pixel coordinates ``[M, 2]`` -> normalised image coordinates ``[M, 2]``."""
-    homog = np.concatenate([pixels, np.ones((len(pixels), 1))], axis=1)
-    rays = homog @ np.linalg.inv(k_mat).T
-    return rays[:, :2] / rays[:, 2:3]
-
-
-def _relative_pose(xa, xb, threshold, cfg):
-    """Robust essential matrix + cheirality on normalised coordinates.
-
-    Returns ``(R, t, inlier_mask)`` with ``x_b = R x_a + t``, or None.
-    """
-    e_mats, mask = cv2.findEssentialMat(xa, xb, np.eye(3), ESSENTIAL_METHODS[cfg.essential_method],
-                                        cfg.ransac_confidence, threshold, cfg.ransac_max_iters)
-    if e_mats is None or mask is None or e_mats.shape[0] < 3:
-        return None
-    best = None
-    # The five-point solver can return several stacked 3x3 solutions: keep the best supported.
-    for k in range(e_mats.shape[0] // 3):
-        e_mat = e_mats[3 * k:3 * k + 3]
-        n_good, r_mat, t_vec, pose_mask = cv2.recoverPose(e_mat, xa, xb, np.eye(3),
-                                                          mask=mask.copy())
-        if best is None or n_good > best[0]:
-            best = (n_good, r_mat, t_vec.ravel(), pose_mask.ravel() > 0)
-    if best is None or best[0] == 0:
-        return None
-    return best[1], best[2] / max(np.linalg.norm(best[2]), 1e-12), best[3]
-
-
-def _bearings(x: np.ndarray) -> np.ndarray:
-    b = np.concatenate([x, np.ones((len(x), 1))], axis=1)
-    return b / np.linalg.norm(b, axis=1, keepdims=True)
-
-
-def _median_parallax_deg(xa: np.ndarray, xb: np.ndarray, r_ba: np.ndarray) -> float:
-    """Median angle between matched bearings once the rotation is removed (translation cue)."""
-    ba = _bearings(xa)
-    bb_in_a = _bearings(xb) @ r_ba  # rows: R^T b
-    cos = np.clip(np.sum(ba * bb_in_a, axis=1), -1.0, 1.0)
-    return float(np.degrees(np.median(np.arccos(cos))))
-
-
-def _angle_deg(u: np.ndarray, v: np.ndarray) -> float:
-    nu, nv = np.linalg.norm(u), np.linalg.norm(v)
-    if nu < 1e-12 or nv < 1e-12:
-        return 180.0
-    return float(np.degrees(np.arccos(np.clip(u @ v / (nu * nv), -1.0, 1.0))))
-
-
-def _angle_between_deg(r1: np.ndarray, r2: np.ndarray) -> np.ndarray:
-    rel = np.swapaxes(r1, -1, -2) @ r2
-    cos = (np.trace(rel, axis1=-2, axis2=-1) - 1.0) / 2.0
-    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
-
-
-def _max_pairwise_angle_deg(dirs: np.ndarray) -> float:
-    cos = np.clip(dirs @ dirs.T, -1.0, 1.0)
-    return float(np.degrees(np.arccos(cos.min()))) if len(dirs) > 1 else 0.0
-
-
-def _intersect_rays(origins, dirs, weights, min_eig):
-    """Weighted least-squares point closest to rays ``o_k + s d_k``.
-
-    Returns None when the rays are too close to parallel: the smallest eigenvalue of the
-    weighted mean of ``I - d d^T`` is ``sin^2(theta/2)`` for two rays at angle theta.
-    """
-    w = weights / weights.sum()
-    proj = np.eye(3)[None] - dirs[:, :, None] * dirs[:, None, :]
-    a_mat = np.einsum("k,kij->ij", w, proj)
-    if np.linalg.eigvalsh(a_mat)[0] < min_eig:
-        return None
-    b_vec = np.einsum("k,kij,kj->i", w, proj, origins)
-    return np.linalg.solve(a_mat, b_vec)
-
-
-def _ray_inliers(centre, origins, dirs, cos_thr):
-    """Rays whose direction points at ``centre`` within the threshold (in front of the camera)."""
-    v = centre[None] - origins
-    norm = np.linalg.norm(v, axis=1)
-    cosines = np.where(norm > 1e-9, np.sum(v * dirs, axis=1) / np.maximum(norm, 1e-9), -1.0)
-    return cosines >= cos_thr, cosines
-
-
-def _log_so3(r: np.ndarray) -> np.ndarray:
-    """Rotation vectors ``[M, 3]`` of rotation matrices ``[M, 3, 3]``."""
-    cos = np.clip((np.trace(r, axis1=-2, axis2=-1) - 1.0) / 2.0, -1.0, 1.0)
-    theta = np.arccos(cos)
-    vee = np.stack([r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]], 1)
-    sin = np.sin(theta)
-    small = sin < 1e-6
-    scale = np.where(small, 0.5, theta / (2.0 * np.where(small, 1.0, sin)))
-    out = vee * scale[:, None]
-    near_pi = small & (theta > 1.0)
-    for k in np.nonzero(near_pi)[0]:  # theta ~ pi: axis from the symmetric part
-        sym = (r[k] + np.eye(3)) / 2.0
-        axis = sym[np.argmax(np.diag(sym))]
-        out[k] = axis / np.linalg.norm(axis) * theta[k]
-    return out
-
-
-def _exp_so3(v: np.ndarray) -> np.ndarray:
-    theta = np.linalg.norm(v)
-    if theta < 1e-12:
-        return np.eye(3)
-    k = v / theta
-    skew = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + math.sin(theta) * skew + (1 - math.cos(theta)) * skew @ skew
-
-
-def rotation_l1_median(rotations: np.ndarray, weights: Optional[np.ndarray] = None,
-                       iterations: int = 50) -> np.ndarray:
-    """Weighted geodesic L1 median of rotations ``[M, 3, 3]`` (Weiszfeld on SO(3)).
-
-    Starts from the chordal L2 mean (SVD projection of the weighted sum), then repeats
-    ``R <- R exp(sum w_k v_k / |v_k| / sum w_k / |v_k|)`` with ``v_k = log(R^T R_k)``.
-    """
-    rotations = np.asarray(rotations, dtype=np.float64)
-    w = np.ones(len(rotations)) if weights is None else np.asarray(weights, dtype=np.float64)
-    u, _, vt = np.linalg.svd(np.einsum("k,kij->ij", w, rotations))
-    rot = u @ np.diag([1.0, 1.0, np.sign(np.linalg.det(u @ vt))]) @ vt
-    for _ in range(iterations):
-        v = _log_so3(np.swapaxes(rot, -1, -2)[None] @ rotations)
-        dist = np.linalg.norm(v, axis=1)
-        if np.all(dist < 1e-10):
-            break
-        inv = w / np.maximum(dist, 1e-10)
-        step = (inv[:, None] * v).sum(0) / inv.sum()
-        rot = rot @ _exp_so3(step)
-        if np.linalg.norm(step) < 1e-10:
-            break
-    return rot

@@ -14,6 +14,9 @@ Examples::
     g2g-covis sim-eval --root data/sim_test --pipeline reloc.safetensors \\
         --checkpoint covisibility.safetensors --json test.json
 
+The window scorers' training commands (``train-embedding``, ``train-image-embedding``,
+``train-pair-verifier``, ``finetune-pair-verifier``) are in :mod:`.cli_scorers`.
+
 Sample files are described in :mod:`g2g_model.covisibility.samples`. The decoder's ``in_dim``
 and token grid are taken from the sample file (a square grid unless ``--grid H W`` is given).
 """
@@ -30,11 +33,9 @@ import sys
 from typing import List, Optional
 
 from g2g_model.covisibility.checkpoint import load_checkpoint, read_checkpoint_meta
-from g2g_model.covisibility.embedding import EMBEDDING_DEFAULTS
+from g2g_model.covisibility.cli_scorers import add_scorer_commands
 from g2g_model.covisibility.evaluate import evaluate
-from g2g_model.covisibility.image_embedding import IMAGE_EMBEDDING_DEFAULTS
 from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
-from g2g_model.covisibility.pair_verifier import FINETUNE_DEFAULTS, PAIR_VERIFIER_DEFAULTS
 from g2g_model.covisibility.samples import load_samples, save_samples
 from g2g_model.covisibility.synthetic import synthetic_samples
 from g2g_model.covisibility.train import TRAIN_PRESETS, train_covisibility
@@ -103,148 +104,6 @@ def _eval(args) -> int:
     return 0
 
 
-def _train_embedding(args) -> int:
-    from g2g_model.covisibility.embedding import save_embedding, train_embedding
-
-    samples = load_samples(args.train)
-    model, record = train_embedding(samples, dim=args.dim, pca_dims=args.pca_dims,
-                                    steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                                    seed=args.seed, progress=not args.quiet)
-    record["train"] = str(args.train)
-    path = save_embedding(args.out, model, samples.encoder, record)
-    print(f"wrote {path}: {record}")
-    return 0
-
-
-def _one_scene_image_data(scene, stride: int, size: int) -> dict:
-    """The image models' training data of one scene (no tokens: depth, poses and pixels)."""
-    from g2g_model.covisibility.sim_data import load_scene_frames, scene_image_data
-
-    return scene_image_data(scene, load_scene_frames(None, scene, stride), size)
-
-
-def _single_thread() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
-def _scene_image_data(args) -> list:
-    """The shrunk training images, overlaps and traversals of ``args.root``'s scenes, read from
-    (or kept in) ``args.data``; built by ``args.workers`` processes (one scene each)."""
-    from concurrent.futures import ProcessPoolExecutor
-    import functools
-    import multiprocessing
-
-    from g2g_model.covisibility.sim_data import scene_dirs
-    import torch
-    from tqdm import tqdm
-
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
-    data_file = pathlib.Path(args.data) if args.data else None
-    if data_file is not None and data_file.is_file():
-        data = torch.load(str(data_file))
-        print(f"read the training images of {len(data)} scenes from {data_file}")
-        return data
-    scenes = [scene for root in args.root for scene in scene_dirs(root)][:args.scenes]
-    build = functools.partial(_one_scene_image_data, stride=args.stride, size=args.size)
-    bar = functools.partial(tqdm, total=len(scenes), desc="scenes", disable=args.quiet)
-    if args.workers == 1:
-        data = list(bar(map(build, scenes)))
-    else:
-        with ProcessPoolExecutor(args.workers, multiprocessing.get_context("spawn"),
-                                 initializer=_single_thread) as pool:
-            data = list(bar(pool.map(build, scenes)))
-    if data_file is not None:
-        data_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = data_file.with_name(data_file.name + ".tmp")
-        torch.save(data, str(tmp))
-        tmp.replace(data_file)
-    return data
-
-
-def _state_path(args) -> pathlib.Path:
-    """``<out>.state.pt``: the resumable training state (removed once a run completes);
-    ``--no-resume`` removes an old one first."""
-    path = pathlib.Path(str(args.out) + ".state.pt")
-    if args.no_resume and path.is_file():
-        path.unlink()
-        print(f"removed the training state {path} (--no-resume)")
-    elif path.is_file():
-        print(f"resuming from the training state {path}")
-    return path
-
-
-def _train_image_embedding(args) -> int:
-    from g2g_model.covisibility.image_embedding import (
-        save_image_embedding, train_image_embedding,
-    )
-
-    data = _scene_image_data(args)
-    model, record = train_image_embedding(data, steps=args.steps, batch_size=args.batch_size,
-                                          width=args.width, dim=args.dim, lr=args.lr,
-                                          seed=args.seed, progress=not args.quiet,
-                                          checkpoint=args.out, state_path=_state_path(args))
-    record.update(root=" ".join(map(str, args.root)), stride=args.stride)
-    path = save_image_embedding(args.out, model, record)
-    print(f"wrote {path}: {record}")
-    return 0
-
-
-def _train_pair_verifier(args) -> int:
-    from g2g_model.covisibility.pair_verifier import save_pair_verifier, train_pair_verifier
-
-    data = _scene_image_data(args)
-    if data and int(data[0]["images"].shape[-1]) != args.size:
-        raise ValueError(f"{args.data} holds {int(data[0]['images'].shape[-1])} px images, "
-                         f"--size is {args.size}")
-    extra = {"root": " ".join(map(str, args.root)), "stride": args.stride}
-
-    def save(model, record):
-        return save_pair_verifier(args.out, model, dict(record, **extra), top_k=args.top_k,
-                                  weight=args.weight)
-
-    model, record = train_pair_verifier(data, steps=args.steps, batch_size=args.batch_size,
-                                        width=args.width, hidden=args.hidden, lr=args.lr,
-                                        seed=args.seed, progress=not args.quiet, save=save,
-                                        state_path=_state_path(args), device=args.device)
-    print(f"wrote {args.out}: {dict(record, **extra)}")
-    return 0
-
-
-def _finetune_pair_verifier(args) -> int:
-    from g2g_model.covisibility.image_embedding import load_image_embedding
-    from g2g_model.covisibility.pair_verifier import (finetune_pair_verifier, load_pair_verifier,
-                                                      save_pair_verifier)
-    from g2g_model.model.cli import sha256_of
-
-    model, header = load_pair_verifier(args.init)
-    embedding = load_image_embedding(args.image_embedding)[0]
-    args.size = model.size
-    data = _scene_image_data(args)
-    if data and int(data[0]["images"].shape[-1]) != model.size:
-        raise ValueError(f"{args.data} holds {int(data[0]['images'].shape[-1])} px images, "
-                         f"the verifier {args.init} takes {model.size} px")
-    top_k = header["top_k"] if args.top_k is None else args.top_k
-    weight = header["weight"] if args.weight is None else args.weight
-    extra = {"root": " ".join(map(str, args.root)), "stride": args.stride,
-             "init": str(args.init), "image_embedding": str(args.image_embedding),
-             "base": header["training"]}
-
-    def save(model, record):
-        return save_pair_verifier(args.out, model, {"finetune": dict(record, **extra)},
-                                  top_k=top_k, weight=weight)
-
-    model, record = finetune_pair_verifier(
-        model, data, embedding, steps=args.steps, lr=args.lr, pairs=args.pairs,
-        triplets=args.triplets, rank_weight=args.rank_weight, neighbours=args.neighbours,
-        seed=args.seed, progress=not args.quiet, save=save, state_path=_state_path(args),
-        device=args.device, init_sha256=sha256_of(args.init))
-    print(f"wrote {args.out}: {record}")
-    return 0
-
-
 def _synth(args) -> int:
     samples = synthetic_samples(num_places=args.places, frames_per_place=args.frames_per_place,
                                 grid_hw=tuple(args.grid), dim=args.dim, seed=args.seed,
@@ -283,7 +142,8 @@ def _sim_arch(pipeline, args) -> dict:
 
 
 def _sim_eval(args) -> int:
-    from g2g_model.covisibility.sim_data import evaluate_scenes, scene_dirs
+    from g2g_model.covisibility.sim_data import scene_dirs
+    from g2g_model.covisibility.sim_eval import evaluate_scenes
 
     pipeline = _sim_pipeline(args.pipeline)
     model, meta = load_checkpoint(args.checkpoint, expect_encoder=pipeline.backbone_id())
@@ -323,26 +183,6 @@ def _info(args) -> int:
     return 0
 
 
-def _image_data_args(sp: argparse.ArgumentParser, what: str, defaults: Optional[dict]
-                     ) -> None:
-    """Arguments of the models trained on shrunk scene images (where the images come from)."""
-    sp.add_argument("--root", required=True, nargs="+",
-                    help="directories of sim scene_* folders (their scenes, in this order)")
-    sp.add_argument("--out", required=True, help=f"{what} file to write")
-    sp.add_argument("--scenes", type=int, help="use only the first N scenes")
-    sp.add_argument("--stride", type=int, default=2, help="frame subsampling")
-    sp.add_argument("--workers", type=int, default=1,
-                    help="processes that read the scenes (one scene each)")
-    sp.add_argument("--data", help="keep the shrunk images and overlaps in this file (reused "
-                    "when it exists)")
-    if defaults is not None:  # a model trained from scratch (a fine-tune keeps its own)
-        sp.add_argument("--size", type=int, default=defaults["size"])
-        sp.add_argument("--width", type=int, default=defaults["width"])
-    sp.add_argument("--no-resume", action="store_true",
-                    help="start afresh: remove the training state OUT.state.pt of an "
-                         "interrupted run (otherwise the run continues from it)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="g2g-covis", description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -380,72 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", help="also write the metrics to this file")
     ev.set_defaults(func=_eval)
 
-    te = sub.add_parser("train-embedding",
-                        help="train the covisibility embedding (per-frame descriptors) on a "
-                             "sample file")
-    te.add_argument("--train", required=True, help="training sample file (.safetensors)")
-    te.add_argument("--out", required=True, help="embedding file to write")
-    te.add_argument("--dim", type=int, default=EMBEDDING_DEFAULTS["dim"])
-    te.add_argument("--pca-dims", type=int, default=EMBEDDING_DEFAULTS["pca_dims"])
-    te.add_argument("--steps", type=int, default=EMBEDDING_DEFAULTS["steps"])
-    te.add_argument("--batch-size", type=int, default=512)
-    te.add_argument("--lr", type=float, default=1e-3)
-    te.add_argument("--seed", type=int, default=0)
-    te.add_argument("--quiet", action="store_true", help="no progress bar")
-    te.set_defaults(func=_train_embedding)
-
-    ti = sub.add_parser("train-image-embedding",
-                        help="train the image covisibility embedding (a small CNN on the "
-                             "frames' pixels) on sim scenes")
-    _image_data_args(ti, "image embedding", IMAGE_EMBEDDING_DEFAULTS)
-    ti.add_argument("--dim", type=int, default=IMAGE_EMBEDDING_DEFAULTS["dim"])
-    ti.add_argument("--steps", type=int, default=IMAGE_EMBEDDING_DEFAULTS["steps"])
-    ti.add_argument("--batch-size", type=int, default=IMAGE_EMBEDDING_DEFAULTS["batch_size"])
-    ti.add_argument("--lr", type=float, default=IMAGE_EMBEDDING_DEFAULTS["lr"])
-    ti.add_argument("--seed", type=int, default=0)
-    ti.add_argument("-q", "--quiet", action="store_true")
-    ti.set_defaults(func=_train_image_embedding)
-
-    tv = sub.add_parser("train-pair-verifier",
-                        help="train the pair verifier (a small CNN that re-ranks the window "
-                             "scorer's best map windows) on sim scenes")
-    _image_data_args(tv, "pair verifier", PAIR_VERIFIER_DEFAULTS)
-    tv.add_argument("--hidden", type=int, default=PAIR_VERIFIER_DEFAULTS["hidden"])
-    tv.add_argument("--steps", type=int, default=PAIR_VERIFIER_DEFAULTS["steps"])
-    tv.add_argument("--batch-size", type=int, default=PAIR_VERIFIER_DEFAULTS["batch_size"])
-    tv.add_argument("--lr", type=float, default=PAIR_VERIFIER_DEFAULTS["lr"])
-    tv.add_argument("--top-k", type=int, default=PAIR_VERIFIER_DEFAULTS["top_k"],
-                    help="candidate windows to verify (stored in the file: the node's default)")
-    tv.add_argument("--weight", type=float, default=PAIR_VERIFIER_DEFAULTS["weight"],
-                    help="weight of the verification in the re-ranking (stored in the file)")
-    tv.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
-    tv.add_argument("--seed", type=int, default=0)
-    tv.add_argument("-q", "--quiet", action="store_true")
-    tv.set_defaults(func=_train_pair_verifier)
-
-    tf = sub.add_parser("finetune-pair-verifier",
-                        help="fine-tune a pair verifier on the confusable pairs it must order "
-                             "(hard examples mined with the image embedding)")
-    _image_data_args(tf, "fine-tuned pair verifier", None)
-    tf.add_argument("--init", required=True, help="the trained pair verifier to start from")
-    tf.add_argument("--image-embedding", required=True,
-                    help="image embedding file that finds each frame's confusable frames")
-    for name, what in (("steps", "training steps"),
-                       ("pairs", "binned pairs per step (as train-pair-verifier draws them)"),
-                       ("triplets", "look-alike triplets per step"),
-                       ("neighbours", "most similar frames per frame that triplets come from")):
-        tf.add_argument(f"--{name}", type=int, default=FINETUNE_DEFAULTS[name],
-                        help=f"{what} (default %(default)s)")
-    tf.add_argument("--lr", type=float, default=FINETUNE_DEFAULTS["lr"])
-    tf.add_argument("--rank-weight", type=float, default=FINETUNE_DEFAULTS["rank_weight"],
-                    help="weight of the ranking term (margin: half the true overlap gap)")
-    tf.add_argument("--top-k", type=int, help="stored re-ranking candidates (default: --init's)")
-    tf.add_argument("--weight", type=float,
-                    help="stored re-ranking weight (default: --init's)")
-    tf.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
-    tf.add_argument("--seed", type=int, default=0)
-    tf.add_argument("-q", "--quiet", action="store_true")
-    tf.set_defaults(func=_finetune_pair_verifier)
+    add_scorer_commands(sub)
 
     sy = sub.add_parser("synth", help="write a synthetic sample file (sanity checks)")
     sy.add_argument("--out", required=True)

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -23,6 +22,7 @@ from g2g_model.covisibility.loss import match_dense_labels
 from g2g_model.covisibility.model import CovisibilityDecoder
 from g2g_model.covisibility.retrieval import select_windows, window_scores
 from g2g_model.covisibility.samples import CovisibilitySamples
+from g2g_model.precision import autocast
 
 
 def frame_retrieval_hits(query_ids: np.ndarray, true_scores: np.ndarray,
@@ -145,8 +145,7 @@ def evaluate(model: CovisibilityDecoder, samples: CovisibilitySamples, batch_siz
     model.eval()
     inter = union = correct = cells = 0
     pred_r, true_r = [], []
-    cast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else \
-        contextlib.nullcontext()
+    cast = autocast(device, torch.bfloat16 if bf16 else None, inherit=True)
     try:
         with torch.inference_mode(), cast:
             for start in range(0, len(samples), batch_size):

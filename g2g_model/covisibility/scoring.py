@@ -8,7 +8,6 @@ benchmarks/RESULTS_covisibility.md).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 from typing import Optional
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 
 from g2g_model.covisibility.model import CovisibilityDecoder
+from g2g_model.precision import autocast
 
 LOG = logging.getLogger(__name__)
 
@@ -36,12 +36,6 @@ class CovisibilityScores:
     r_ba: np.ndarray
 
 
-def _autocast(device: torch.device, bf16: bool):
-    if not bf16:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
 def embed_frames(model: CovisibilityDecoder, tokens: torch.Tensor, batch_size: int = 256,
                  bf16: bool = False) -> torch.Tensor:
     """Run the per-frame part of the decoder over ``tokens [T, P, D]`` -> ``[T, P', dim]``."""
@@ -49,7 +43,7 @@ def embed_frames(model: CovisibilityDecoder, tokens: torch.Tensor, batch_size: i
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     device = next(model.parameters()).device
     out = []
-    with torch.inference_mode(), _autocast(device, bf16):
+    with torch.inference_mode(), autocast(device, torch.bfloat16 if bf16 else None, inherit=True):
         for start in range(0, tokens.shape[0], batch_size):
             out.append(model.embed(tokens[start:start + batch_size].to(device)))
     return torch.cat(out) if out else tokens.new_zeros((0,))
@@ -92,7 +86,7 @@ def score_matrix(
         t_a, t_b = tokens_a.shape[0], tokens_b.shape[0]
         r_ab = torch.empty(t_a * t_b)
         r_ba = torch.empty(t_a * t_b)
-        with torch.inference_mode(), _autocast(dev, bf16):
+        with torch.inference_mode(), autocast(dev, torch.bfloat16 if bf16 else None, inherit=True):
             for start in range(0, t_a * t_b, batch_size):
                 flat = torch.arange(start, min(start + batch_size, t_a * t_b), device=dev)
                 out = model.decode(emb_a[flat // t_b], emb_b[flat % t_b], dense=False)

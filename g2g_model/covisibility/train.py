@@ -12,7 +12,6 @@ batches of an uninterrupted one. Writes into ``out_dir``:
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import logging
@@ -28,6 +27,7 @@ from g2g_model.covisibility.checkpoint import load_checkpoint, save_checkpoint
 from g2g_model.covisibility.evaluate import evaluate
 from g2g_model.covisibility.loss import CovisibilityLossConfig, covisibility_loss
 from g2g_model.covisibility.model import CovisibilityDecoder
+from g2g_model.precision import autocast
 
 LOG = logging.getLogger(__name__)
 
@@ -162,8 +162,7 @@ def train_covisibility(
                         optimizer=optimizer if with_optimizer else None,
                         extra=record["extra"])
 
-    cast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if config.bf16 else \
-        contextlib.nullcontext
+    dtype = torch.bfloat16 if config.bf16 else None
     t0 = time.monotonic()
     loss_val, parts = float("nan"), {}
     val_metrics = resumed_metrics
@@ -182,7 +181,7 @@ def train_covisibility(
             batch = {k: v.to(device) for k, v in
                      _get_batch(train_set, batch_indices(len(train_set), config.batch_size,
                                                          step, config.seed)).items()}
-            with cast():
+            with autocast(device, dtype, inherit=True):
                 pred = model(batch["tokens_a"], batch["tokens_b"], dense=True)
             loss, parts = covisibility_loss(pred, batch, config.loss)
             optimizer.zero_grad(set_to_none=True)

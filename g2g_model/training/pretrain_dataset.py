@@ -3,7 +3,7 @@
 Two kinds of groups from every trajectory with depth: temporal windows of one camera
 (``group_size`` frames, ``frame_stride`` apart, every start) and rig groups (all cameras at one
 frame). The backbone sees each group with some input poses hidden (see
-:mod:`g2g_model.backbones.compact_pretrain`) and learns per-pixel depth and the hidden relative
+:mod:`g2g_model.training.compact_pretrain`) and learns per-pixel depth and the hidden relative
 poses. A batch holds one kind only (groups of one batch must have equal sizes).
 """
 

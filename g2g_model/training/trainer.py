@@ -21,80 +21,38 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import numpy as np
 import torch
-from torch import nn
 from tqdm import tqdm
 
 from g2g_model.augment import NOISE_PRESETS, perturb_group_poses
 from g2g_model.freeze import freeze_modules
 from g2g_model.inference import bf16_is_fast
-from g2g_model.losses import LOSS_PRESETS, g2g_loss
-from g2g_model.model.checkpoint import save_checkpoint
+from g2g_model.losses import LOSS_PRESETS
+from g2g_model.precision import autocast
 from g2g_model.training import distributed as ddp
 from g2g_model.training.config import TrainConfig, validate
 from g2g_model.training.curriculum import OverlapCurriculum
 from g2g_model.training.logs import CsvLog, plot_training
 from g2g_model.training.models import (
     G2GWithBackbone,
-    backbone_config_dict,
     build_backbone,
     build_g2g,
     strip_ddp,
     trainable_parameters,
 )
+from g2g_model.training.run_files import (
+    LOG_FILE, PLOT_FILE, STATE_FILE, check_resume_config, export_model, restore_rng_state,
+    rng_state,
+)
 from g2g_model.training.sampler import CurriculumSampler
+from g2g_model.training.task_modules import PairTrainModule, pretrain_task, step_generator
 from g2g_model.training.trajectory_groups import TrajectoryStore, group_key
 
 logger = logging.getLogger(__name__)
-
-STATE_FILE = "state.pt"
-MODEL_FILE = "model.safetensors"
-BACKBONE_FILE = "backbone.safetensors"
-LOG_FILE = "train_log.csv"
-PLOT_FILE = "training.png"
-
-
-def step_generator(seed: int, rank: int, step: int) -> torch.Generator:
-    """The generator of one step on one rank (stateless: resume needs no RNG state)."""
-    return torch.Generator().manual_seed((seed * 1_000_003 + rank * 7_919 + step) % (2 ** 62))
-
-
-class PairTrainModule(nn.Module):
-    """Trainable G2G modules + loss: ``forward(features_a, features_b, gt_a, gt_b)``."""
-
-    def __init__(self, g2g: nn.Module, loss_config) -> None:
-        super().__init__()
-        self.g2g = g2g
-        self.loss_config = loss_config
-
-    def forward(self, features_a, features_b, gt_a, gt_b) -> Dict[str, torch.Tensor]:
-        out = self.g2g(features_a, features_b)
-        return g2g_loss(out["rotation_matrices_a"], out["translations_a"],
-                        out["rotation_matrices_b"], out["translations_b"], gt_a, gt_b,
-                        self.loss_config)
-
-
-class PretrainModule(nn.Module):
-    """Compact backbone + stage-1 heads: ``forward(batch, generator)`` -> losses."""
-
-    def __init__(self, backbone: nn.Module, heads: nn.Module, pretrain_config) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.heads = heads
-        self.pretrain_config = pretrain_config
-
-    def forward(self, batch, generator) -> Dict[str, torch.Tensor]:
-        from g2g_model.backbones.compact_pretrain import pretrain_step
-
-        losses = pretrain_step(self.backbone, self.heads, batch, self.pretrain_config, generator)
-        losses["loss"] = losses.pop("total")
-        return losses
 
 
 class Trainer:
@@ -135,20 +93,9 @@ class Trainer:
         image_size = tuple(self.backbone.image_size)
         self.store = TrajectoryStore(cfg.data.root, image_size)
         if cfg.task == "pretrain":
-            from g2g_model.backbones.compact_pretrain import CompactPretrainHeads, PretrainConfig
-            from g2g_model.training.pretrain_dataset import PretrainDataset
-
-            if cfg.model.backbone != "compact":
-                raise ValueError(f"task pretrain trains the compact backbone, not "
-                                 f"{cfg.model.backbone!r}")
-            heads = CompactPretrainHeads.for_backbone(self.backbone)
-            self.module = PretrainModule(self.backbone, heads, PretrainConfig()).to(self.device)
-            self.dataset = PretrainDataset(self.store, cfg.data.group_size, cfg.data.frame_stride)
-            sizes = self.dataset.sizes()
-            self.samplers = {k: CurriculumSampler(np.ones(n), cfg.optim.batch_size,
-                                                  self.info.rank, self.info.world_size,
-                                                  cfg.seed + i)
-                             for i, (k, n) in enumerate(sizes.items()) if n}
+            self.module, self.dataset, self.samplers = pretrain_task(
+                cfg, self.backbone, self.store, self.info.rank, self.info.world_size)
+            self.module.to(self.device)
             self.g2g = None
         else:
             from g2g_model.training.pair_dataset import PairDataset, read_pairs
@@ -246,9 +193,7 @@ class Trainer:
         return fa.to(dev), fb.to(dev), gt_a.to(dev), gt_b.to(dev)
 
     def _autocast(self):
-        if self.bf16:
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return torch.autocast(self.device.type, enabled=False)
+        return autocast(self.device, torch.bfloat16 if self.bf16 else None)
 
     def _step_losses(self, step: int) -> Dict[str, torch.Tensor]:
         gen = step_generator(self.config.seed, self.info.rank, step)
@@ -288,38 +233,20 @@ class Trainer:
                 "curriculum": self.curriculum.state_dict(),
                 "samplers": {k: s.state_dict() for k, s in self.samplers.items()},
                 "config": self.config.to_dict(), "train_seconds": self._train_seconds(),
-                "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-                        "python": random.getstate()}}
-
-    def _check_resume_config(self, saved: Dict) -> None:
-        current = self.config.to_dict()
-        problems = []
-        for section in ("task", "model", "data", "seed", "loss", "noise", "cache"):
-            if saved.get(section) != current.get(section):
-                problems.append(f"{section}: saved {saved.get(section)!r}, now "
-                                f"{current.get(section)!r}")
-        for key in ("batch_size", "lr", "warmup_steps", "decay_steps"):
-            if saved["optim"].get(key) != current["optim"].get(key):
-                problems.append(f"optim.{key}: saved {saved['optim'].get(key)!r}, now "
-                                f"{current['optim'].get(key)!r}")
-        if problems:
-            raise ValueError(f"{self.out / STATE_FILE} was written by another configuration: "
-                             + "; ".join(problems) + " (use another out_dir or --no-resume)")
+                "rng": rng_state()}
 
     def load_state(self) -> bool:
         path = self.out / STATE_FILE
         if not (self.resume and path.is_file()):
             return False
         state = torch.load(path, map_location="cpu", weights_only=False)
-        self._check_resume_config(state["config"])
+        check_resume_config(state["config"], self.config.to_dict(), path)
         strip_ddp(self.module).load_state_dict(state["module"], strict=True)
         self.optimizer.load_state_dict(state["optimizer"])
         self.curriculum.load_state_dict(state["curriculum"])
         for key, sampler in self.samplers.items():
             sampler.load_state_dict(state["samplers"][key])
-        torch.set_rng_state(state["rng"]["torch"])
-        np.random.set_state(state["rng"]["numpy"])
-        random.setstate(state["rng"]["python"])
+        restore_rng_state(state["rng"])
         self.seconds_before = float(state.get("train_seconds", 0.0))
         if self.log is not None:
             self.log.truncate_after(self.curriculum.step)
@@ -353,22 +280,8 @@ class Trainer:
                 "curriculum_transitions": self.curriculum.transitions[-20:]}
 
     def export(self) -> Path:
-        cfg = self.config
-        if cfg.task == "pretrain":
-            from g2g_model.backbones.compact_checkpoint import save_compact_checkpoint
-
-            path = self.out / BACKBONE_FILE
-            save_compact_checkpoint(self.backbone, path,
-                                    {"training": json.dumps(self.training_info())})
-            return path
-        path = self.out / MODEL_FILE
-        include = cfg.model.backbone == "compact"
-        save_checkpoint(path, self.g2g, preset_name=None,
-                        backbone_name=cfg.model.backbone,
-                        backbone_config=backbone_config_dict(cfg.model) or {},
-                        training=self.training_info(),
-                        backbone_state_dict=self.backbone.state_dict() if include else None)
-        return path
+        return export_model(self.out, self.config, self.backbone, self.g2g,
+                            self.training_info())
 
     # ------------------------------------------------------------------ loop
     def _set_feature_statistics(self, max_pairs: int = 256) -> None:

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from g2g_model.data.sim.intersect import ray_box_entry, ray_sphere_hit
 from g2g_model.data.sim.scene import Scene
 from g2g_model.data.sim.textures import MIP_LEVELS, POSTER_SIZE, TEX_SIZE, poster_library
 from g2g_model.data.sim.textures import texture_library
 
 MAX_PORTAL_HOPS = 16  # doors a ray may pass; rays still travelling after that get depth 0
-_EPS = 1e-5
+
 # Hit kinds
 _ROOM, _BOX, _SPHERE, _NONE = 0, 1, 2, 3
 
@@ -181,7 +182,7 @@ class Renderer:
                 continue
             sub_inv = [x[sel] for x in inv]
             boxes = self.group_boxes[g]
-            t_box = _slab_many(o, sub_inv, self.box_lo[boxes], self.box_hi[boxes])
+            t_box = ray_box_entry(o, sub_inv, self.box_lo[boxes], self.box_hi[boxes])
             if len(boxes) > 1:
                 best = t_box.argmin(0)
                 tb = t_box.min(0)
@@ -207,7 +208,7 @@ class Renderer:
             sel = candidates(sphere_rects[s_i])
             if not len(sel):
                 continue
-            ts = _sphere(o, [x[sel] for x in d], self.sph_c[s_i], self.sph_r[s_i])
+            ts = ray_sphere_hit(o, [x[sel] for x in d], self.sph_c[s_i], self.sph_r[s_i])
             better = ts < t[sel]
             s = sel[better]
             t[s] = ts[better]
@@ -373,33 +374,3 @@ def _mip_level(footprint_texels: np.ndarray) -> np.ndarray:
     """Mip level ``[n]`` for a pixel covering ``footprint_texels`` texels."""
     lev = np.floor(np.log2(np.maximum(footprint_texels, 1e-6)) + 1.0)
     return np.clip(lev, 0, MIP_LEVELS - 1).astype(np.int64)
-
-
-def _slab_many(o: np.ndarray, inv: list, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Entry parameters ``[B,n]`` of rays (origin ``o [3]``, inverse directions ``inv`` = three
-    ``[n]`` arrays) into boxes ``lo/hi [B,3]``; inf where missed or starting inside.
-
-    Rays are the inner (contiguous) dimension so every numpy loop runs over ``n``.
-    """
-    t_in = None
-    t_out = None
-    for a in range(3):
-        t1 = (lo[:, a, None] - o[a]) * inv[a][None, :]
-        t2 = (hi[:, a, None] - o[a]) * inv[a][None, :]
-        near = np.minimum(t1, t2)
-        far = np.maximum(t1, t2, out=t2)
-        t_in = near if t_in is None else np.maximum(t_in, near, out=t_in)
-        t_out = far if t_out is None else np.minimum(t_out, far, out=t_out)
-    hit = (t_out >= t_in) & (t_in > _EPS)
-    return np.where(hit, t_in, np.float32(np.inf))
-
-
-def _sphere(o: np.ndarray, d: list, c: np.ndarray, r: float) -> np.ndarray:
-    """First positive ray parameter ``[n]`` of the hit with a sphere (inf if missed)."""
-    oc = o - c
-    a = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
-    b = d[0] * oc[0] + d[1] * oc[1] + d[2] * oc[2]
-    cc = np.float32(oc @ oc - r * r)
-    disc = b * b - a * cc
-    t = (-b - np.sqrt(np.maximum(disc, 0.0))) / a
-    return np.where((disc >= 0) & (t > _EPS), t, np.float32(np.inf))

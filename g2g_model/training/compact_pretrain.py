@@ -20,7 +20,6 @@ training loop.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Dict, Optional
 
@@ -28,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from g2g_model.augment import ExtrinsicNoiseConfig, perturb_poses
 from g2g_model.model.rotation import rotation_6d_to_matrix
 
 
@@ -152,30 +152,6 @@ def sample_pose_known(
     return known
 
 
-def perturb_poses(
-    cam_to_anchor: torch.Tensor, rotation_deg: float, translation_m: float,
-    generator: Optional[torch.Generator] = None,
-) -> torch.Tensor:
-    """Noisy copy of ``[B, N, 4, 4]``: ``R <- R_noise R``, ``t <- t + n``; frame 0 untouched."""
-    batch, frames = cam_to_anchor.shape[:2]
-    axis = F.normalize(torch.randn(batch, frames, 3, generator=generator), dim=-1)
-    angle = torch.randn(batch, frames, 1, generator=generator) * math.radians(rotation_deg)
-    shift = torch.randn(batch, frames, 3, generator=generator) * translation_m
-    skew = torch.zeros(batch, frames, 3, 3)
-    skew[..., 0, 1], skew[..., 0, 2] = -axis[..., 2], axis[..., 1]
-    skew[..., 1, 0], skew[..., 1, 2] = axis[..., 2], -axis[..., 0]
-    skew[..., 2, 0], skew[..., 2, 1] = -axis[..., 1], axis[..., 0]
-    sin, cos = angle.sin()[..., None], angle.cos()[..., None]
-    noise = torch.eye(3) + sin * skew + (1 - cos) * (skew @ skew)
-    noise[:, 0] = torch.eye(3)
-    shift[:, 0] = 0
-    poses = cam_to_anchor.clone()
-    dtype, device = poses.dtype, poses.device
-    poses[..., :3, :3] = noise.to(device, dtype) @ poses[..., :3, :3]
-    poses[..., :3, 3] = poses[..., :3, 3] + shift.to(device, dtype)
-    return poses
-
-
 def depth_loss(log_depth: torch.Tensor, depth: torch.Tensor, valid: torch.Tensor,
                shift_invariant_weight: float) -> Dict[str, torch.Tensor]:
     """Scale-aware L1 on log depth over valid pixels.
@@ -250,8 +226,9 @@ def pretrain_step(
     # float32 even under bf16 autocast: a bf16 matrix product leaves the noisy rotations
     # visibly non-orthogonal, which the backbone rightly refuses.
     with torch.autocast(images.device.type, enabled=False):
-        noisy = perturb_poses(poses.float(), config.rotation_noise_deg,
-                              config.translation_noise_m, generator)
+        noisy = perturb_poses(poses.float(), ExtrinsicNoiseConfig(config.rotation_noise_deg,
+                                                                  config.translation_noise_m),
+                              generator, model="rotation_left")
     features = model(images, batch["intrinsics"], noisy, pose_known=known)
     log_depth = heads.depth(features, height, width)
     valid = batch.get("depth_valid")
