@@ -5,15 +5,17 @@
 2. convert both traversals to rosbag2 (MCAP) bags; the query bag carries a drifting odometry
    (2 %/m scale, 1 deg/m heading) as its odom->base_link input;
 3. build a map from the mapping traversal (keyframes of the reference camera + cached tokens);
-4. start the relocalize and rig_odometry nodes (g2g-bringup's graph, use_sim_time) and replay
-   the query bag into them over DDS with /clock (`g2g-bag play --eval`: each image group waits
-   until rig_odometry has published its odometry and relocalize has reported it done on
-   relocalize/processed -- relocalize localizes every 0.5 s of *bag* time,
-   ``localize_pacing: stamps`` -- so results do not depend on machine speed; the operator's
-   initial pose is sent before the replay and takes effect at the first image), recording
-   their outputs;
-5. evaluate against ground truth, with the classical baseline (SIFT + RANSAC) run on exactly the
-   same groups, print a table, and write trajectory plots.
+4. evaluate the query bag with g2g-eval-bag's code (:func:`g2g_ros.bags.eval_bag.evaluate_bag`):
+   the relocalize and rig_odometry nodes (g2g-bringup's graph, use_sim_time) get the bag over
+   DDS with /clock, each image group waiting until rig_odometry has published its odometry and
+   relocalize has reported it done on relocalize/processed -- relocalize localizes every 0.5 s
+   of *bag* time, ``localize_pacing: stamps`` -- so results do not depend on machine speed; the
+   operator's initial pose is sent before the replay and takes effect at the first image. The
+   outputs are recorded and scored against the bag's ground truth, and the pairs the nodes
+   evaluated are written as g2g-eval pair indexes;
+5. score G2G alone, the classical baseline (SIFT + RANSAC) and "no motion" on exactly those
+   pairs with g2g-eval's code (:func:`g2g_model.training.evaluate.evaluate_methods`), print one
+   table (:mod:`g2g_ros.demo_report`) and write trajectory plots.
 
 Everything is CPU-only and offline; generated data goes to data/demo/ and outputs/demo/.
 """
@@ -24,15 +26,14 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import sys
 import time
-from typing import Dict, List
 
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = 20000            # a test-split scene: never used for training
-RIG_CAMERA = "cam0"
 
 
 def step(n: int, total: int, text: str) -> None:
@@ -72,43 +73,6 @@ def build_map(traj, out: pathlib.Path, pipeline):
     return path
 
 
-class Recorder:
-    """Subscribes to the nodes' outputs inside this process."""
-
-    def __init__(self):
-        import rclpy
-        from geometry_msgs.msg import PoseWithCovarianceStamped
-        from nav_msgs.msg import Odometry
-
-        from g2g_msgs.msg import EstimatorStatus, GroupAlignment
-
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("g2g_demo_recorder", context=self.context)
-        self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.data: Dict[str, List] = {"odometry": [], "pose": [], "alignment": [],
-                                      "reloc_status": [], "odom_status": []}
-        sub = self.node.create_subscription
-        sub(Odometry, "odometry", self.data["odometry"].append, 100)
-        sub(PoseWithCovarianceStamped, "relocalize/pose", self.data["pose"].append, 100)
-        sub(GroupAlignment, "relocalize/alignment", self.data["alignment"].append, 100)
-        sub(EstimatorStatus, "relocalize/status", self.data["reloc_status"].append, 100)
-        sub(EstimatorStatus, "rig_odometry/status", self.data["odom_status"].append, 100)
-
-    def spin(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.executor.spin_once(timeout_sec=0.05)
-
-    def close(self) -> None:
-        import rclpy
-
-        self.executor.shutdown()
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-
-
 def convert_bags(trajs, data_dir: pathlib.Path):
     from g2g_ros.bags.convert import OdometrySource, convert_trajectory
 
@@ -126,118 +90,73 @@ def convert_bags(trajs, data_dir: pathlib.Path):
     return bags
 
 
-def send_initial_pose(recorder, query_traj, stamp_ns: int) -> None:
-    """What an operator does in RViz: an initial pose near the truth (0.3 m, 5 deg off)."""
-    from geometry_msgs.msg import PoseWithCovarianceStamped
-
+def initial_pose(query_traj):
+    """What an operator does in RViz: an initial pose near the truth (0.3 m, 5 deg off) at the
+    first image: ``(stamp ns, map_T_base)``."""
     from g2g_model.data.format import TrajectoryReader
     from g2g_model.geometry import axis_angle_to_matrix, make_pose
-    from g2g_ros.node_common import to_stamp
-    from g2g_ros.pose_msgs import matrix_to_pose_msg
 
     reader = TrajectoryReader(query_traj)
-    k = int(np.argmin(np.abs(reader.timestamps_ns - stamp_ns)))
-    guess = reader.world_T_body[k] @ make_pose(axis_angle_to_matrix([0, 0, np.radians(5.0)]),
+    guess = reader.world_T_body[0] @ make_pose(axis_angle_to_matrix([0, 0, np.radians(5.0)]),
                                                [0.3, 0.0, 0.0])
-    msg = PoseWithCovarianceStamped()
-    msg.header.frame_id = "map"
-    msg.header.stamp = to_stamp(int(reader.timestamps_ns[k]))
-    matrix_to_pose_msg(guess, msg.pose.pose)
-    pub = recorder.node.create_publisher(PoseWithCovarianceStamped, "/initialpose", 10)
-    for _ in range(5):
-        pub.publish(msg)
-        recorder.spin(0.2)
-    print("  sent /initialpose near the true start (0.3 m, 5 deg off), as an operator would")
+    return int(reader.timestamps_ns[0]), guess
 
 
-def run_nodes(query_bag, query_traj, map_path, workdir: pathlib.Path, rate_hz: float,
-              frames: int):
-    from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
-    from g2g_ros.graphs import GRAPHS
+def replay_setup(query_traj):
+    """The demo's replay: g2g-eval-bag's, with rig odometry beside relocalize, a fix every
+    0.5 s of bag time, open gates, and an operator's initial pose."""
+    from g2g_ros.bags.eval_bag import ReplaySetup
 
-    overrides = workdir / "demo_params.yaml"
-    overrides.write_text(
-        "/**/relocalize:\n  ros__parameters:\n    localize_period_s: 0.5\n"
-        "    localize_pacing: stamps\n    tf_wait_s: 5.0\n"
-        "    consistency_count: 1\n    min_translation_m: 0.05\n"
-        "    sensor_qos_reliability: reliable\n"
-        "/**/rig_odometry:\n  ros__parameters:\n    publish_tf: false\n"
-        "    keyframe_stride: 1\n    sensor_qos_reliability: reliable\n"
-        # The eval replay pauses the cameras while relocalize works: not a camera fault.
-        "    lost_after_s: 120.0\n")
-    graph = GRAPHS["relocalize"]
-    args = parse_launch_args(graph, ["rig:=sim", f"map:={map_path}", "with_odometry:=true",
-                                     "use_sim_time:=true", f"params_file:={overrides}",
-                                     "log_level:=warn"])
-    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
-               ROS_DOMAIN_ID=os.environ.get("ROS_DOMAIN_ID", str(90 + os.getpid() % 9)))
-    os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
-    recorder = Recorder()
-    runner = GraphRunner(node_commands(graph, args), env=env).start()
-    player = None
-    try:
-        print("  waiting for the nodes to come up ...", flush=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (recorder.data["reloc_status"]
-                                                   and recorder.data["odom_status"]):
-            recorder.spin(0.5)
-            if runner.poll() is not None:
-                raise RuntimeError("a node exited during start-up")
-        import subprocess
-
-        from g2g_model.data.format import TrajectoryReader
-
-        # Before the replay, stamped at the first image: relocalize holds it until the odometry
-        # at that stamp arrives, so it takes effect at the same image on every run.
-        send_initial_pose(recorder, query_traj, int(TrajectoryReader(query_traj).timestamps_ns[0]))
-        play_log = open(workdir / "play.log", "w")
-        player = subprocess.Popen(
-            [sys.executable, "-m", "g2g_ros.bags.cli", "play", str(query_bag), "--eval",
-             "--also-wait", "relocalize/processed", "std_msgs/msg/Header",
-             f"{RIG_CAMERA}/image_raw", "--rate", str(rate_hz), "--quiet"],
-            stdout=play_log, stderr=subprocess.STDOUT, env=env)
-        from tqdm import tqdm
-
-        # A progress bar on a terminal; quiet in logs and CI (the summary line follows).
-        with tqdm(total=frames, desc="  replaying the query bag", unit="group",
-                  mininterval=5.0, disable=not sys.stderr.isatty()) as bar:
-            while player.poll() is None:
-                recorder.spin(0.5)
-                bar.n = min(frames, len(recorder.data["odometry"]))
-                bar.set_postfix(fixes=len(recorder.data["alignment"]))
-                bar.refresh()
-            bar.n = len(recorder.data["odometry"])
-            bar.refresh()
-        recorder.spin(6.0)  # let the last groups finish
-        report_replay(workdir / "play.log")
-    finally:
-        if player is not None and player.poll() is None:
-            player.terminate()
-        if player is not None:
-            play_log.close()
-        runner.stop()
-        data = recorder.data
-        recorder.close()
-    return data
+    return ReplaySetup(
+        node_params={"relocalize": {"localize_period_s": 0.5, "consistency_count": 1,
+                                    "min_translation_m": 0.05},
+                     # The eval replay pauses the cameras while relocalize works: not a fault.
+                     "rig_odometry": {"keyframe_stride": 1, "lost_after_s": 120.0}},
+        with_odometry=True, initial_pose=initial_pose(query_traj), log_level="warn")
 
 
-def report_replay(log: pathlib.Path) -> None:
-    """Print the player's summary; a group the nodes did not finish in time is said loudly
-    (the figures then depend on the machine's speed)."""
-    lines = log.read_text().splitlines()
-    summary = next((line for line in reversed(lines) if line.startswith("played ")),
-                   "(the player printed no summary)")
-    print(f"  {summary}")
-    if "played " not in summary or " 0 timeouts" not in summary:
-        print(f"  WARNING: the replay did not wait for every group (see {log}); the figures "
-              "below may differ from run to run")
+def evaluate_replay(query_bag, query_traj, map_traj, map_path, data_dir: pathlib.Path,
+                    out: pathlib.Path):
+    """g2g-eval-bag on the query bag (both nodes), then g2g-eval on the pairs it evaluated:
+    ``(report, reloc methods, rig methods)`` (see :mod:`g2g_ros.demo_report`)."""
+    from g2g_model.inference import default_checkpoint
+    from g2g_model.training.evaluate import default_methods, evaluate_methods
+    from g2g_ros.bags.eval_bag import PairsIndexSpec, evaluate_bag
+
+    replay = out / "replay"
+    shutil.rmtree(replay, ignore_errors=True)
+    env = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+           "ROS_DOMAIN_ID": os.environ.get("ROS_DOMAIN_ID", str(90 + os.getpid() % 9))}
+    os.environ.update(env)
+    pairs = PairsIndexSpec(str(replay / "reloc_pairs.json"), str(data_dir), str(query_traj),
+                           str(map_traj), rig_path=str(replay / "rig_pairs.json"))
+    report = evaluate_bag(query_bag, "relocalize", replay, str(map_path), rig="sim",
+                          progress=sys.stderr.isatty(), pairs_index=pairs,
+                          setup=replay_setup(query_traj))
+    replayed = report["replay"]
+    print(f"  played {replayed['groups']} groups, {replayed['messages']} messages; waited for "
+          f"{replayed['waited_groups']}, {replayed['wait_timeouts']} timeouts")
+    if replayed["wait_timeouts"]:
+        print("  WARNING: the replay did not wait for every group; the figures below may "
+              "differ from run to run")
+    methods = {}
+    for which, task in (("pairs_index", "reloc"), ("rig_pairs_index", "rig")):
+        if which not in report:
+            methods[task] = {}
+            continue
+        # G2G alone on the relocalization windows is the node's own prediction (in the report).
+        checkpoint = default_checkpoint("rig_odometry") if task == "rig" else None
+        specs = default_methods([str(checkpoint)] if checkpoint else [], "default", False,
+                                identity=True)
+        methods[task] = evaluate_methods(task, str(data_dir), report[which]["path"], specs,
+                                         str(out / f"same_pairs_{task}"), progress=False)
+    return report, methods["reloc"], methods["rig"]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=50, help="frames per traversal")
-    parser.add_argument("--rate", type=float, default=1.0, help="replay speed factor")
     parser.add_argument("--data", default=str(ROOT / "data" / "demo"))
     parser.add_argument("--out", default=str(ROOT / "outputs" / "demo"))
     opts = parser.parse_args(argv)
@@ -245,7 +164,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     from g2g_model.inference import G2GPipeline
-    from g2g_ros.demo_report import evaluate
+    from g2g_ros.demo_report import demo_report
 
     total = 5
     step(1, total, f"simulating test scene {SEED}: mapping + query traversal (other season)")
@@ -258,18 +177,21 @@ def main(argv=None) -> int:
               "weights,\n  so the G2G numbers below show the wiring, not the method.")
     step(3, total, "building the map from the mapping traversal")
     map_path = build_map(map_traj, data_dir / "map.g2gmap", pipeline)
-    step(4, total, "running relocalize + rig_odometry nodes on the replayed query bag")
-    data = run_nodes(query_bag, query_traj, map_path, out, opts.rate, opts.frames)
-    print(f"  recorded {len(data['odometry'])} odometry messages, {len(data['alignment'])} "
-          f"accepted relocalizations, {len(data['pose'])} relocalized poses")
-    step(5, total, "evaluating against ground truth (classical baseline on the same groups)")
-    report = evaluate(map_traj, query_traj, data, out, RIG_CAMERA)
-    (out / "report.md").write_text(report + "\n")
+    step(4, total, "g2g-eval-bag: relocalize + rig_odometry nodes on the replayed query bag")
+    report, reloc_methods, rig_methods = evaluate_replay(query_bag, query_traj, map_traj,
+                                                         map_path, data_dir, out)
+    print(f"  recorded {report['rig_odometry']['outputs'] if 'rig_odometry' in report else 0} "
+          f"odometry messages, {report['relocalization']['fixes']} accepted relocalizations")
+    step(5, total, "g2g-eval on the same pairs: G2G alone, classical baseline, 'no motion'")
+    text = demo_report(report, reloc_methods, rig_methods, query_traj)
+    (out / "report.md").write_text(text + "\n")
     (out / "summary.json").write_text(json.dumps({
-        "odometry_messages": len(data["odometry"]), "relocalizations": len(data["alignment"]),
+        "odometry_messages": report.get("rig_odometry", {}).get("outputs", 0),
+        "relocalizations": report["relocalization"]["fixes"],
         "untrained_model": pipeline.untrained, "seconds": time.perf_counter() - t_start}))
-    print("\n" + report)
-    print(f"\nplots: {out / 'trajectories.png'}\nreport: {out / 'report.md'}")
+    print("\n" + text)
+    print(f"\nplots: {report['plots'][0]}\nreport: {out / 'report.md'} (the replay's own: "
+          f"{out / 'replay' / 'report.md'})")
     print(f"demo finished in {time.perf_counter() - t_start:.0f} s")
     return 0
 

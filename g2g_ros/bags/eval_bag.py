@@ -6,7 +6,9 @@ rig odometry's ``odometry`` output; relocalize's ``relocalize/processed`` (the n
 ``localize_pacing: stamps``, so its periodic localization is triggered by image stamps and
 finishes before the node answers) -- so the results do not depend on the machine's speed; a
 group without an answer within ``--wait-timeout`` is counted in the report (``wait_timeouts``)
-and logged. It records the nodes' outputs to ``DIR/outputs`` (MCAP) and writes
+and logged. With :class:`ReplaySetup` (the demo's) the relocalize graph also runs rig odometry,
+evaluated on its own ``odometry`` output, and an operator's initial pose is sent before the
+replay. It records the nodes' outputs to ``DIR/outputs`` (MCAP) and writes
 ``DIR/report.json``, ``DIR/report.md`` and ``DIR/trajectories.png`` (metrics in
 :mod:`g2g_ros.bags.evaluation`). With ``--pairs-index`` it also writes the pairs the nodes
 evaluated as a ``g2g-eval`` pair index (:mod:`g2g_ros.bags.eval_pairs`).
@@ -19,7 +21,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -59,45 +61,87 @@ def _bag_cameras(bag: str | Path) -> Tuple[List[str], bool]:
     return cams, compressed
 
 
+@dataclass
+class ReplaySetup:
+    """What differs between evaluation replays (g2g-eval-bag's defaults; ``make demo`` sets
+    more).
+
+    ``node_params``: node name -> parameters applied last (after the rig preset and the
+    evaluation's own). ``with_odometry``: the relocalize graph also runs rig_odometry, which is
+    evaluated on its ``odometry`` output; its TF is off, so the bag's ``odom -> base_link``
+    stays relocalize's odometry input, and each group waits for both nodes.
+    ``initial_pose``: ``(stamp ns, map_T_base)`` sent on ``/initialpose`` once the nodes are up,
+    before the replay, as an operator does in RViz. ``log_level``: the nodes' (launch
+    argument).
+    """
+
+    node_params: Dict[str, Dict[str, object]] = field(default_factory=dict)
+    with_odometry: bool = False
+    initial_pose: Optional[Tuple[int, np.ndarray]] = None
+    log_level: str = ""
+
+
 def _params_file(path: Path, cams: Sequence[str], compressed: bool,
-                 localize_period_s: float = 1.0, extra: Optional[Dict[str, object]] = None,
-                 graph: str = "relocalize") -> Path:
+                 setup: ReplaySetup) -> Path:
     def common():  # fresh objects per node: rcl's YAML parser rejects aliases
         # fp32 as g2g-eval: on bf16-capable CPUs "auto" would give other numbers.
         return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
                 "use_compressed": bool(compressed), "precision": "fp32"}
 
-    data = {params_key("rig_odometry"): {"ros__parameters": common()},
-            # Stamp-paced localization, and a generous wait for the odometry (TF) at an image
-            # stamp: on a loaded machine it can lag the image by more than the live 0.5 s,
-            # and a frame dropped for that would change the results.
-            params_key("relocalize"): {"ros__parameters": dict(
-                common(), reloc_camera=cams[0], localize_period_s=float(localize_period_s),
-                localize_pacing="stamps", tf_wait_s=5.0)}}
-    data[params_key(graph)]["ros__parameters"].update(extra or {})
-    path.write_text(yaml.safe_dump(data))
+    params = {"rig_odometry": common(),
+              # Stamp-paced localization, and a generous wait for the odometry (TF) at an image
+              # stamp: on a loaded machine it can lag the image by more than the live 0.5 s,
+              # and a frame dropped for that would change the results.
+              "relocalize": dict(common(), reloc_camera=cams[0], localize_period_s=1.0,
+                                 localize_pacing="stamps", tf_wait_s=5.0)}
+    if setup.with_odometry:
+        params["rig_odometry"]["publish_tf"] = False
+    for node, extra in setup.node_params.items():
+        params[node].update(extra)
+    path.write_text(yaml.safe_dump({params_key(node): {"ros__parameters": values}
+                                    for node, values in params.items()}))
     return path
 
 
-def _wait_spec(graph: str, cams: Sequence[str], compressed: bool, wait_timeout: float,
-               startup_timeout: float):
-    """What says that the graph's node is done with an image group (evaluation replay)."""
+def _wait_specs(graph: str, cams: Sequence[str], compressed: bool, wait_timeout: float,
+                startup_timeout: float, with_odometry: bool = False):
+    """What says that the graph's nodes are done with an image group (evaluation replay)."""
     from g2g_ros.bags.player import WaitSpec
 
-    if graph == "rig_odometry":
-        return WaitSpec("odometry", "nav_msgs/msg/Odometry", wait_timeout, startup_timeout)
-    image = f"{cams[0]}/image_raw" + ("/compressed" if compressed else "")
-    return WaitSpec("relocalize/processed", "std_msgs/msg/Header", wait_timeout,
-                    startup_timeout, (image,))
+    specs = []
+    if graph == "rig_odometry" or with_odometry:
+        specs.append(WaitSpec("odometry", "nav_msgs/msg/Odometry", wait_timeout,
+                              startup_timeout))
+    if graph == "relocalize":
+        image = f"{cams[0]}/image_raw" + ("/compressed" if compressed else "")
+        specs.append(WaitSpec("relocalize/processed", "std_msgs/msg/Header", wait_timeout,
+                              startup_timeout, (image,)))
+    return specs
+
+
+def _send_initial_pose(node, spin, stamp: int, map_T_base: np.ndarray) -> None:
+    """Publish ``map_T_base`` at ``stamp`` on ``/initialpose`` (a few times, as RViz's tool)."""
+    from geometry_msgs.msg import PoseWithCovarianceStamped
+
+    from g2g_ros.node_common import to_stamp
+    from g2g_ros.pose_msgs import matrix_to_pose_msg
+
+    msg = PoseWithCovarianceStamped()
+    msg.header.frame_id = "map"
+    msg.header.stamp = to_stamp(int(stamp))
+    matrix_to_pose_msg(map_T_base, msg.pose.pose)
+    pub = node.create_publisher(PoseWithCovarianceStamped, "/initialpose", 10)
+    for _ in range(5):
+        pub.publish(msg)
+        end = time.monotonic() + 0.2
+        while time.monotonic() < end:
+            spin(0.05)
 
 
 def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], rig: str,
                checkpoint: str, wait_timeout: float, startup_timeout: float,
-               progress: bool, extra_params: Optional[Dict[str, object]] = None):
-    """Graph + evaluation replay + recording; returns ``(outputs bag, PlayStats)``.
-
-    ``extra_params``: parameters of the graph's node applied last (e.g. gates of relocalize).
-    """
+               progress: bool, setup: Optional[ReplaySetup] = None):
+    """Graph + evaluation replay + recording; returns ``(outputs bag, PlayStats)``."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
@@ -106,17 +150,22 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
     from g2g_ros.graphs import GRAPHS
 
+    setup = setup or ReplaySetup()
     cams, compressed = _bag_cameras(bag)
-    params = _params_file(out_dir / "eval_params.yaml", cams, compressed,
-                          extra=extra_params, graph=graph)
+    params = _params_file(out_dir / "eval_params.yaml", cams, compressed, setup)
     launch = [f"rig:={rig}", "use_sim_time:=true", f"params_file:={params}"]
     if checkpoint:
         launch.append(f"checkpoint:={checkpoint}")
     if graph == "relocalize":
         launch.append(f"map:={map_path}")
+        if setup.with_odometry:
+            launch.append("with_odometry:=true")
+    if setup.log_level:
+        launch.append(f"log_level:={setup.log_level}")
     commands = node_commands(GRAPHS[graph], parse_launch_args(GRAPHS[graph], launch))
     runs_odometry = graph == "rig_odometry"
-    wait = _wait_spec(graph, cams, compressed, wait_timeout, startup_timeout)
+    wait = _wait_specs(graph, cams, compressed, wait_timeout, startup_timeout,
+                       setup.with_odometry)
     context = rclpy.Context()
     rclpy.init(context=context)
     runner = GraphRunner(commands, env=dict(os.environ)).start()
@@ -138,6 +187,17 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
                                    f"the replay (see its log above)")
             executor.spin_once(timeout_sec=timeout)
 
+        if setup.initial_pose is not None:
+            # Once the nodes are up; relocalize holds the pose until the odometry at its stamp
+            # arrives, so it takes effect at the same image on every run.
+            status = ["relocalize/status"] + (["rig_odometry/status"] if setup.with_odometry
+                                              else [])
+            deadline = time.monotonic() + startup_timeout
+            while not all(recorder.counts()[t] for t in status):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no {status} within {startup_timeout} s")
+                spin(0.1)
+            _send_initial_pose(recorder, spin, *setup.initial_pose)
         stats = player.play(spin, progress=progress)
         # Let the last outputs and one more status / diagnostics round arrive.
         n_diag = recorder.counts()["/diagnostics"]
@@ -162,12 +222,15 @@ class PairsIndexSpec:
 
     ``query_traj`` / ``map_traj``: the dataset trajectories of the bag and of the map (default:
     the bag's metadata ``source_path``, the map's ``source``); all under ``root``.
+    ``rig_path``: where the rig odometry pairs go when the relocalize graph also ran rig
+    odometry (:attr:`ReplaySetup.with_odometry`).
     """
 
     path: str
     root: str
     query_traj: Optional[str] = None
     map_traj: Optional[str] = None
+    rig_path: Optional[str] = None
 
 
 def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
@@ -191,13 +254,14 @@ def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
         "latency": evaluate_latency(out, stats.latencies_s),
     }
     curves: Dict[str, np.ndarray] = {"ground truth": gt.world_T_base[:, :3, 3]}
-    if graph == "rig_odometry":
+    if graph == "rig_odometry" or out.odometry:   # relocalize with rig odometry: both
         report["rig_odometry"] = evaluate_odometry(gt, out, camera, segment_lengths_m)
         stamps, _, odo = odometry_trajectories(gt, out.odometry)
         if len(stamps):
             g0 = gt.at(int(stamps[0]))
-            curves["odometry"] = np.stack([g0 @ o for o in odo])[:, :3, 3]
-    else:
+            curves["rig odometry" if graph == "relocalize" else "odometry"] = np.stack(
+                [g0 @ o for o in odo])[:, :3, 3]
+    if graph == "relocalize":
         # The odometry input of relocalize is the bag's odom->base_link.
         report["relocalization"] = evaluate_relocalization(gt, out, gt.odom_input, map_path,
                                                            query_camera=camera)
@@ -213,15 +277,20 @@ def build_report(bag: Path, outputs: Path, graph: str, stats, out_dir: Path,
     if pairs_index is not None:
         from g2g_ros.bags.eval_pairs import write_pairs_index
 
-        stamps = report["rig_odometry"]["pair_stamps"] if graph == "rig_odometry" else ()
-        path = write_pairs_index(pairs_index.path, pairs_index.root, graph, bag, gt.metadata,
-                                 out.alignments, stamps, camera, map_path,
-                                 pairs_index.query_traj, pairs_index.map_traj)
-        report["pairs_index"] = {
-            "path": str(path), "root": str(pairs_index.root),
-            "g2g_eval": f"g2g-eval --task {'reloc' if graph == 'relocalize' else 'rig'} "
-                        f"--root {pairs_index.root} --index {Path(path).resolve()} "
-                        f"--checkpoint <the node's checkpoint> --out <dir>"}
+        indexes = [(graph, pairs_index.path)]
+        if graph == "relocalize" and pairs_index.rig_path and "rig_odometry" in report:
+            indexes.append(("rig_odometry", pairs_index.rig_path))
+        for which, index in indexes:
+            stamps = report["rig_odometry"]["pair_stamps"] if which == "rig_odometry" else ()
+            path = write_pairs_index(index, pairs_index.root, which, bag, gt.metadata,
+                                     out.alignments, stamps, camera, map_path,
+                                     pairs_index.query_traj, pairs_index.map_traj)
+            task = "reloc" if which == "relocalize" else "rig"
+            report["pairs_index" if which == graph else "rig_pairs_index"] = {
+                "path": str(path), "root": str(pairs_index.root), "task": task,
+                "g2g_eval": f"g2g-eval --task {task} --root {pairs_index.root} --index "
+                            f"{Path(path).resolve()} --checkpoint <the node's checkpoint> "
+                            f"--out <dir>"}
     plot = plot_trajectories(out_dir / "trajectories.png", curves,
                              f"{graph} on {Path(bag).name}")
     report["plots"] = [str(plot)]
@@ -235,10 +304,12 @@ def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Opt
                  wait_timeout: float = 30.0, startup_timeout: float = 120.0,
                  segment_lengths_m: Sequence[float] = SHORT_SEGMENTS_M,
                  progress: bool = True, pairs_index: Optional[PairsIndexSpec] = None,
-                 node_params: Optional[Dict[str, object]] = None) -> Dict[str, object]:
+                 node_params: Optional[Dict[str, object]] = None,
+                 setup: Optional[ReplaySetup] = None) -> Dict[str, object]:
     """Replay ``bag`` through ``graph`` in evaluation mode and report (module docstring).
 
-    ``node_params``: parameters of the graph's node applied after the rig preset.
+    ``node_params``: parameters of the graph's node applied after the rig preset (and after
+    those of ``setup``).
     """
     if graph not in EVAL_GRAPHS:
         raise ValueError(f"graph must be one of {EVAL_GRAPHS}, got {graph!r}")
@@ -252,8 +323,14 @@ def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Opt
     if (out_dir / "outputs").exists():
         raise ValueError(f"{out_dir / 'outputs'} already exists; choose a new --out")
     out_dir.mkdir(parents=True, exist_ok=True)
+    setup = setup or ReplaySetup()
+    if node_params:
+        setup = replace(setup, node_params={**setup.node_params, graph: {
+            **setup.node_params.get(graph, {}), **node_params}})
+    if setup.with_odometry and graph != "relocalize":
+        raise ValueError("with_odometry is for graph 'relocalize' (rig_odometry runs anyway)")
     outputs, stats = run_replay(bag, graph, out_dir, map_path, rig, checkpoint, wait_timeout,
-                                startup_timeout, progress, node_params)
+                                startup_timeout, progress, setup)
     return build_report(bag, outputs, graph, stats, out_dir, map_path, segment_lengths_m,
                         pairs_index)
 

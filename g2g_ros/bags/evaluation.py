@@ -14,7 +14,7 @@ and computes, with the functions of :mod:`g2g_model.metrics`:
   (fixes within ``success_trans_m`` / ``success_rot_deg`` over all localization attempts), the
   error of the map->odom-corrected trajectory (recorded map->odom composed with the odometry
   input, every frame after the first fix), and, given the map, the predicted poses of every
-  ``GroupAlignment`` (B_j and A_i) against the ground truth;
+  ``GroupAlignment`` (B_j and A_i) and of every fix on its window against the ground truth;
 * latency: replay wait per group, node stage latencies, model inference time.
 
 All statistics of empty sets are ``None`` (never NaN).
@@ -226,13 +226,19 @@ def alignment_camera(msg) -> str:
 
 
 def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
-                    map_frames: Dict[Tuple[str, int], np.ndarray],
-                    camera: str) -> Dict[str, Tuple[list, list]]:
+                    map_frames: Dict[Tuple[str, int], np.ndarray], camera: str,
+                    fixes: Optional[Dict[int, np.ndarray]] = None
+                    ) -> Dict[str, Tuple[list, list]]:
     """Predicted vs ground-truth ``T_{A0<-X}`` of every GroupAlignment: keys ``b0``, ``b_all``,
     ``a_all`` -> ``(preds, gts)``. ``camera``: the query camera (group B); group A's camera is
-    the map window's (:func:`alignment_camera`). Frames without ground truth are skipped."""
+    the map window's (:func:`alignment_camera`). Frames without ground truth are skipped.
+
+    ``fixes``: the published fixes (``relocalize/pose``, ``map_T_base`` by stamp); key
+    ``fix_b0`` then holds each fix as ``T_{A0<-B0}`` on its alignment's window (G2G +
+    verification, against the same ground truth as ``b0``)."""
     Tbc = gt.base_T_cam[camera]
-    out = {"b0": ([], []), "b_all": ([], []), "a_all": ([], [])}
+    out = {"b0": ([], []), "fix_b0": ([], []), "b_all": ([], []), "a_all": ([], [])}
+    fixes = fixes or {}
     for msg in alignments:
         cam_a = alignment_camera(msg)
         sa = [(cam_a, stamp_ns(t)) for t in msg.stamps_a]
@@ -248,6 +254,9 @@ def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
             if j == 0:
                 out["b0"][0].append(pair[0])
                 out["b0"][1].append(pair[1])
+                if s in fixes:
+                    out["fix_b0"][0].append(a0_inv @ fixes[s] @ Tbc)
+                    out["fix_b0"][1].append(pair[1])
             out["b_all"][0].append(pair[0])
             out["b_all"][1].append(pair[1])
         for s, p in zip(sa[1:], list(msg.poses_a)[1:]):
@@ -321,7 +330,8 @@ def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int,
     cam = query_camera or (gt.metadata.get("cameras") or sorted(gt.base_T_cam))[0]
     if map_path and out.alignments:
         if cam in gt.base_T_cam:
-            pairs = alignment_pairs(gt, out.alignments, map_frames_by_camera_stamp(map_path), cam)
+            pairs = alignment_pairs(gt, out.alignments, map_frames_by_camera_stamp(map_path), cam,
+                                    dict(out.reloc_poses))
             result["predicted"] = {k: summarize_pairs(p, np.array(g).reshape(-1, 4, 4))["all"]
                                    for k, (p, g) in pairs.items() if p}
     return result

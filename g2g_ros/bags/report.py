@@ -141,7 +141,8 @@ def plot_trajectories(path: Path, curves: Dict[str, np.ndarray], title: str) -> 
     ref = next(iter(curves.values()))
     axes = np.argsort(np.ptp(ref, axis=0))[::-1][:2] if len(ref) else np.array([0, 1])
     fig, ax = plt.subplots(figsize=(6, 6))
-    styles = {"ground truth": "k-", "odometry": "b.-", "relocalized (map->odom)": "r.-",
+    styles = {"ground truth": "k-", "odometry": "b.-", "rig odometry": "m.-",
+              "relocalized (map->odom)": "r.-",
               "relocalization fixes": "g^"}
     for name, xyz in curves.items():
         if len(xyz):
