@@ -5,12 +5,13 @@ on the backbone. Map keyframe windows are encoded many times during relocalisati
 encodes them once.
 
 Keys. A content key is a BLAKE2b digest over the backbone identity, the autocast state, and the
-dtype, shape and bytes of the group's images, intrinsics and camera-to-anchor poses. The backbone
-identity is its registry name, its configuration (``config.to_dict()`` when it has one) and, by
-default, a fingerprint of its weights, so two differently trained backbones of the same
-configuration never share entries. Hashing the weights reads every parameter once at
-construction (milliseconds for ``compact``, a few seconds for ViT-L); pass
-``fingerprint_weights=False`` to skip it and take responsibility for not mixing weights.
+dtype, shape and bytes of the group's images, intrinsics and camera-to-anchor poses. The
+backbone identity (:func:`g2g_model.backbones.identity.backbone_identity`, the one
+implementation of an encoder's identity) is its registry name, its configuration and, by
+default, a digest of its weights, so two differently trained backbones of the same configuration
+never share entries. Hashing the weights reads every parameter once at construction
+(milliseconds for ``compact``, a few seconds for ViT-L); pass ``fingerprint_weights=False`` to
+skip it and take responsibility for not mixing weights.
 
 Files. :meth:`FeatureCache.save` writes one tensor per key to a .safetensors file with the
 backbone identity in its metadata; :meth:`FeatureCache.load` refuses (``ValueError`` naming the
@@ -31,6 +32,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from g2g_model.backbones.identity import backbone_identity, weights_digest
+
+__all__ = ["FeatureCache", "backbone_identity", "check_identity", "content_key",
+           "read_feature_file", "weights_digest", "write_feature_file"]
 logger = logging.getLogger(__name__)
 
 FILE_FORMAT = "g2g_feature_cache"
@@ -41,34 +46,6 @@ IDENTITY_FIELDS = ("backbone_name", "backbone_config", "weights_fingerprint")
 def _tensor_bytes(tensor: torch.Tensor) -> bytes:
     flat = tensor.detach().cpu().contiguous().reshape(-1)
     return flat.view(torch.uint8).numpy().tobytes()
-
-
-def weights_fingerprint(module: nn.Module) -> str:
-    """BLAKE2b (16 hex chars) over the names, dtypes, shapes and bytes of ``state_dict()``."""
-    digest = hashlib.blake2b(digest_size=8)
-    for name, value in sorted(module.state_dict().items()):
-        digest.update(f"{name}|{value.dtype}|{tuple(value.shape)}".encode())
-        digest.update(_tensor_bytes(value))
-    return digest.hexdigest()
-
-
-def backbone_identity(backbone: nn.Module, fingerprint_weights: bool = True) -> Dict[str, str]:
-    """``{backbone_name, backbone_config (canonical JSON), weights_fingerprint}`` of a backbone."""
-    name = getattr(backbone, "name", "") or type(backbone).__name__
-    config = getattr(backbone, "config", None)
-    if hasattr(config, "to_dict"):
-        config_dict = config.to_dict()
-    else:
-        config_dict = {
-            "feature_dim": getattr(backbone, "feature_dim", None),
-            "patch_size": getattr(backbone, "patch_size", None),
-            "image_size": list(getattr(backbone, "image_size", ()) or ()),
-        }
-    return {
-        "backbone_name": str(name),
-        "backbone_config": json.dumps(config_dict, sort_keys=True),
-        "weights_fingerprint": weights_fingerprint(backbone) if fingerprint_weights else "",
-    }
 
 
 def _autocast_tag(device_type: str) -> str:

@@ -198,19 +198,9 @@ class G2GPipeline:
         checkpoints store it). The hash covers the configuration AND the weights: tokens of the
         same architecture with other weights are just as incompatible."""
         if getattr(self, "_backbone_id", None) is None:
-            import hashlib
+            from g2g_model.backbones.identity import encoder_id
 
-            from g2g_model.maps import config_hash
-
-            digest = hashlib.sha256()
-            for name, tensor in sorted(self.backbone.state_dict().items()):
-                digest.update(name.encode())
-                digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
-            self._backbone_id = {
-                "name": self.backbone.name,
-                "config_hash": config_hash({"config": self.backbone.config_dict(),
-                                            "weights_sha256": digest.hexdigest()}),
-            }
+            self._backbone_id = encoder_id(self.backbone)
         return self._backbone_id
 
     def prepare(self, group, name: str = "group") -> PreparedGroup:

@@ -29,6 +29,7 @@ import cv2
 import numpy as np
 import torch
 
+from g2g_model.backbones.identity import encoder_mismatch
 from g2g_model.tagged_safetensors import (
     SafetensorsReadError, read_safetensors, read_safetensors_metadata, write_tagged,
 )
@@ -107,19 +108,6 @@ class G2GMap:
         """``[T, 3]`` camera centres in the map frame."""
         return np.stack([f.world_T_cam[:3, 3] for f in self.frames]) if self.frames else \
             np.zeros((0, 3))
-
-
-def config_hash(config: Dict) -> str:
-    """Stable short hash of a JSON-serialisable configuration."""
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
-
-
-def encoder_mismatch(stored: Dict, expected: Dict) -> Optional[str]:
-    """The first of ``name`` / ``config_hash`` on which two encoder ids
-    (:meth:`G2GPipeline.backbone_id`) differ, or None when they are the same encoder."""
-    return next((key for key in ("name", "config_hash")
-                 if stored.get(key) != expected.get(key)), None)
 
 
 def _sha256(t: torch.Tensor) -> str:

@@ -11,7 +11,7 @@ from g2g_model.feature_cache import (
     FeatureCache,
     backbone_identity,
     read_feature_file,
-    weights_fingerprint,
+    weights_digest,
 )
 
 
@@ -139,8 +139,8 @@ def test_load_rejects_other_config_weights_or_file(tmp_path):
 
 def test_identity_and_fingerprint():
     a, b = make_backbone(seed=1), make_backbone(seed=2)
-    assert weights_fingerprint(a) != weights_fingerprint(b)
-    assert weights_fingerprint(a) == weights_fingerprint(make_backbone(seed=1))
+    assert weights_digest(a) != weights_digest(b)
+    assert weights_digest(a) == weights_digest(make_backbone(seed=1))
     unhashed = backbone_identity(a, fingerprint_weights=False)
     assert unhashed["weights_fingerprint"] == ""
     assert '"depth": 2' in unhashed["backbone_config"]

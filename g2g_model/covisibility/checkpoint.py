@@ -19,7 +19,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from g2g_model.maps import encoder_mismatch
+from g2g_model.backbones.identity import encoder_mismatch
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 
 from g2g_model.covisibility.model import CovisibilityConfig, CovisibilityDecoder

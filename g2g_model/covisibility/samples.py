@@ -26,7 +26,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from g2g_model.maps import encoder_mismatch
+from g2g_model.backbones.identity import encoder_mismatch
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 
 from g2g_model.covisibility.labels import pair_labels, resize_depth
