@@ -2,7 +2,7 @@
 
 The covisibility embedding (:mod:`g2g_model.covisibility.embedding`) describes a frame from the
 backbone's cached tokens. With the compact backbone those tokens tell places apart no better than
-a 32 px colour thumbnail (``tools/probe_covis_images.py``), so this model looks at the image
+a 32 px colour thumbnail (``experiments/probe_covis_images.py``), so this model looks at the image
 itself:
 
 1. the RGB frame is shrunk (area interpolation) to ``size x size`` (64) pixels;

@@ -8,7 +8,7 @@ This measurement led to the image covisibility embedding
 (:mod:`g2g_model.covisibility.image_embedding`, ``g2g-covis train-image-embedding``; its rates
 come from ``g2g-covis sim-eval --image-embedding``).
 
-    python tools/probe_covis_images.py --scenes data/sim_val
+    python experiments/probe_covis_images.py --scenes data/sim_val
 
 ``--cache`` is the scene token cache of ``g2g-covis`` (the frames are encoded once).
 """

@@ -14,7 +14,7 @@ the window. A candidate's verification is the max-mean over its pairs of
 It prints, per scene set: the rate of the best candidate (the ceiling of any re-ranking of
 these candidates) and the re-ranked rate for each weight (weight 0: the default's own pick).
 
-    python tools/probe_covis_rerank.py --scenes data/sim_val data/sim_test --cache CACHE
+    python experiments/probe_covis_rerank.py --scenes data/sim_val data/sim_test --cache CACHE
 
 ``--cache`` is the scene token cache of ``g2g-covis`` (the frames are encoded once).
 """
