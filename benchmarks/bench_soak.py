@@ -55,7 +55,7 @@ def memory_breakdown(pid: int) -> Dict[str, float]:
 
 def soak(data: pathlib.Path, duration: float, rate: float, sample_s: float) -> Dict:
     from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
-    from g2g_ros.graphs import GRAPHS
+    from g2g_ros.launch_graphs import GRAPHS
 
     bag, gmap = data / "traversal_1.mcap", data / "map.g2gmap"
     for path in (bag, gmap):

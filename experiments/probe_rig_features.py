@@ -11,7 +11,8 @@ An R^2 near 0 means the features, as the G2G modules see them, say little about 
 ``--pixels`` runs the same probes on the model's input pixels cut into the same patch grid (a
 control: the probes can find the yaw where the input shows it).
 
-    python experiments/probe_rig_features.py --checkpoint g2g_model/assets/g2g_rig_compact.safetensors \
+    python experiments/probe_rig_features.py \
+        --checkpoint g2g_model/assets/g2g_rig_compact.safetensors \
         --train 'data/sim_train/scene_*/traj_*' --test 'data/sim_test/scene_*/traj_*'
 """
 

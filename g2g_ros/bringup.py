@@ -1,9 +1,9 @@
 """`g2g-bringup GRAPH [arg:=value ...]`: start a node graph without `ros2 launch`.
 
 The launch packages (`launch`, `launch_ros`) are not installable from PyPI, so this runner starts
-the graphs of :mod:`g2g_ros.graphs` -- the same nodes, parameter files and launch arguments as
-`launch/*.launch.py` -- as child processes, forwards Ctrl-C / SIGTERM to them, and stops the whole
-graph when one node exits. Used by `make demo` and by the integration tests.
+the graphs of :mod:`g2g_ros.launch_graphs` -- the same nodes, parameter files and launch
+arguments as `launch/*.launch.py` -- as child processes, forwards Ctrl-C / SIGTERM to them, and
+stops the whole graph when one node exits. Used by `make demo` and by the integration tests.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from g2g_ros.graphs import (
+from g2g_ros.launch_graphs import (
     GRAPHS, PACKAGE, Graph, is_true, node_parameter_overrides, params_file_warnings,
 )
 

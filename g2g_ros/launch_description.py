@@ -1,4 +1,4 @@
-"""Builds a ROS 2 LaunchDescription for a graph of :mod:`g2g_ros.graphs`.
+"""Builds a ROS 2 LaunchDescription for a graph of :mod:`g2g_ros.launch_graphs`.
 
 Imported only by ``launch/*.launch.py`` on a full ROS 2 install (the launch packages are not
 installable here; ``g2g-bringup`` starts the same graphs).
@@ -8,9 +8,9 @@ that their state transitions are visible to launch event handlers. With the laun
 ``autostart:=true`` (default) each node configures and activates itself (its ``autostart``
 parameter); with ``autostart:=false`` they wait, unconfigured, for a lifecycle manager.
 
-The parameter files key their sections ``/**/<node>`` (:func:`g2g_ros.graphs.params_key`), so
-they apply under any ``namespace``; a user ``params_file`` section that matches no node of the
-graph is warned about.
+The parameter files key their sections ``/**/<node>``
+(:func:`g2g_ros.launch_graphs.params_key`), so they apply under any ``namespace``; a user
+``params_file`` section that matches no node of the graph is warned about.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 
-from g2g_ros.graphs import (
+from g2g_ros.launch_graphs import (
     GRAPHS, PACKAGE, is_true, node_parameter_overrides, params_file_warnings,
 )
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from g2g_ros import bringup
-from g2g_ros.graphs import GRAPHS, node_fqn, section_matches, unmatched_sections
+from g2g_ros.launch_graphs import GRAPHS, node_fqn, section_matches, unmatched_sections
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REQUIRED_ARGS = {"params_file", "use_sim_time", "namespace", "device", "log_level", "autostart",
@@ -214,7 +214,7 @@ def test_bringup_warns_about_a_params_file_a_namespace_would_drop(tmp_path, capl
 
 
 def test_replays_get_reliable_cameras_live_cameras_keep_best_effort():
-    from g2g_ros.graphs import node_parameter_overrides
+    from g2g_ros.launch_graphs import node_parameter_overrides
 
     spec = next(n for n in GRAPHS["relocalize"].nodes if n.name == "relocalize")
     qos = lambda args: dict(node_parameter_overrides(spec, args)).get(  # noqa: E731

@@ -8,7 +8,7 @@ rclpy = pytest.importorskip("rclpy")
 from rcl_interfaces.srv import GetParameters  # noqa: E402
 
 from g2g_ros import bringup  # noqa: E402
-from g2g_ros.graphs import GRAPHS  # noqa: E402
+from g2g_ros.launch_graphs import GRAPHS  # noqa: E402
 from ros_helpers import Listener, Proc  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(200)]

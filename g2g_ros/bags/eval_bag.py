@@ -30,7 +30,7 @@ import yaml
 
 from g2g_model.geometry import invert_pose
 from g2g_ros.bags.bag_reader import BagError, open_bag, read_metadata, require_topics
-from g2g_ros.graphs import params_key
+from g2g_ros.launch_graphs import params_key
 from g2g_ros.bags.evaluation import (
     SHORT_SEGMENTS_M, corrected_trajectory, evaluate_latency, evaluate_odometry,
     evaluate_relocalization, load_ground_truth, load_outputs, odometry_trajectories,
@@ -148,7 +148,7 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     from g2g_ros.bags.player import BagPlayer
     from g2g_ros.bags.recorder import OUTPUT_TOPICS, Recorder
     from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
-    from g2g_ros.graphs import GRAPHS
+    from g2g_ros.launch_graphs import GRAPHS
 
     setup = setup or ReplaySetup()
     cams, compressed = _bag_cameras(bag)
