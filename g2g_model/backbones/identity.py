@@ -7,10 +7,9 @@ two written forms:
 * :func:`encoder_id` ``{"name", "config_hash"}``, stored in maps (``.g2gmap``) and in
   covisibility files (checkpoints, embeddings, samples) and compared with
   :func:`encoder_mismatch`; the hash covers the configuration and the weights' digest;
-* :func:`backbone_identity` ``{backbone_name, backbone_config, weights_fingerprint}``, stored in
-  feature-cache files and keys (:mod:`g2g_model.feature_cache`,
-  :mod:`g2g_model.training.cached_features`): the configuration is kept whole there, so that a
-  refused file can name the field that differs.
+* :func:`backbone_identity` ``{backbone_name, backbone_config, weights_fingerprint}``, which
+  keys the training feature cache (:mod:`g2g_model.training.cached_features`): the
+  configuration is kept whole there.
 
 Both use the same configuration (:func:`backbone_config`) and weights digest
 (:func:`weights_digest`).
@@ -73,7 +72,8 @@ def encoder_mismatch(stored: Dict, expected: Dict) -> Optional[str]:
 
 def backbone_identity(backbone: nn.Module, fingerprint_weights: bool = True) -> Dict[str, str]:
     """``{backbone_name, backbone_config (canonical JSON), weights_fingerprint}`` of a backbone
-    (the form feature caches store; ``fingerprint_weights=False``: no weights digest)."""
+    (the form the training feature cache hashes; ``fingerprint_weights=False``: no weights
+    digest)."""
     return {"backbone_name": backbone_name(backbone),
             "backbone_config": json.dumps(backbone_config(backbone), sort_keys=True),
             "weights_fingerprint": weights_digest(backbone) if fingerprint_weights else ""}

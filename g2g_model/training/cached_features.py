@@ -2,11 +2,11 @@
 feasible: the backbone runs once per group instead of once per step).
 
 Layout: ``<cache_dir>/<identity hash>/shard_<hash of its group keys>.safetensors``, one
-tensor ``features``
-``[G, V, N, P, D]`` per shard (G groups, V noise variants) and metadata with the group keys, the
-backbone identity (:func:`g2g_model.feature_cache.backbone_identity`: name, configuration, weights
-fingerprint) and the noise settings. The directory name hashes all of it, so features of another
-backbone or other weights are never mixed in; a shard whose metadata does not match is an error.
+tensor ``features`` ``[G, V, N, P, D]`` per shard (G groups, V noise variants) and metadata with
+the group keys, the backbone identity (:func:`g2g_model.backbones.identity.backbone_identity`:
+name, configuration, weights digest) and the noise settings. The directory name hashes all of
+it, so features of another backbone or other weights are never mixed in; a shard whose metadata
+does not match is an error.
 
 Noise variants: variant 0 is encoded from the clean input poses; variant v >= 1 from one fixed
 draw of the extrinsic noise (:mod:`g2g_model.augment`) seeded by the group key and v. Training
@@ -31,7 +31,7 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from g2g_model.augment import ExtrinsicNoiseConfig, perturb_poses
-from g2g_model.feature_cache import backbone_identity
+from g2g_model.backbones.identity import backbone_identity
 from g2g_model.training.trajectory_groups import GroupSpec, TrajectoryStore, group_key
 
 logger = logging.getLogger(__name__)
