@@ -10,7 +10,8 @@ from typing import Any, Dict, Optional
 import torch
 from torch import nn
 
-from g2g_model.backbones.base import Backbone, backbone_class
+from g2g_model.backbones.base import Backbone
+from g2g_model.backbones.base import build_backbone as registry_build
 from g2g_model.model.checkpoint import HEADER_KEY, load_checkpoint, load_checkpoint_into
 from g2g_model.model.config import G2GConfig, preset
 from g2g_model.model.g2g import G2GModel
@@ -27,16 +28,6 @@ def backbone_config_dict(config: ModelConfig) -> Optional[Dict[str, Any]]:
 
         return compact_config(config.backbone_preset, **config.backbone_overrides).to_dict()
     return dict(config.backbone_overrides) or None
-
-
-def build_backbone_from_dict(name: str, values: Optional[Dict[str, Any]]) -> Backbone:
-    """A registered backbone from its config dict (compact built from its CompactConfig)."""
-    if name == "compact":
-        from g2g_model.backbones.compact import CompactBackbone
-        from g2g_model.backbones.compact_config import CompactConfig, compact_config
-
-        return CompactBackbone(CompactConfig.from_dict(values) if values else compact_config())
-    return backbone_class(name).from_config_dict(values)
 
 
 def _is_g2g_checkpoint(path: str) -> bool:
@@ -71,7 +62,7 @@ def load_backbone_weights(backbone: Backbone, path: str) -> None:
 
 
 def build_backbone(config: ModelConfig) -> Backbone:
-    backbone = build_backbone_from_dict(config.backbone, backbone_config_dict(config))
+    backbone = registry_build(config.backbone, backbone_config_dict(config))
     if config.backbone_weights:
         load_backbone_weights(backbone, config.backbone_weights)
         logger.info("backbone weights from %s", config.backbone_weights)
