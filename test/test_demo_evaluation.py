@@ -7,26 +7,15 @@ import pytest
 
 pytest.importorskip("rosbags")
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose  # noqa: E402
-from g2g_model.geometry import matrix_to_quat_xyzw  # noqa: E402
 from g2g_model.metrics import format_value  # noqa: E402
 from g2g_ros.bags import eval_bag, evaluation  # noqa: E402
 from g2g_ros.bags.evaluation import GroundTruth, Outputs, evaluate_odometry  # noqa: E402
 from g2g_ros.bags.player import PlayStats  # noqa: E402
 from g2g_ros.bags.typestore import bag_typestore  # noqa: E402
 from g2g_ros.demo_report import demo_report, demo_summaries  # noqa: E402
+from test_bag_evaluation import _pose, _time  # noqa: E402  (the same message builders)
 
 T = bag_typestore().types
-
-
-def _time(ns):
-    return T["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
-
-
-def _pose(M):
-    q = matrix_to_quat_xyzw(M[:3, :3])
-    return T["geometry_msgs/msg/Pose"](
-        position=T["geometry_msgs/msg/Point"](x=M[0, 3], y=M[1, 3], z=M[2, 3]),
-        orientation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]))
 
 
 def _rot(axis, deg):
