@@ -19,6 +19,11 @@ last_step() {  # last logged step of a run directory (0 if none)
     [[ -f "$csv" ]] && tail -n 1 "$csv" | cut -d, -f1 | grep -E '^[0-9]+$' || echo 0
 }
 
+stopped() {  # stopped PRESET OUT_DIR: the stretch line of a stage that did not finish
+    echo "$(date -u +%FT%TZ) $1: stopped, logged up to step $(last_step "$2")" \
+        "(resumes from its last checkpoint)" >> "$LOG"
+}
+
 stage() {  # stage PRESET OUT_DIR EXPORT_FILE
     local preset=$1 dir=$2 export_file=$3
     if [[ -f "$dir/$export_file" && -f "$dir/summary.json" ]] \
@@ -29,7 +34,10 @@ stage() {  # stage PRESET OUT_DIR EXPORT_FILE
     local from
     from=$(last_step "$dir")
     echo "$(date -u +%FT%TZ) $preset: stretch starts after step $from" >> "$LOG"
-    trap 'echo "$(date -u +%FT%TZ) $preset: stopped at step $(last_step "$dir")" >> "$LOG"' EXIT
+    # Values expanded now: the trap runs after this function's locals are gone.
+    trap "stopped $preset $dir" EXIT
+    trap 'exit 143' TERM
+    trap 'exit 130' INT
     $PY -m g2g_model.training.cli "$preset" -q --threads "${THREADS:-2}"
     trap - EXIT
     echo "$(date -u +%FT%TZ) $preset: finished at step $(last_step "$dir")" >> "$LOG"
