@@ -1,8 +1,9 @@
 """Geometric verification and refinement of G2G's rig odometry.
 
-Between two keyframes of a calibrated multi-camera rig, every camera of the previous keyframe
-is matched with every camera of the current one (local features, see
-:mod:`g2g_model.localization.local_features`), and ONE rigid body motion is solved by
+Between two keyframes of a calibrated multi-camera rig, each camera of the previous keyframe is
+matched with each camera of the current one whose view can overlap it (local features, see
+:mod:`g2g_model.localization.local_features`; :func:`overlapping_pairs` decides from the rig's
+extrinsics and intrinsics), and ONE rigid body motion is solved by
 generalized relative pose with RANSAC and non-linear refinement (PoseLib's
 ``estimate_generalized_relative_pose``, seeded with G2G's motion). With cameras spread around
 the body and any rotation, the rig's metric extrinsics make the translation's scale observable.
@@ -29,6 +30,17 @@ from g2g_model.localization.verification import (
 G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
 # A geometric rotation this certain is kept even when the step's length is not observable.
 MAX_ROTATION_SD_DEG = 0.5
+# Rig odometry's verification settings where they differ from relocalization's (the
+# rig_odometry node's defaults, g2g-eval's): features of images downscaled to a long side of
+# 320 px, at most 600 per image, and only the camera pairs whose views can overlap when the rig
+# turns up to 30 deg between keyframes. They keep a 640x480 5-camera step within the budget of
+# 5 Hz on 2 CPU cores (docs/VERIFICATION.md, "Cost", has the measurements).
+RIG_DEFAULTS = {"max_image_px": 320, "max_features": 600, "max_turn_deg": 30.0}
+
+
+def rig_verifier_config(**overrides) -> VerifierConfig:
+    """:class:`VerifierConfig` with :data:`RIG_DEFAULTS` (then ``overrides``)."""
+    return VerifierConfig(**{**RIG_DEFAULTS, **overrides})
 
 
 @dataclass
@@ -58,12 +70,13 @@ class RigMotionVerifier:
     ``group_a`` / ``group_b``: the rig at the previous / current keyframe, ``cam_to_world`` =
     base_T_cam of each camera (the body frame at that instant is the group's world);
     ``delta``: G2G's base_prev_T_base_now. The verifier's config is that of relocalization
-    (:class:`VerifierConfig`); its ``reprojection_px`` is the epipolar threshold here.
+    (:class:`VerifierConfig`, by default :func:`rig_verifier_config`); its ``reprojection_px``
+    is the epipolar threshold here.
     """
 
     def __init__(self, config: Optional[VerifierConfig] = None,
                  features: Optional[LocalFeatures] = None):
-        self.config = (config or VerifierConfig()).validate()
+        self.config = (config or rig_verifier_config()).validate()
         cfg = self.config
         self.local = features or new_local_features(cfg)
 
@@ -93,15 +106,15 @@ class RigMotionVerifier:
         if total < cfg.min_inliers:
             raise _Fallback(f"too few features ({total}): blank, dark or textureless images")
         matches: List = []
-        for i, f1 in enumerate(fa):
-            for j, f2 in enumerate(fb):
-                pairs = self.local.match(f1.descriptors, f2.descriptors)
-                if len(pairs) < 5:
-                    continue
-                m = poselib.PairwiseMatches()
-                m.cam_id1, m.cam_id2 = i, j
-                m.x1, m.x2 = f1.keypoints[pairs[:, 0]], f2.keypoints[pairs[:, 1]]
-                matches.append(m)
+        for i, j in overlapping_pairs(group_a, group_b, cfg.max_turn_deg):
+            f1, f2 = fa[i], fb[j]
+            pairs = self.local.match(f1.descriptors, f2.descriptors)
+            if len(pairs) < 5:
+                continue
+            m = poselib.PairwiseMatches()
+            m.cam_id1, m.cam_id2 = i, j
+            m.x1, m.x2 = f1.keypoints[pairs[:, 0]], f2.keypoints[pairs[:, 1]]
+            matches.append(m)
         matched = sum(len(m.x1) for m in matches)
         if matched < cfg.min_inliers:
             raise _Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
@@ -135,6 +148,36 @@ class RigMotionVerifier:
             note = "; length of the step from G2G (straight motion: scale not observable)"
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
         return MotionVerification(path, solved, cov, inliers, reason + note, apart)
+
+
+def view_cone_deg(K: np.ndarray, image: np.ndarray) -> float:
+    """Half-angle (degrees) of the smallest cone about the optical axis that holds the whole
+    image: the angle of its farthest corner."""
+    h, w = image.shape[:2]
+    corners = np.array([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], float)
+    rays = corners @ np.linalg.inv(np.asarray(K, float)).T
+    return float(np.degrees(np.arctan(np.linalg.norm(rays[:, :2], axis=1).max())))
+
+
+def overlapping_pairs(group_a, group_b, max_turn_deg: float) -> List[Tuple[int, int]]:
+    """``(i, j)``: camera i of the previous keyframe and camera j of the current one whose
+    views can overlap when the rig turns by at most ``max_turn_deg`` between them: the angle
+    between their optical axes (in the body frame, from the extrinsics) is at most the sum of
+    their view cones' half-angles (from the intrinsics and image sizes) plus that turn. Every
+    camera is paired with itself; 180 pairs every camera with every camera."""
+    out = []
+    sides = []
+    for group in (group_a, group_b):
+        ks = per_frame_intrinsics(group.intrinsics, len(group.images))
+        sides.append((np.asarray(group.cam_to_world, float)[:, :3, 2],
+                      [view_cone_deg(k, im) for k, im in zip(ks, group.images)]))
+    (axes_a, cone_a), (axes_b, cone_b) = sides
+    angle = np.degrees(np.arccos(np.clip(axes_a @ axes_b.T, -1.0, 1.0)))
+    for i in range(len(axes_a)):
+        for j in range(len(axes_b)):
+            if max_turn_deg >= 180 or angle[i, j] <= cone_a[i] + cone_b[j] + max_turn_deg:
+                out.append((i, j))
+    return out
 
 
 def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
