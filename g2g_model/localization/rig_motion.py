@@ -32,10 +32,11 @@ G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
 MAX_ROTATION_SD_DEG = 0.5
 # Rig odometry's verification settings where they differ from relocalization's (the
 # rig_odometry node's defaults, g2g-eval's): features of images downscaled to a long side of
-# 320 px, at most 600 per image, and only the camera pairs whose views can overlap when the rig
-# turns up to 30 deg between keyframes. They keep a 640x480 5-camera step within the budget of
-# 5 Hz on 2 CPU cores (docs/VERIFICATION.md, "Cost", has the measurements).
-RIG_DEFAULTS = {"max_image_px": 320, "max_features": 600, "max_turn_deg": 30.0}
+# 320 px, at most 1,000 per image, and only the camera pairs whose views can overlap when the
+# rig turns up to 30 deg between keyframes: a 640x480 5-camera step costs a third of what it
+# did at full size (docs/VERIFICATION.md, "Cost", has the measurements and what it costs in
+# accuracy; 600 features were cheaper still but let wrong step lengths through far more often).
+RIG_DEFAULTS = {"max_image_px": 320, "max_features": 1000, "max_turn_deg": 30.0}
 
 
 def rig_verifier_config(**overrides) -> VerifierConfig:
@@ -180,6 +181,30 @@ def overlapping_pairs(group_a, group_b, max_turn_deg: float) -> List[Tuple[int, 
     return out
 
 
+def sampson_errors(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b
+                   ) -> np.ndarray:
+    """Sampson errors (pixels) of the matches selected by ``masks`` (None: all) under the body
+    motion ``delta`` (base_prev_T_base_now), concatenated over the camera pairs."""
+    out = []
+    for k, m in enumerate(matches):
+        mask = np.ones(len(m.x1), bool) if masks is None else masks[k]
+        if not mask.any():
+            continue
+        # camera_a <- camera_b through the bodies: E relates their normalised rays.
+        a_T_b = np.vstack([ext_a[m.cam_id1].Rt, [0, 0, 0, 1]]) @ delta @ invert_pose(
+            np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
+        R, t = a_T_b[:3, :3], a_T_b[:3, 3]
+        E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
+        F = np.linalg.inv(_k(cams_a[m.cam_id1])).T @ E @ np.linalg.inv(_k(cams_b[m.cam_id2]))
+        x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
+        x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
+        Fx2, Ftx1 = x2 @ F.T, x1 @ F
+        num = np.sum(x1 * Fx2, 1)
+        den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
+        out.append(num / np.maximum(den, 1e-12))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
 def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
                       min_sigma_px: float = 0.5) -> np.ndarray:
     """``[6, 6]`` covariance of ``delta`` from the Sampson errors (pixels) of the inlier
@@ -191,25 +216,7 @@ def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, c
         T = delta.copy()
         T[:3, :3] = cv2.Rodrigues(d6[3:])[0] @ delta[:3, :3]
         T[:3, 3] = delta[:3, 3] + d6[:3]
-        out = []
-        for m, mask in zip(matches, masks):
-            if not mask.any():
-                continue
-            # camera_a <- camera_b through the bodies: E relates their normalised rays.
-            a_T_b = ext_a[m.cam_id1].Rt
-            a_T_b = np.vstack([a_T_b, [0, 0, 0, 1]]) @ T @ invert_pose(
-                np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
-            R, t = a_T_b[:3, :3], a_T_b[:3, 3]
-            E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
-            K1, K2 = (_k(cams_a[m.cam_id1]), _k(cams_b[m.cam_id2]))
-            F = np.linalg.inv(K1).T @ E @ np.linalg.inv(K2)
-            x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
-            x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
-            Fx2, Ftx1 = x2 @ F.T, x1 @ F
-            num = np.sum(x1 * Fx2, 1)
-            den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
-            out.append(num / np.maximum(den, 1e-12))
-        return np.concatenate(out) if out else np.zeros(0)
+        return sampson_errors(T, matches, masks, ext_a, ext_b, cams_a, cams_b)
 
     r0 = sampson(np.zeros(6))
     eps = np.array([1e-4] * 3 + [1e-5] * 3)
