@@ -146,7 +146,8 @@ class RigOdometryNode(ManagedNode):
         self.tf_broadcaster = TransformBroadcaster(self, lifecycle=True)
         self.srvs = [self.create_service(Trigger, "~/reset", self._srv_reset),
                      self.create_service(SetPose, "~/reset_to_pose", self._srv_reset_to_pose)]
-        self.start_worker("g2g_rig_odometry", maxlen=2, on_error=self._on_worker_error)
+        # Room for the groups that arrive while a step is verified (deferral, see _behind).
+        self.start_worker("g2g_rig_odometry", maxlen=4, on_error=self._on_worker_error)
 
     def activate(self) -> None:
         self.inputs = CameraInputs(self, self.cameras, self.sync.add, self.p["image_topic"],
