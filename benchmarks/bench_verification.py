@@ -10,7 +10,10 @@ rendered; then, per query window, in the same run:
    localizations, so only the newest instant's 5 images are described), ``tracking`` (the
    robot moved on: both windows shift by one instant) and ``cold`` (nothing cached: every image
    described, the map window triangulated, e.g. the first localization after a map load);
-2. rig odometry: one G2G step (5 cameras at two keyframes) and its generalized relative pose.
+2. rig odometry: one G2G step (5 cameras at two keyframes) and its generalized relative pose,
+   at 224 x 224 and with the images upscaled to 640 x 480 (the node benchmark's cameras), with
+   the node's defaults and with the settings before them (full-size images, 2,000 features,
+   all camera pairs); the step's error against the ground truth beside each.
 
 The verification/G2G ratio is printed beside the times.
 
@@ -27,16 +30,17 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+import cv2
 import numpy as np
 
 from benchmarks.common import emit_report, machine_info
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
-from g2g_model.geometry import relative_pose
+from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
 from g2g_model.groups import Group
 from g2g_model.inference import G2GPipeline
-from g2g_model.localization.rig_motion import RigMotionVerifier
-from g2g_model.localization.verification import StructureVerifier
+from g2g_model.localization.rig_motion import RigMotionVerifier, rig_verifier_config
+from g2g_model.localization.verification import StructureVerifier, VerifierConfig
 
 
 def ms(values: List[float]) -> str:
@@ -99,24 +103,17 @@ def run(windows: int, frames: int) -> str:
         t0 = time.perf_counter()
         verifier(next_a, next_b, next_map_T_b, view_prior=next_prior)
         tracking.append(time.perf_counter() - t0)
-    motion = RigMotionVerifier()
-    step_g2g, step_verify = [], []
+    step_g2g = []
     for s in starts:
-        a, b = query.rig_group([s]), query.rig_group([s + 2])
-        base = [query.rig[c].T_body_cam for c in query.cameras]
-        a = Group(a.images, a.intrinsics, np.stack(base))
-        b = Group(b.images, b.intrinsics, np.stack(base))
+        a, b = rig_step(query, s)
         t0 = time.perf_counter()
         rig.predict(a, b)
         step_g2g.append(time.perf_counter() - t0)
-        delta = relative_pose(query.world_T_body[s], query.world_T_body[s + 2])
-        b_new = Group([im.copy() for im in b.images], b.intrinsics, b.cam_to_world)
-        for im in b_new.images:
-            im[0, 0, 0] ^= 1  # the new keyframe is described; the previous one is cached
-        motion(a, b, delta)
-        t0 = time.perf_counter()
-        motion(a, b_new, delta)
-        step_verify.append(time.perf_counter() - t0)
+    steps = {}
+    for size in ((224, 224), (640, 480)):
+        for name, cfg in (("defaults", rig_verifier_config()),
+                          ("before", VerifierConfig(max_turn_deg=180.0))):
+            steps[size, name] = rig_steps(query, starts, cfg, size)
     lines = machine_info() + [
         "", f"Scene: test seed 20000, ring5 rig, 224 x 224, {windows} query windows of "
         f"{frames}-frame traversals (cross-season). Times in ms, median (p90).", "",
@@ -128,11 +125,61 @@ def run(windows: int, frames: int) -> str:
         f"{statistics.median(tracking) / statistics.median(g2g_ms):.2f} |",
         f"| relocalization, cold (50 images described, map window triangulated) | {ms(g2g_ms)}"
         f" | {ms(cold)} | {statistics.median(cold) / statistics.median(g2g_ms):.2f} |",
-        f"| rig odometry step (new keyframe of 5 images described) | {ms(step_g2g)} | "
-        f"{ms(step_verify)} | "
-        f"{statistics.median(step_verify) / statistics.median(step_g2g):.2f} |", "",
-        f"Relocalization paths: {', '.join(f'{p} {paths.count(p)}' for p in sorted(set(paths)))}"]
+    ]
+    accuracy = []
+    for ((w, h), name), (times, err) in steps.items():
+        lines.append(f"| rig odometry step, {w} x {h}, {RIG_SETTINGS[name]} (new keyframe of 5 "
+                     f"images described) | {ms(step_g2g)} | {ms(times)} | "
+                     f"{statistics.median(times) / statistics.median(step_g2g):.2f} |")
+        accuracy.append(f"- {w} x {h}, {RIG_SETTINGS[name]}: {np.mean(err[:, 0]):.3f} / "
+                        f"{np.median(err[:, 0]):.3f} deg, {1e3 * np.mean(err[:, 1]):.1f} / "
+                        f"{1e3 * np.median(err[:, 1]):.1f} mm")
+    lines += ["", "Relocalization paths: " + ", ".join(
+        f"{p} {paths.count(p)}" for p in sorted(set(paths))), "",
+        "Rig odometry steps' error against the ground truth, mean / median (seeded with the true "
+        "motion 0.1 m / 2 deg off):", *accuracy]
     return "\n".join(lines)
+
+
+RIG_SETTINGS = {"defaults": "node defaults",
+                "before": "before them (full size, 2,000 features, all pairs)"}
+
+
+def rig_step(traj, s: int, size=(224, 224)):
+    """The rig at frames s and s + 2 (body-frame extrinsics), images at ``size``."""
+    sx, sy = size[0] / 224.0, size[1] / 224.0
+    base = np.stack([traj.rig[c].T_body_cam for c in traj.cameras])
+    out = []
+    for f in (s, s + 2):
+        g = traj.rig_group([f])
+        k = np.asarray(g.intrinsics, float) * np.array([[sx], [sy], [1.0]])
+        images = [im if size == (224, 224) else cv2.resize(im, size) for im in g.images]
+        out.append(Group(images, k, base))
+    return out
+
+
+def rig_steps(traj, starts, cfg, size):
+    """Verification time of a rig step whose previous keyframe is described (the new one is
+    not) and the error of its motion: ``(seconds, [N, 2] deg / m)``."""
+    motion = RigMotionVerifier(cfg)
+    times, errors = [], []
+    rng = np.random.default_rng(0)
+    for s in starts:
+        a, b = rig_step(traj, s, size)
+        truth = relative_pose(traj.world_T_body[s], traj.world_T_body[s + 2])
+        axis = rng.normal(size=3)
+        seed = truth @ make_pose(cv2.Rodrigues(axis / np.linalg.norm(axis) * np.radians(2.0))[0],
+                                 [0.1, 0.0, 0.0])
+        b_new = Group([im.copy() for im in b.images], b.intrinsics, b.cam_to_world)
+        for im in b_new.images:
+            im[0, 0, 0] ^= 1  # the new keyframe is described; the previous one is cached
+        motion(a, b, seed)
+        t0 = time.perf_counter()
+        result = motion(a, b_new, seed)
+        times.append(time.perf_counter() - t0)
+        rel = relative_pose(truth, result.delta)
+        errors.append((rotation_angle_deg(rel[:3, :3]), np.linalg.norm(rel[:3, 3])))
+    return times, np.array(errors)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

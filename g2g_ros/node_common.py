@@ -115,6 +115,11 @@ class Worker:
         with self._cv:
             return len(self._jobs) + (1 if self._busy else 0)
 
+    def queued(self, kinds: Optional[Sequence[str]] = None) -> int:
+        """Jobs of ``kinds`` (all when None) waiting in the queue (not the one running)."""
+        with self._cv:
+            return sum(1 for kind, _ in self._jobs if kinds is None or kind in kinds)
+
     def _run(self) -> None:
         while True:
             with self._cv:

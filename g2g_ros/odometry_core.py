@@ -8,6 +8,12 @@ of B. Each camera gives one estimate of the body motion
 
 and the estimates are fused (chordal mean of rotations, mean of translations). The motion is
 composed onto the odometry pose; the twist is the motion over the elapsed time, in base_link.
+
+With a geometric verifier, a step may be deferred when the caller is falling behind (``defer``
+says why): G2G's motion from the last keyframe is published at once (G2G's step covariance),
+but the group does not become a keyframe, so the next group is verified against the same
+keyframe and the composed odometry holds only verified steps (or steps whose verification
+found no trustworthy geometry). At most ``max_deferred`` groups in a row are deferred.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ class RigFrames:
 class OdometryUpdate:
     stamp_ns: int
     odom_T_base: np.ndarray           # [4, 4]
-    delta: np.ndarray                 # base_prev_T_base_now [4, 4]
+    delta: np.ndarray                 # base_keyframe_T_base_now [4, 4] (the previous keyframe)
     linear_velocity: np.ndarray       # [3] m/s in base_link
     angular_velocity: np.ndarray      # [3] rad/s in base_link
     covariance: np.ndarray            # [6, 6] pose covariance (x y z roll pitch yaw)
@@ -58,6 +64,7 @@ class OdometryUpdate:
     path: str = "g2g"                 # what made the motion: g2g, verified or refined
     inliers: int = 0                  # geometric inliers (verified / refined)
     reason: str = ""                  # why this path
+    deferred: bool = False            # G2G's motion from the last keyframe, not a keyframe
 
 
 def rotation_vector(rotation: np.ndarray) -> np.ndarray:
@@ -92,12 +99,16 @@ class RigOdometry:
             group_now, delta) -> MotionVerification``
             (:class:`g2g_model.localization.rig_motion.RigMotionVerifier`); its motion and
             covariance replace G2G's when it verifies or refines.
+        defer: optional ``defer() -> reason or None``, asked before each verification: a
+            reason defers the step (see the module docstring).
+        max_deferred: at most this many groups in a row are deferred (0: never).
     """
 
     def __init__(self, estimate: EstimateFn, base_T_cam: Dict[str, np.ndarray],
                  keyframe_stride: int = 1, step_covariance: Sequence[float] = (
                      1e-3, 1e-3, 1e-3, 3e-4, 3e-4, 3e-4),
-                 max_spread_m: float = 1.0, verifier: Optional[Callable] = None):
+                 max_spread_m: float = 1.0, verifier: Optional[Callable] = None,
+                 defer: Optional[Callable[[], Optional[str]]] = None, max_deferred: int = 0):
         if keyframe_stride < 1:
             raise ValueError(f"keyframe_stride must be >= 1, got {keyframe_stride}")
         if len(step_covariance) != 6 or min(step_covariance) < 0:
@@ -109,6 +120,9 @@ class RigOdometry:
         self.step_covariance = np.diag(step_covariance)
         self.max_spread_m = max_spread_m
         self.verifier = verifier
+        self.defer = defer
+        self.max_deferred = max_deferred
+        self.deferred = 0  # groups deferred since construction
         self.reset()
 
     def reset(self, odom_T_base: Optional[np.ndarray] = None) -> None:
@@ -117,6 +131,7 @@ class RigOdometry:
         self.covariance = np.zeros((6, 6))
         self._previous: Optional[RigFrames] = None
         self._seen = 0
+        self._deferred_in_row = 0
         self.rejected = 0
 
     def restart_chain(self) -> None:
@@ -125,6 +140,7 @@ class RigOdometry:
         pause and the one after may no longer overlap)."""
         self._previous = None
         self._seen = 0
+        self._deferred_in_row = 0
 
     def _group(self, frames: RigFrames) -> Group:
         missing = [c for c in frames.cameras if c not in self.base_T_cam]
@@ -167,7 +183,10 @@ class RigOdometry:
             raise ValueError(f"per-camera motion estimates disagree by {spread:.2f} m "
                              f"(> max_spread_m={self.max_spread_m}); group rejected")
         step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
-        if self.verifier is not None:
+        deferred = self.verifier is not None and self._deferral()
+        if deferred:
+            reason = f"verification deferred: {deferred}"
+        elif self.verifier is not None:
             check = self.verifier(self._group(prev), group, delta)
             path, inliers, reason = check.path, check.inliers, check.reason
             if check.path != "g2g":
@@ -175,13 +194,26 @@ class RigOdometry:
         dt = (frames.stamp_ns - prev.stamp_ns) * 1e-9
         # The step's covariance is in the previous base frame: rotate it into odom.
         rot = np.kron(np.eye(2), self.odom_T_base[:3, :3])
-        self.odom_T_base = self.odom_T_base @ delta
-        self.covariance = self.covariance + rot @ step_cov @ rot.T
-        self._previous = frames
+        odom_T_base = self.odom_T_base @ delta
+        covariance = self.covariance + rot @ step_cov @ rot.T
+        if not deferred:  # a keyframe: the odometry moves on from it
+            self.odom_T_base, self.covariance, self._previous = odom_T_base, covariance, frames
         return OdometryUpdate(
-            stamp_ns=frames.stamp_ns, odom_T_base=self.odom_T_base.copy(), delta=delta,
+            stamp_ns=frames.stamp_ns, odom_T_base=odom_T_base.copy(), delta=delta,
             linear_velocity=delta[:3, 3] / dt,
             angular_velocity=rotation_vector(delta[:3, :3]) / dt,
-            covariance=self.covariance.copy(), spread_m=spread, cameras=list(frames.cameras),
-            path=path, inliers=inliers, reason=reason,
+            covariance=covariance.copy(), spread_m=spread, cameras=list(frames.cameras),
+            path=path, inliers=inliers, reason=reason, deferred=bool(deferred),
         )
+
+    def _deferral(self) -> Optional[str]:
+        """Why this step's verification is deferred, or None (then it is verified)."""
+        why = None
+        if self.defer is not None and self._deferred_in_row < self.max_deferred:
+            why = self.defer()
+        if why:
+            self._deferred_in_row += 1
+            self.deferred += 1
+            return why
+        self._deferred_in_row = 0
+        return None

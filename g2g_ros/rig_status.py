@@ -2,6 +2,9 @@
 among them the accounting of every group and image (issue 22): a synchronized group ends once,
 processed, skipped by ``keyframe_stride`` or dropped with a reason; per camera, ``received`` =
 ``dropped`` (by the synchronizer, or stamped too far ahead) + in emitted groups + ``queued``.
+Processed groups whose verification was deferred (the node fell behind, see
+:mod:`g2g_ros.odometry_core`) are counted in ``groups_deferred_verification`` and said in the
+status text.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ def publish_rig_status(node) -> None:
     if node.last_update_wall is not None:
         node.report_quiet_cameras(node.p["lost_after_s"])
     state, text = rig_state(node)
+    if node.groups_deferred:
+        text += (f" ({node.groups_deferred} groups published with G2G's motion before their "
+                 "verification: node behind)")
     newest = node.inputs.newest_age_s() if node.active and node.inputs is not None else None
     # Cameras quiet (bag ended, driver stopped) after images came: STALE, not an error.
     stale = newest is not None and newest > node.p["lost_after_s"]
@@ -41,6 +47,7 @@ def publish_rig_status(node) -> None:
               "groups_processed": node.groups_processed,
               "last_step": node.last_step,
               **{f"steps {k}": v for k, v in sorted(node.steps_by_path.items())},
+              "groups_deferred_verification": node.groups_deferred,
               "groups_skipped_stride": node.groups_skipped,
               "groups_dropped": dropped,
               **{f"groups_dropped {k}": v for k, v in sorted(drops.items())},

@@ -98,3 +98,54 @@ def test_verified_odometry_drifts_a_third_of_g2g_alone(traj):
     assert ver_paths[1:].count(PATH_G2G) <= 3, ver_paths
     assert ver_t <= g2g_t / 3 and ver_r <= g2g_r / 3, runs
     assert ver_cov[0, 0] < runs["g2g"][2][0, 0]
+
+
+def test_camera_pairs_follow_the_rig_geometry(traj):
+    """A 5-camera ring, 80 deg fields of view 72 deg apart: with up to 30 deg of turn between
+    keyframes each camera is paired with itself and its two neighbours (15 of 25 pairs), never
+    with the cameras facing away; 180 pairs everything; a missing camera only drops its
+    pairs."""
+    from g2g_model.localization.rig_motion import overlapping_pairs, view_cone_deg
+
+    group = rig(traj, 0)
+    assert view_cone_deg(group.intrinsics[0], group.images[0]) == pytest.approx(
+        np.degrees(np.arctan(np.sqrt(2) * np.tan(np.radians(40)))), abs=0.5)
+    pairs = overlapping_pairs(group, group, 30.0)
+    assert sorted(pairs) == sorted((i, j) for i in range(5) for j in range(5)
+                                   if (i - j) % 5 in (0, 1, 4))
+    assert len(overlapping_pairs(group, group, 180.0)) == 25
+    four = Group(group.images[1:], group.intrinsics[1:], group.cam_to_world[1:])
+    assert sorted(overlapping_pairs(group, four, 30.0)) == sorted(
+        (i, j - 1) for i, j in pairs if j > 0)
+
+
+def test_features_of_downscaled_images_are_in_the_cameras_pixels(traj):
+    """``max_image_px``: a 2x upscaled 448 x 448 camera described at 224 px gives the keypoints
+    of the 224 px image, scaled to the 448 px camera's pixels; the motion verified on such
+    images is as precise as at native size."""
+    import cv2
+
+    from g2g_model.localization.local_features import LocalFeatures
+
+    image = traj.image(traj.cameras[0], 10)
+    big = cv2.resize(image, (448, 448), interpolation=cv2.INTER_LINEAR)
+    native = LocalFeatures().describe(image).keypoints
+    small = LocalFeatures(max_image_px=224).describe(big).keypoints
+    assert len(small) > 50
+    # Nearest native keypoint (scaled to 448 px pixel centres) of each downscaled one.
+    scaled = (native + 0.5) * 2 - 0.5
+    dist = np.linalg.norm(small[:, None] - scaled[None], axis=2).min(1)
+    assert np.median(dist) < 1.0, np.median(dist)
+    with pytest.raises(ValueError, match="max_image_px"):
+        LocalFeatures(max_image_px=32)
+
+    def upscaled(i):
+        g = rig(traj, i)
+        k = np.asarray(g.intrinsics) * np.array([[2.0], [2.0], [1.0]])  # rows fx, fy
+        return Group([cv2.resize(im, (448, 448)) for im in g.images], k, g.cam_to_world)
+
+    truth = relative_pose(traj.world_T_body[20], traj.world_T_body[22])
+    result = RigMotionVerifier()(upscaled(20), upscaled(22), truth)  # defaults: 320 px
+    assert result.path == PATH_VERIFIED, result.reason
+    dt, dr = error(truth, result.delta)
+    assert dt < 0.02 and dr < 0.2, (dt, dr, result.reason)

@@ -56,16 +56,29 @@ def test_rig_odometry_refuses_harmful_parameters_and_stays_up(tmp_path):
         assert set_parameter(listener, node_name, "sync_slop_ms", 7).successful
 
         described = listener.call(DescribeParameters, f"{node_name}/describe_parameters",
-                                  DescribeParameters.Request(names=["keyframe_stride",
-                                                                    "max_spread_m"]))
-        stride, spread = described.descriptors
+                                  DescribeParameters.Request(names=[
+                                      "keyframe_stride", "max_spread_m", "verify_max_image_px",
+                                      "verify_max_features", "verify_max_turn_deg",
+                                      "verify_max_deferred"]))
+        stride, spread, image_px, features, turn, deferred = described.descriptors
         assert (stride.integer_range[0].from_value, stride.integer_range[0].to_value) == (1, 1000)
         assert spread.floating_point_range[0].to_value == 100.0
+        assert image_px.integer_range[0].to_value == 16384
+        assert features.integer_range[0].from_value == 16
+        assert turn.floating_point_range[0].to_value == 180.0
+        assert deferred.integer_range[0].to_value == 1000
+        refused = set_parameter(listener, node_name, "verify_max_turn_deg", 181.0)
+        assert not refused.successful and "out of range" in refused.reason, refused.reason
 
-        # Fixed: configure succeeds, with the integer command-line value taken as 2.0.
+        # Fixed: configure succeeds, with the integer command-line value taken as 2.0; a
+        # downscale below 64 px is in the declared range but refused by configure.
         for name, value in (("keyframe_stride", 2), ("sync_max_wait_ms", 300.0),
-                            ("lost_after_s", 3.0)):
+                            ("lost_after_s", 3.0), ("verify_max_image_px", 32)):
             assert set_parameter(listener, node_name, name, value).successful
+        assert not change_state(listener, node_name, Transition.TRANSITION_CONFIGURE)
+        assert listener.spin_until(lambda: "max_image_px must be 0 (full size) or >= 64, got "
+                                   "32" in statuses[-1].message, 20), statuses[-1].message
+        assert set_parameter(listener, node_name, "verify_max_image_px", 0).successful
         assert change_state(listener, node_name, Transition.TRANSITION_CONFIGURE)
         assert get_state(listener, node_name) == "inactive"
         from rcl_interfaces.srv import GetParameters

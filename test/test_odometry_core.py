@@ -193,3 +193,57 @@ def test_query_buffer_spacing_and_order():
     with pytest.raises(ValueError, match="non-finite"):
         buf.add(QueryFrame(50, img, K, bad))
     assert buf.group().cam_to_world.shape == (3, 4, 4)
+
+
+def test_deferred_steps_are_published_but_never_become_keyframes():
+    """When the caller falls behind, a step's verification is deferred: G2G's motion from the
+    last keyframe is published at once with G2G's covariance, the keyframe stays, and the next
+    verified step is measured from that keyframe, so the composed odometry holds only verified
+    motion; at most ``max_deferred`` groups in a row are deferred."""
+    world_T_base = _trajectory(8)
+    g2g_error = make_pose(axis_angle_to_matrix([0, 0, 0.02]), [0.05, 0, 0])
+
+    def index(group):
+        return int(group.stamps[0] // 10**9)
+
+    def estimate(group_a, group_b):  # G2G: the true motion, 5 cm / 1.1 deg off
+        a0 = world_T_base[index(group_a)] @ BASE_T_CAM["front"]
+        b = world_T_base[index(group_b)] @ g2g_error
+        return np.stack([invert_pose(a0) @ b @ BASE_T_CAM[c] for c in ("front", "left")])
+
+    calls = []
+
+    class Verifier:  # geometry: the true motion
+        def __call__(self, group_a, group_b, delta):
+            calls.append((index(group_a), index(group_b)))
+            truth = invert_pose(world_T_base[index(group_a)]) @ world_T_base[index(group_b)]
+            return type("Check", (), dict(path="verified", delta=truth, inliers=100, reason="",
+                                          covariance=np.eye(6) * 1e-6))()
+
+    behind = {1, 2, 3, 5}  # a newer group is queued when these are about to be verified
+    state = {"k": 0}
+    odo = RigOdometry(estimate, BASE_T_CAM, verifier=Verifier(), max_deferred=2,
+                      defer=lambda: "1 newer group queued" if state["k"] in behind else None)
+    updates = []
+    for k in range(8):
+        state["k"] = k
+        updates.append(odo.process(_frames(k * 10**9)))
+    truth = [invert_pose(world_T_base[0]) @ world_T_base[k] for k in range(8)]
+    deferred = [k for k, u in enumerate(updates) if u.deferred]
+    assert deferred == [1, 2, 5]  # 3 would be the third in a row: verified
+    assert calls == [(0, 3), (3, 4), (4, 6), (6, 7)]
+    assert odo.deferred == 3
+    for k, upd in enumerate(updates):
+        if k in deferred:  # G2G's motion from the keyframe, G2G's covariance
+            keyframe = 0 if k < 3 else 4
+            np.testing.assert_allclose(upd.odom_T_base, truth[keyframe] @ invert_pose(
+                world_T_base[keyframe]) @ world_T_base[k] @ g2g_error, atol=1e-9)
+            assert upd.path == "g2g" and upd.reason == "verification deferred: 1 newer group " \
+                "queued"
+            assert upd.covariance[0, 0] >= 1e-3
+        else:  # verified steps are exact: the deferred G2G errors never enter the odometry
+            np.testing.assert_allclose(upd.odom_T_base, truth[k], atol=1e-9)
+    assert updates[3].delta == pytest.approx(invert_pose(world_T_base[0]) @ world_T_base[3])
+    # Without a verifier nothing is deferred.
+    plain = RigOdometry(estimate, BASE_T_CAM, max_deferred=5, defer=lambda: "behind")
+    assert not any(plain.process(_frames(k * 10**9)).deferred for k in range(3))

@@ -34,3 +34,27 @@ def test_discard_drops_queued_jobs_of_the_given_kinds_only():
     finally:
         release.set()
         worker.stop()
+
+
+def test_queued_counts_waiting_jobs_not_the_running_one():
+    """What rig_odometry asks before verifying a step: is a newer group already waiting?"""
+    release, started, seen = threading.Event(), threading.Event(), []
+    worker = Worker("test_worker", maxlen=2)
+
+    def job():
+        started.set()
+        seen.append(worker.queued(("group",)))
+        release.wait(5.0)
+
+    try:
+        worker.submit("group", job)
+        assert started.wait(5.0) and worker.queued() == 0
+        worker.submit("held", lambda: None)
+        worker.submit("group", lambda: seen.append(worker.queued(("group",))))
+        assert worker.queued(("group",)) == 1 and worker.queued() == 2
+        release.set()
+        assert worker.wait_idle(5.0)
+        assert seen == [0, 0] and worker.queued() == 0
+    finally:
+        release.set()
+        worker.stop()

@@ -1,10 +1,12 @@
 """Local features for geometric verification: detection, caching and matching.
 
 RootSIFT (OpenCV SIFT, L1-normalised, square-rooted) compared with the L2 norm; matches are
-mutual nearest neighbours that pass Lowe's ratio test. Descriptions are cached per image (keyed
-by its bytes; bounded in entries and in bytes, :mod:`~g2g_model.localization.bounded_cache`), so
-a map frame or a query frame that takes part in several verifications is described once. Also
-the small conversions every PoseLib call needs.
+mutual nearest neighbours that pass Lowe's ratio test. An image whose long side exceeds
+``max_image_px`` is described at that size (area-averaged) and its keypoints are returned in the
+original image's pixels, so intrinsics and thresholds stay those of the camera. Descriptions are
+cached per image (keyed by its bytes; bounded in entries and in bytes,
+:mod:`~g2g_model.localization.bounded_cache`), so a map frame or a query frame that takes part in
+several verifications is described once. Also the small conversions every PoseLib call needs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ FEATURES = ("sift",)
 # Half of OpenCV's default: the simulator's and many indoor images are low in contrast, and
 # this doubles to triples the inliers at a modest cost (measured in docs/VERIFICATION.md).
 CONTRAST_THRESHOLD = 0.02
+# Smallest long side images may be described at (max_image_px); 0 = full size.
+MIN_IMAGE_PX = 64
 
 
 @dataclass
@@ -32,14 +36,19 @@ class Features:
 
 class LocalFeatures:
     """``describe(image) -> Features`` (cached: at most ``cache_size`` images and
-    ``cache_bytes`` of keypoints and descriptors) and ``match(desc_a, desc_b) -> [M, 2]``."""
+    ``cache_bytes`` of keypoints and descriptors) and ``match(desc_a, desc_b) -> [M, 2]``.
+    ``max_image_px``: images with a longer side are described downscaled to it (0: never)."""
 
     def __init__(self, feature: str = "sift", max_features: int = 2000, ratio: float = 0.8,
                  cache_size: int = 160, contrast_threshold: float = CONTRAST_THRESHOLD,
-                 cache_bytes: int = 64 << 20):
+                 cache_bytes: int = 64 << 20, max_image_px: int = 0):
         if feature not in FEATURES:
             raise ValueError(f"verify_feature must be one of {FEATURES}, got {feature!r}")
+        if max_image_px and max_image_px < MIN_IMAGE_PX:
+            raise ValueError(f"max_image_px must be 0 (full size) or >= {MIN_IMAGE_PX}, got "
+                             f"{max_image_px}")
         self.ratio = ratio
+        self.max_image_px = int(max_image_px)
         self.cache_size = cache_size
         self._sift = cv2.SIFT_create(nfeatures=max_features,
                                      contrastThreshold=contrast_threshold)
@@ -60,13 +69,20 @@ class LocalFeatures:
         if hit is not None:
             return hit
         gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
+        height, width = gray.shape[:2]
+        if self.max_image_px and max(height, width) > self.max_image_px:
+            f = self.max_image_px / max(height, width)
+            gray = cv2.resize(gray, (max(1, round(width * f)), max(1, round(height * f))),
+                              interpolation=cv2.INTER_AREA)
         kps, desc = self._sift.detectAndCompute(gray, None)
         if desc is None or not kps:
             feats = Features(np.zeros((0, 2)), np.zeros((0, 128), np.float32))
         else:
             desc = desc / np.maximum(desc.sum(1, keepdims=True), 1e-9)
-            feats = Features(np.array([k.pt for k in kps], float),
-                             np.sqrt(desc).astype(np.float32))
+            pts = np.array([k.pt for k in kps], float)
+            if gray.shape[:2] != (height, width):  # small image's pixel centres -> original's
+                pts = (pts + 0.5) * [width / gray.shape[1], height / gray.shape[0]] - 0.5
+            feats = Features(pts, np.sqrt(desc).astype(np.float32))
         return self.cache.put(key, feats)
 
     def match(self, desc_a: np.ndarray, desc_b: np.ndarray, with_ratio: bool = False):

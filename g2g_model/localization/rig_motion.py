@@ -1,8 +1,9 @@
 """Geometric verification and refinement of G2G's rig odometry.
 
-Between two keyframes of a calibrated multi-camera rig, every camera of the previous keyframe
-is matched with every camera of the current one (local features, see
-:mod:`g2g_model.localization.local_features`), and ONE rigid body motion is solved by
+Between two keyframes of a calibrated multi-camera rig, each camera of the previous keyframe is
+matched with each camera of the current one whose view can overlap it (local features, see
+:mod:`g2g_model.localization.local_features`; :func:`overlapping_pairs` decides from the rig's
+extrinsics and intrinsics), and ONE rigid body motion is solved by
 generalized relative pose with RANSAC and non-linear refinement (PoseLib's
 ``estimate_generalized_relative_pose``, seeded with G2G's motion). With cameras spread around
 the body and any rotation, the rig's metric extrinsics make the translation's scale observable.
@@ -29,6 +30,18 @@ from g2g_model.localization.verification import (
 G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
 # A geometric rotation this certain is kept even when the step's length is not observable.
 MAX_ROTATION_SD_DEG = 0.5
+# Rig odometry's verification settings where they differ from relocalization's (the
+# rig_odometry node's defaults, g2g-eval's): features of images downscaled to a long side of
+# 320 px, at most 1,000 per image, and only the camera pairs whose views can overlap when the
+# rig turns up to 30 deg between keyframes: a 640x480 5-camera step costs a third of what it
+# did at full size (docs/VERIFICATION.md, "Cost", has the measurements and what it costs in
+# accuracy; 600 features were cheaper still but let wrong step lengths through far more often).
+RIG_DEFAULTS = {"max_image_px": 320, "max_features": 1000, "max_turn_deg": 30.0}
+
+
+def rig_verifier_config(**overrides) -> VerifierConfig:
+    """:class:`VerifierConfig` with :data:`RIG_DEFAULTS` (then ``overrides``)."""
+    return VerifierConfig(**{**RIG_DEFAULTS, **overrides})
 
 
 @dataclass
@@ -58,12 +71,13 @@ class RigMotionVerifier:
     ``group_a`` / ``group_b``: the rig at the previous / current keyframe, ``cam_to_world`` =
     base_T_cam of each camera (the body frame at that instant is the group's world);
     ``delta``: G2G's base_prev_T_base_now. The verifier's config is that of relocalization
-    (:class:`VerifierConfig`); its ``reprojection_px`` is the epipolar threshold here.
+    (:class:`VerifierConfig`, by default :func:`rig_verifier_config`); its ``reprojection_px``
+    is the epipolar threshold here.
     """
 
     def __init__(self, config: Optional[VerifierConfig] = None,
                  features: Optional[LocalFeatures] = None):
-        self.config = (config or VerifierConfig()).validate()
+        self.config = (config or rig_verifier_config()).validate()
         cfg = self.config
         self.local = features or new_local_features(cfg)
 
@@ -93,15 +107,15 @@ class RigMotionVerifier:
         if total < cfg.min_inliers:
             raise _Fallback(f"too few features ({total}): blank, dark or textureless images")
         matches: List = []
-        for i, f1 in enumerate(fa):
-            for j, f2 in enumerate(fb):
-                pairs = self.local.match(f1.descriptors, f2.descriptors)
-                if len(pairs) < 5:
-                    continue
-                m = poselib.PairwiseMatches()
-                m.cam_id1, m.cam_id2 = i, j
-                m.x1, m.x2 = f1.keypoints[pairs[:, 0]], f2.keypoints[pairs[:, 1]]
-                matches.append(m)
+        for i, j in overlapping_pairs(group_a, group_b, cfg.max_turn_deg):
+            f1, f2 = fa[i], fb[j]
+            pairs = self.local.match(f1.descriptors, f2.descriptors)
+            if len(pairs) < 5:
+                continue
+            m = poselib.PairwiseMatches()
+            m.cam_id1, m.cam_id2 = i, j
+            m.x1, m.x2 = f1.keypoints[pairs[:, 0]], f2.keypoints[pairs[:, 1]]
+            matches.append(m)
         matched = sum(len(m.x1) for m in matches)
         if matched < cfg.min_inliers:
             raise _Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
@@ -137,6 +151,60 @@ class RigMotionVerifier:
         return MotionVerification(path, solved, cov, inliers, reason + note, apart)
 
 
+def view_cone_deg(K: np.ndarray, image: np.ndarray) -> float:
+    """Half-angle (degrees) of the smallest cone about the optical axis that holds the whole
+    image: the angle of its farthest corner."""
+    h, w = image.shape[:2]
+    corners = np.array([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], float)
+    rays = corners @ np.linalg.inv(np.asarray(K, float)).T
+    return float(np.degrees(np.arctan(np.linalg.norm(rays[:, :2], axis=1).max())))
+
+
+def overlapping_pairs(group_a, group_b, max_turn_deg: float) -> List[Tuple[int, int]]:
+    """``(i, j)``: camera i of the previous keyframe and camera j of the current one whose
+    views can overlap when the rig turns by at most ``max_turn_deg`` between them: the angle
+    between their optical axes (in the body frame, from the extrinsics) is at most the sum of
+    their view cones' half-angles (from the intrinsics and image sizes) plus that turn. Every
+    camera is paired with itself; 180 pairs every camera with every camera."""
+    out = []
+    sides = []
+    for group in (group_a, group_b):
+        ks = per_frame_intrinsics(group.intrinsics, len(group.images))
+        sides.append((np.asarray(group.cam_to_world, float)[:, :3, 2],
+                      [view_cone_deg(k, im) for k, im in zip(ks, group.images)]))
+    (axes_a, cone_a), (axes_b, cone_b) = sides
+    angle = np.degrees(np.arccos(np.clip(axes_a @ axes_b.T, -1.0, 1.0)))
+    for i in range(len(axes_a)):
+        for j in range(len(axes_b)):
+            if max_turn_deg >= 180 or angle[i, j] <= cone_a[i] + cone_b[j] + max_turn_deg:
+                out.append((i, j))
+    return out
+
+
+def sampson_errors(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b
+                   ) -> np.ndarray:
+    """Sampson errors (pixels) of the matches selected by ``masks`` (None: all) under the body
+    motion ``delta`` (base_prev_T_base_now), concatenated over the camera pairs."""
+    out = []
+    for k, m in enumerate(matches):
+        mask = np.ones(len(m.x1), bool) if masks is None else masks[k]
+        if not mask.any():
+            continue
+        # camera_a <- camera_b through the bodies: E relates their normalised rays.
+        a_T_b = np.vstack([ext_a[m.cam_id1].Rt, [0, 0, 0, 1]]) @ delta @ invert_pose(
+            np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
+        R, t = a_T_b[:3, :3], a_T_b[:3, 3]
+        E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
+        F = np.linalg.inv(_k(cams_a[m.cam_id1])).T @ E @ np.linalg.inv(_k(cams_b[m.cam_id2]))
+        x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
+        x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
+        Fx2, Ftx1 = x2 @ F.T, x1 @ F
+        num = np.sum(x1 * Fx2, 1)
+        den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
+        out.append(num / np.maximum(den, 1e-12))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
 def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
                       min_sigma_px: float = 0.5) -> np.ndarray:
     """``[6, 6]`` covariance of ``delta`` from the Sampson errors (pixels) of the inlier
@@ -148,25 +216,7 @@ def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, c
         T = delta.copy()
         T[:3, :3] = cv2.Rodrigues(d6[3:])[0] @ delta[:3, :3]
         T[:3, 3] = delta[:3, 3] + d6[:3]
-        out = []
-        for m, mask in zip(matches, masks):
-            if not mask.any():
-                continue
-            # camera_a <- camera_b through the bodies: E relates their normalised rays.
-            a_T_b = ext_a[m.cam_id1].Rt
-            a_T_b = np.vstack([a_T_b, [0, 0, 0, 1]]) @ T @ invert_pose(
-                np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
-            R, t = a_T_b[:3, :3], a_T_b[:3, 3]
-            E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
-            K1, K2 = (_k(cams_a[m.cam_id1]), _k(cams_b[m.cam_id2]))
-            F = np.linalg.inv(K1).T @ E @ np.linalg.inv(K2)
-            x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
-            x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
-            Fx2, Ftx1 = x2 @ F.T, x1 @ F
-            num = np.sum(x1 * Fx2, 1)
-            den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
-            out.append(num / np.maximum(den, 1e-12))
-        return np.concatenate(out) if out else np.zeros(0)
+        return sampson_errors(T, matches, masks, ext_a, ext_b, cams_a, cams_b)
 
     r0 = sampson(np.zeros(6))
     eps = np.array([1e-4] * 3 + [1e-5] * 3)

@@ -34,7 +34,8 @@ from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
 from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.covariance import pose_covariance
 from g2g_model.localization.local_features import (
-    Features, LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera, pose_matrix,
+    MIN_IMAGE_PX, Features, LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera,
+    pose_matrix,
 )
 
 LOG = logging.getLogger(__name__)
@@ -79,6 +80,9 @@ class VerifierConfig:
     prior_view_angle_deg: float = 60.0  # with a view prior: map frames within this of a query
     cache_size: int = 160               # frames whose features are kept (at most)
     cache_mb: float = 128.0             # memory of all caches of one verifier (at most)
+    max_image_px: int = 0               # describe images downscaled to this long side (0: full)
+    max_turn_deg: float = 180.0         # rig odometry: the rig's largest turn between keyframes
+    #                                     that camera pairing allows for (180: every pair)
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
@@ -94,6 +98,11 @@ class VerifierConfig:
                 raise ValueError(f"{name} must be a positive finite number, got {value}")
         if not 0 < self.ratio < 1:
             raise ValueError(f"ratio must be in (0, 1), got {self.ratio}")
+        if self.max_image_px and int(self.max_image_px) < MIN_IMAGE_PX:
+            raise ValueError(f"max_image_px must be 0 (full size) or >= {MIN_IMAGE_PX}, got "
+                             f"{self.max_image_px}")
+        if not 0 <= float(self.max_turn_deg) <= 180:
+            raise ValueError(f"max_turn_deg must be in [0, 180], got {self.max_turn_deg}")
         return self
 
 
@@ -353,7 +362,8 @@ def new_local_features(cfg: VerifierConfig) -> LocalFeatures:
     """The feature extractor of a verifier with ``cfg`` (its cache: the features share of
     ``cache_mb``)."""
     return LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio, cfg.cache_size,
-                         cache_bytes=int(CACHE_SHARES["features"] * cfg.cache_mb * 2**20))
+                         cache_bytes=int(CACHE_SHARES["features"] * cfg.cache_mb * 2**20),
+                         max_image_px=cfg.max_image_px)
 
 
 def judge(prior: np.ndarray, solved: np.ndarray, covariance: np.ndarray, inliers: int,

@@ -1,6 +1,7 @@
 """``g2g-eval --verify``: G2G followed by geometric verification, and geometry alone.
 
-The same verifiers the ROS nodes run (:mod:`g2g_model.localization`): relocalization pairs get
+The same verifiers, with the same defaults, the ROS nodes run (:mod:`g2g_model.localization`):
+relocalization pairs get
 the structure-based verifier (map points triangulated from group A's poses, one generalized
 absolute pose for group B), rig pairs the generalized relative pose. Both see the native images
 and the same (clean or noisy) input poses as every other method.
@@ -22,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from g2g_model.groups import Group
-from g2g_model.localization.rig_motion import RigMotionVerifier
+from g2g_model.localization.rig_motion import RigMotionVerifier, rig_verifier_config
 from g2g_model.localization.verification import (PATH_G2G, StructureVerifier,
                                                  VerifierConfig)
 
@@ -38,7 +39,7 @@ class VerifiedMethod:
     """``predict(...) -> (pred_a, pred_b, path, inliers)``; ``g2g`` None = geometry alone."""
 
     def __init__(self, task: str, g2g=None, config: Optional[VerifierConfig] = None) -> None:
-        cfg = config or VerifierConfig()
+        cfg = config or (VerifierConfig() if task == "reloc" else rig_verifier_config())
         if g2g is None:  # nothing to check against: any well-supported pose is taken
             cfg = replace(cfg, prior_translation_m=1e9, prior_rotation_deg=180.0)
         self.task, self.g2g = task, g2g

@@ -80,6 +80,7 @@ class PlayStats:
     latencies_s: List[float] = field(default_factory=list)   # eval mode: group -> wait signal
     first_stamp_ns: int = 0
     last_stamp_ns: int = 0
+    unacked: bool = False   # a subscriber had not acknowledged everything when play ended
 
 
 class _Progress:
@@ -327,7 +328,27 @@ class BagPlayer(Node):
             self.stats.groups += 1
             self.stats.last_stamp_ns = stamp
         bar.close()
+        self._wait_for_acks(spin)
         return self.stats
+
+    ACK_WAIT_S = 10.0
+
+    def _wait_for_acks(self, spin: Callable[[float], None]) -> None:
+        """Until every subscriber has acknowledged every message (at most ``ACK_WAIT_S``, as
+        ``ros2 bag play --wait-for-all-acked``): the publishers are reliable, but the samples a
+        loaded subscriber has not received yet are lost when the player exits right after the
+        last group (a replay then ended a few image groups short)."""
+        from rclpy.duration import Duration
+
+        end = time.monotonic() + self.ACK_WAIT_S
+        for pub in self.pubs.values():
+            while not pub.wait_for_all_acked(Duration(seconds=0.05)):
+                if time.monotonic() > end:
+                    self.stats.unacked = True
+                    LOG.warning("not every subscriber acknowledged the last messages within "
+                                "%.0f s", self.ACK_WAIT_S)
+                    return
+                spin(0.0)
 
     def destroy_node(self):
         try:

@@ -24,7 +24,6 @@ from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_from_tf
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.held_group import HeldGroup
-from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
     StageTimes, describe_model, load_pipeline, sensor_qos, spin_node, steady_timer,
@@ -33,6 +32,7 @@ from g2g_ros.nodes.rig_odometry_params import declare_parameters
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import odometry_msg, pose_msg_to_matrix
+from g2g_ros.rig_frames import usable_images
 from g2g_ros.rig_status import publish_rig_status
 from g2g_ros.rig_sync import RigSynchronizer
 from g2g_ros.tf_broadcaster import TransformBroadcaster
@@ -67,6 +67,7 @@ class RigOdometryNode(ManagedNode):
         # (counted by reason here, or by the worker's queue as "group" jobs).
         self.groups_processed = 0
         self.groups_skipped = 0
+        self.groups_deferred = 0  # published with G2G's motion, verification deferred
         self.drops: Dict[str, int] = collections.Counter()
         self.last_update_wall: Optional[float] = None
         self.last_cameras: List[str] = []
@@ -145,7 +146,8 @@ class RigOdometryNode(ManagedNode):
         self.tf_broadcaster = TransformBroadcaster(self, lifecycle=True)
         self.srvs = [self.create_service(Trigger, "~/reset", self._srv_reset),
                      self.create_service(SetPose, "~/reset_to_pose", self._srv_reset_to_pose)]
-        self.start_worker("g2g_rig_odometry", maxlen=2, on_error=self._on_worker_error)
+        # Room for the groups that arrive while a step is verified (deferral, see _behind).
+        self.start_worker("g2g_rig_odometry", maxlen=4, on_error=self._on_worker_error)
 
     def activate(self) -> None:
         self.inputs = CameraInputs(self, self.cameras, self.sync.add, self.p["image_topic"],
@@ -283,31 +285,10 @@ class RigOdometryNode(ManagedNode):
             self.odometry = RigOdometry(
                 self._estimate, {c.name: c.T_base_cam for c in self.rig.cameras},
                 keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"],
-                verifier=self.verifier)
-        cams, images, ks = [], [], []
-        for cam in self.cameras:
-            msg = group.messages.get(cam)
-            if msg is None:
-                self.report_input(f"camera {cam}", "missing from the synchronized group")
-                continue
-            intr = self._intrinsics(cam)
-            if intr is None:
-                self.report_input(f"camera {cam}", "no valid camera_info received yet")
-                continue
-            try:
-                rgb = to_rgb(msg)
-            except ValueError as exc:
-                self.report_input(f"camera {cam}", f"image rejected: {exc}")
-                continue
-            k, (width, height) = intr
-            if rgb.shape[:2] != (height, width):
-                self.report_input(f"camera {cam}", f"image is {rgb.shape[1]}x{rgb.shape[0]} "
-                                  f"but camera_info says {width}x{height}")
-                continue
-            self.problems.clear(f"camera {cam}")
-            cams.append(cam)
-            images.append(rgb)
-            ks.append(k)
+                verifier=self.verifier, defer=self._behind,
+                max_deferred=self.p["verify_max_deferred"])
+        cams, images, ks = usable_images(group, self.cameras, self._intrinsics, self.report_input,
+                                         self.problems.clear)
         if len(cams) < self.min_cameras:
             self.drops["too_few_cameras"] += 1
             self.report_input("group", f"only {len(cams)} usable cameras "
@@ -324,7 +305,9 @@ class RigOdometryNode(ManagedNode):
         self.stages.set("publish", 1e3 * (time.perf_counter() - t1))
         self.stages.set("total", 1e3 * (time.perf_counter() - t0))
         self.groups_processed += 1
-        if not update.is_initial:
+        if update.deferred:
+            self.groups_deferred += 1
+        elif not update.is_initial:
             self.steps_by_path[update.path] += 1
             self.last_step = f"{update.path}, {update.inliers} inliers" + (
                 f": {update.reason}" if update.reason else "")
@@ -333,10 +316,16 @@ class RigOdometryNode(ManagedNode):
         self.problems.clear("group")
         self.problems.clear("odometry")
 
+    def _behind(self) -> Optional[str]:
+        """Why the current step's verification is deferred (a newer group waits), or None."""
+        n = self.worker.queued(("group",)) if self.worker is not None else 0
+        return f"{n} newer group{'s' if n > 1 else ''} queued" if n else None
+
     def _estimate(self, group_a, group_b) -> np.ndarray:
         key_a, key_b = group_a.stamps[0], group_b.stamps[0]
         pred = self.pipeline.predict(group_a, group_b, features_a=self._feature_cache.get(key_a))
-        self._feature_cache = {key_b: pred.features_b}
+        # The keyframe's features stay: after a deferred step it is group_a again.
+        self._feature_cache = {key_a: pred.features_a, key_b: pred.features_b}
         self.stages.set("encode", pred.timing_ms["encode"])
         self.stages.set("g2g", pred.timing_ms["g2g"])
         return pred.poses_b

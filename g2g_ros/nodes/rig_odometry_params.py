@@ -4,6 +4,7 @@ configure, settable while unconfigured, see :class:`~g2g_ros.managed_node.Manage
 
 from __future__ import annotations
 
+from g2g_model.localization.rig_motion import RIG_DEFAULTS
 from g2g_ros.node_common import BACKBONE_WEIGHTS_DESCRIPTION
 from g2g_ros.nodes.verify_params import declare_verify_parameters
 
@@ -38,4 +39,16 @@ def declare_parameters(node) -> None:
     d("lost_after_s", 3.0, "state LOST when no update for this long", True,
       value_range=(0.1, 3600.0))
     declare_verify_parameters(node, "every keyframe step (generalized relative pose between "
-                              "the rig's keyframes with its extrinsics)")
+                              "the rig's keyframes with its extrinsics)",
+                              max_image_px=RIG_DEFAULTS["max_image_px"],
+                              max_features=RIG_DEFAULTS["max_features"])
+    d("verify_max_turn_deg", RIG_DEFAULTS["max_turn_deg"], "camera pairs of a keyframe step: a "
+      "camera of the previous keyframe is matched with a camera of the current one only if "
+      "their views can overlap (optical axes from the extrinsics, view cones from the "
+      "intrinsics) when the rig turns by at most this much between keyframes; 180 = every "
+      "pair", True,
+      value_range=(0.0, 180.0))
+    d("verify_max_deferred", 4, "when a newer group is already queued as a step is about to "
+      "be verified (the node falls behind), publish G2G's motion from the last keyframe at "
+      "once and verify the next group instead (against that keyframe), at most this many "
+      "groups in a row; 0 = verify every step", True, value_range=(0, 1000))
