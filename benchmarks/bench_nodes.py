@@ -248,6 +248,7 @@ def run(duration: float, rates: List[float], verify: bool, dds_profile: str) -> 
     from g2g_ros.tf_broadcaster import TransformBroadcaster
     from g2g_ros.tf_buffer import matrix_to_transform_stamped
 
+    at_start = machine_line()
     frames, ks, extr = sim_images()
     split = verification_split(frames, ks, extr) if verify else ""
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
@@ -297,7 +298,8 @@ def run(duration: float, rates: List[float], verify: bool, dds_profile: str) -> 
         node_proc.wait(timeout=20)
         node.destroy_node()
         rclpy.shutdown()
-    lines = ["## Machine", *machine_info(), f"- at the start: {machine_line()}", "",
+    lines = ["## Machine", *machine_info(), f"- at the start: {at_start}",
+             f"- at the end: {machine_line().rsplit(' | ', 1)[-1]}", "",
              f"rig_odometry with `verify:={str(verify).lower()}`; model: "
              f"{'RANDOM weights' if results[0]['untrained'] else 'embedded default'}; "
              "publisher: pre-serialized messages (stamp rewritten), same 2 cores; Fast DDS "
