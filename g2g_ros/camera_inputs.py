@@ -57,7 +57,10 @@ class CameraInputs:
         self._clock = node.get_clock()
         self._max_ahead_ns = int(max_ahead_s * 1e9) if max_ahead_s else None
         self._on_reject = on_reject
-        qos = sensor_qos(reliability)
+        # Reliable (a replay): room for 1 s of a 10 Hz camera while the executor is held up,
+        # since a reliable subscriber loses what its history overwrites; best effort (live):
+        # the newest images only.
+        qos = sensor_qos(reliability, depth=10 if reliability == "reliable" else 5)
         self._subs = []
         for cam in self.cameras:
             topic = f"{cam}/{image_topic}" + ("/compressed" if compressed else "")

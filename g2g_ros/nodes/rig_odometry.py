@@ -214,10 +214,13 @@ class RigOdometryNode(ManagedNode):
         self.worker.submit("group", lambda: self._process_group(group))
 
     def _intrinsics(self, cam: str):
-        if self.rig is not None and self.p["extrinsics_source"] == "yaml":
+        # camera_info since the last activate, else the rig's calibration (YAML, or made from
+        # camera_info before a re-activation, whose first group must not wait for it).
+        intr = None if self.p["extrinsics_source"] == "yaml" else self.inputs.intrinsics(cam)
+        if intr is None and self.rig is not None and cam in self.rig.names:
             c = self.rig.camera(cam)
             return c.K, c.size
-        return self.inputs.intrinsics(cam)
+        return intr
 
     CALIBRATION_WAIT_S = 0.5
 
