@@ -130,12 +130,10 @@ class RigOdometryNode(ManagedNode):
                 "no trained rig-odometry checkpoint: running with RANDOM weights, the odometry "
                 "is meaningless (wiring only)")
         self.sync = RigSynchronizer(
-            cams, self._on_group, "exact",
-            slop_ns=int(p["sync_slop_ms"] * 1e6), min_interval_ns=int(
-                p["sync_min_interval_ms"] * 1e6),
+            cams, self._on_group, "exact", slop_ns=int(p["sync_slop_ms"] * 1e6),
+            min_interval_ns=int(p["sync_min_interval_ms"] * 1e6),
             max_wait_ns=int(p["sync_max_wait_ms"] * 1e6), min_cameras=min_cams,
-            queue_size=p["queue_size"],
-        )
+            queue_size=p["queue_size"])
         from nav_msgs.msg import Odometry
         from std_srvs.srv import Trigger
 
