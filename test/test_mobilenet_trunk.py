@@ -67,7 +67,7 @@ def test_compact_mnv2_trains_the_projection_not_the_trunk():
     other[0, 1] = torch.rand(3, 64, 64)
     with torch.no_grad():
         changed = backbone(other, k, poses) - feats
-    assert changed[0, 1].abs().mean() > 10 * changed[0, 0].abs().mean() >= 0
+    assert changed[0, 1].abs().mean() > 10 * changed[0, 0].abs().mean()
     assert re.match(r"^[0-9a-f]{16}$", backbone.config.fingerprint())
 
 
