@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import statistics
 import sys
 import tempfile
+import time
 from typing import List, Optional
 
 import torch
@@ -91,6 +93,39 @@ def bench_pipeline_vs_classical(reps: int, budget_s: float) -> List[str]:
     ]
 
 
+def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[str]:
+    """5+5 predictions of the embedded default and of candidate checkpoints, timed round-robin
+    on the same input (each as the product loads it: ``bf16="auto"``), with the default as the
+    baseline of the ratios."""
+    from g2g_model.inference import G2GPipeline, default_checkpoint
+
+    ga, gb = sim_groups()
+    names = [str(default_checkpoint("relocalization"))] + list(checkpoints)
+    pipes = [G2GPipeline.from_checkpoint(name) for name in names]
+    for pipe in pipes:  # warm-up
+        pipe.predict(ga, gb)
+    times: List[List[float]] = [[] for _ in pipes]
+    start = time.perf_counter()
+    for _ in range(reps):
+        for pipe, row in zip(pipes, times):
+            t0 = time.perf_counter()
+            pipe.predict(ga, gb)
+            row.append(time.perf_counter() - t0)
+        if len(times[0]) >= 3 and time.perf_counter() - start > budget_s * len(pipes):
+            break
+    base = statistics.median(times[0])
+    lines = ["## Whole predictions, 5+5 frames of 224x224 simulator images (round-robin)",
+             "| checkpoint | backbone | image px | bf16 | median ms | min ms | runs | vs default |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, pipe, row in zip(names, pipes, times):
+        cfg = (pipe.header or {}).get("backbone", {}).get("config", {})
+        lines.append(f"| `{pathlib.Path(name).name}` | {cfg.get('stem', '?')} | "
+                     f"{cfg.get('image_size', '?')} | {pipe.bf16} | "
+                     f"{1e3 * statistics.median(row):.1f} | {1e3 * min(row):.1f} | {len(row)} | "
+                     f"{statistics.median(row) / base:.2f}x |")
+    return lines
+
+
 def run(reps: int, budget_s: float, dtypes: List[str]) -> str:
     lines = ["## Machine", *machine_info(),
              f"- load average before: {os.getloadavg()[0]:.2f} (1 min)", ""]
@@ -124,7 +159,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--budget-s", type=float, default=20.0)
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
     parser.add_argument("--output", default=None, help="also write the report here")
+    parser.add_argument("--pipelines", nargs="+", default=None, metavar="CKPT",
+                        help="only time whole 5+5 predictions: the embedded default, then these "
+                             "checkpoints, round-robin")
     opts = parser.parse_args(argv)
+    if opts.pipelines is not None:
+        body = "\n".join(["## Machine", *machine_info(),
+                          f"- load average before: {os.getloadavg()[0]:.2f} (1 min)", "",
+                          *bench_pipelines(opts.pipelines, opts.reps, opts.budget_s), "",
+                          f"load average after: {os.getloadavg()[0]:.2f} (1 min)"]) + "\n"
+        emit_report("G2G benchmark", "benchmarks.bench_g2g", argv, body, opts.output)
+        return 0
     emit_report("G2G benchmark", "benchmarks.bench_g2g", argv,
                 run(opts.reps, opts.budget_s, opts.dtypes), opts.output)
     return 0
