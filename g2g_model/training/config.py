@@ -37,6 +37,7 @@ class DataConfig:
         frame_stride: frame step inside a pretraining window.
         rig_group_fraction: share of pretraining groups that are rig groups (all cameras at one
             time) instead of temporal windows.
+        reverse_fraction: share of the pairs (seeded) with A and B exchanged (reloc and rig).
     """
 
     root: str = ""
@@ -46,6 +47,7 @@ class DataConfig:
     group_size: int = 5
     frame_stride: int = 2
     rig_group_fraction: float = 0.3
+    reverse_fraction: float = 0.0
 
 
 @dataclass

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from g2g_model.data.mining import FramesPair, RigPair, WindowPair, read_index
-from g2g_model.training.trajectory_groups import GroupSpec, TrajectoryStore, pair_targets
+from g2g_model.training.trajectory_groups import (GroupSpec, TrajectoryStore, group_key,
+                                                  pair_targets)
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,23 @@ def _reloc_item(row) -> PairItem:
                     float(row.score))
 
 
+def _reverse(items: List[PairItem], fraction: float, seed: int) -> List[PairItem]:
+    """A seeded ``fraction`` of the pairs with A and B exchanged (B becomes the anchor group)."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"reverse_fraction must be in [0, 1], got {fraction}")
+    if fraction == 0.0:
+        return items
+    rng = random.Random(seed + 1)
+    return [PairItem(it.spec_b, it.spec_a, it.score) if rng.random() < fraction else it
+            for it in items]
+
+
 def read_pairs(task: str, root: str | Path, index: str, min_score: float = 0.0,
-               max_pairs: int = 0, seed: int = 0) -> List[PairItem]:
-    """Pairs of the index ``root/index`` for ``task`` (``reloc`` or ``rig``).
+               max_pairs: int = 0, seed: int = 0,
+               reverse_fraction: float = 0.0) -> List[PairItem]:
+    """Pairs of the index ``root/index`` for ``task`` (``reloc`` or ``rig``); with
+    ``reverse_fraction`` > 0 that share of them (seeded) has A and B exchanged, so that a motion
+    prior of the index (a rig that always walks forwards) cannot stand in for the images.
 
     Raises:
         ValueError: unknown task, missing index, or no pair left (an empty index).
@@ -72,7 +87,7 @@ def read_pairs(task: str, root: str | Path, index: str, min_score: float = 0.0,
                           1.0) for r in rows]
     else:
         raise ValueError(f"task must be 'reloc' or 'rig', got {task!r}")
-    items = _subset(items, max_pairs, seed)
+    items = _reverse(_subset(items, max_pairs, seed), reverse_fraction, seed)
     if not items:
         raise ValueError(f"pair index {path} is empty (no pair with score >= {min_score})")
     return items
@@ -100,12 +115,10 @@ class PairDataset:
         return np.array([it.score for it in self.items], dtype=np.float64)
 
     def group_specs(self) -> List[GroupSpec]:
-        """Every distinct group of the dataset, in first-use order."""
-        seen: Dict[GroupSpec, None] = {}
-        for it in self.items:
-            seen.setdefault(it.spec_a)
-            seen.setdefault(it.spec_b)
-        return list(seen)
+        """Every distinct group of the dataset, sorted by key (so that datasets with the same
+        groups, in any order or direction, share their feature-cache shards)."""
+        seen = {spec for it in self.items for spec in (it.spec_a, it.spec_b)}
+        return sorted(seen, key=group_key)
 
     def targets(self, index: int) -> Tuple[np.ndarray, np.ndarray]:
         """``(gt_a [N_A,4,4], gt_b [N_B,4,4])`` float64 (poses only, no image read)."""

@@ -112,7 +112,7 @@ class Trainer:
                                  "trainer; keep 'backbone' in model.freeze")
             self.backbone.to(self.device)
             items = read_pairs(cfg.task, cfg.data.root, cfg.data.index, cfg.data.min_score,
-                               cfg.data.max_pairs, cfg.seed)
+                               cfg.data.max_pairs, cfg.seed, cfg.data.reverse_fraction)
             self.dataset = PairDataset(items, self.store)
             self.targets = [self.dataset.targets(i) for i in range(len(self.dataset))]
             self.module = PairTrainModule(self.g2g, LOSS_PRESETS[cfg.loss]).to(self.device)
