@@ -1,0 +1,31 @@
+"""The rig-odometry default fed the same rig group as A and B must predict no motion.
+
+Issue 18's proof that the model uses its images: B = A gives the identity within 0.5 deg and
+0.02 m. The shipped default does not pass yet (it predicts the simulator's typical keyframe step
+whatever its images; docs/TRAINING.md, "Reading"), so the test is a strict expected failure:
+the day a default passes, it reports XPASS as a failure and the marker must go.
+"""
+
+import numpy as np
+import pytest
+
+from g2g_model.data.format import TrajectoryReader
+from g2g_model.geometry import rotation_angle_deg
+from g2g_model.inference import G2GPipeline
+from g2g_model.training.smoke_data import make_smoke_collection
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the shipped rig default does not use its images yet "
+                                       "(docs/TRAINING.md); remove when a default passes")
+def test_rig_default_predicts_identity_for_the_same_group(tmp_path_factory):
+    root = make_smoke_collection(tmp_path_factory.getbasetemp() / "smoke_collection")
+    reader = TrajectoryReader(sorted(root.glob("scene_*/traj_00"))[0])
+    pipe = G2GPipeline.default("rig_odometry")
+    assert not pipe.untrained
+    rotations, translations = [], []
+    for frame in (0, 5, 10):
+        group = reader.rig_group([frame])
+        b0 = pipe.predict(group, group).poses_b[0]
+        rotations.append(rotation_angle_deg(b0[:3, :3]))
+        translations.append(float(np.linalg.norm(b0[:3, 3])))
+    assert max(rotations) <= 0.5 and max(translations) <= 0.02, (rotations, translations)
