@@ -15,8 +15,9 @@ from g2g_model.inference import G2GPipeline
 from g2g_model.training.smoke_data import make_smoke_collection
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the shipped rig default does not use its images yet "
-                                       "(docs/TRAINING.md); remove when a default passes")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="the shipped rig default does not use its images yet "
+                          "(docs/TRAINING.md); remove when a default passes")
 def test_rig_default_predicts_identity_for_the_same_group(tmp_path_factory):
     root = make_smoke_collection(tmp_path_factory.getbasetemp() / "smoke_collection")
     reader = TrajectoryReader(sorted(root.glob("scene_*/traj_00"))[0])
