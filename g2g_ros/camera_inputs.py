@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 from rclpy.node import Node
 
-from g2g_ros.image_conversion import camera_info_to_intrinsics
+from g2g_ros.calibration import camera_info_to_intrinsics
 from g2g_ros.node_common import sensor_qos, stamp_ns
 
 

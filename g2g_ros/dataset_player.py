@@ -25,28 +25,12 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
+from g2g_ros.calibration import camera_info_msg
 from g2g_ros.image_conversion import rgb_to_image_fields
 from g2g_ros.node_common import to_stamp
 from g2g_ros.pose_msgs import matrix_to_pose_msg
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import matrix_to_transform_stamped
-
-
-def camera_info_msg(K: np.ndarray, width: int, height: int, frame_id: str, stamp_ns: int):
-    from sensor_msgs.msg import CameraInfo
-
-    info = CameraInfo()
-    info.header.stamp = to_stamp(stamp_ns)
-    info.header.frame_id = frame_id
-    info.width, info.height = int(width), int(height)
-    info.distortion_model = "plumb_bob"
-    info.d = [0.0] * 5
-    info.k = [float(v) for v in np.asarray(K, float).reshape(-1)]
-    info.r = [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0]
-    P = np.zeros((3, 4))
-    P[:, :3] = K
-    info.p = [float(v) for v in P.reshape(-1)]
-    return info
 
 
 def image_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, encoding: str = "rgb8"):

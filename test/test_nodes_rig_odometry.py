@@ -114,7 +114,8 @@ def test_group_before_calibration_is_held_not_lost(sim_traj, tmp_path):
     arrive it processes that first group instead of dropping it."""
     from sensor_msgs.msg import CameraInfo, Image
 
-    from g2g_ros.dataset_player import camera_info_msg, image_msg
+    from g2g_ros.calibration import camera_info_msg
+    from g2g_ros.dataset_player import image_msg
     from g2g_ros.tf_broadcaster import TransformBroadcaster
     from g2g_ros.tf_buffer import matrix_to_transform_stamped
 

@@ -38,7 +38,8 @@ from g2g_ros.bags.typestore import (
     GT_BASE_FRAME, GT_ODOM_TOPIC, GT_WORLD_FRAME, METADATA_TOPIC, TF_STATIC_TOPIC, TF_TOPIC,
     bag_qos, bag_typestore,
 )
-from g2g_ros.dataset_player import camera_info_msg, drifted_odometry, image_msg
+from g2g_ros.calibration import camera_info_msg
+from g2g_ros.dataset_player import drifted_odometry, image_msg
 from g2g_ros.image_conversion import rgb_to_compressed_fields
 from g2g_ros.node_common import to_stamp
 from g2g_ros.pose_msgs import matrix_to_pose_msg

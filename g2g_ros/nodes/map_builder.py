@@ -20,9 +20,9 @@ from typing import Optional
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 
+from g2g_model.data.rig import load_rig
 from g2g_model.map_building import MapBuilder
 from g2g_model.maps import G2GMap, map_save_path, save_map
-from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
@@ -75,7 +75,7 @@ class MapBuilderNode(ManagedNode):
         self.tf_listener = TransformListener(self.tf_buffer, self)
         self.rig = None
         if self.p["extrinsics_source"] == "yaml":
-            self.rig = load_rig_calibration(self.p["calibration_file"])
+            self.rig = load_rig(self.p["calibration_file"], calibration=True)
         elif self.p["extrinsics_source"] != "tf_static":
             raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
                              f"got {self.p['extrinsics_source']!r}")
@@ -136,8 +136,7 @@ class MapBuilderNode(ManagedNode):
             self.report_input("map", f"max_keyframes={self.p['max_keyframes']} reached")
             return
         if self.rig is not None:
-            K, size = self.rig.camera(cam).K, self.rig.camera(cam).size
-            base_T_cam = self.rig.camera(cam).T_base_cam
+            K, size, base_T_cam = self.rig[cam].K, self.rig[cam].size, self.rig[cam].T_body_cam
         else:
             intr = self.inputs.intrinsics(cam)
             if intr is None:

@@ -31,12 +31,13 @@ from typing import Optional
 import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 
+from g2g_model.data.rig import load_rig
 from g2g_model.localization.relocalizer import LocalizationResult, Relocalizer
 from g2g_model.localization.rig_views import RigViews
 from g2g_model.localization.verification import StructureVerifier
 from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps import MapError
-from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
+from g2g_ros.calibration import format_rig_log_lines
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (StageTimes, describe_model, load_pipeline, spin_node,
@@ -113,8 +114,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             self.odom_sub = self.create_subscription(Odometry, p["odom_topic"],
                                                      self._on_odometry, 50)
         if p["extrinsics_source"] == "yaml":
-            self.rig = load_rig_calibration(p["calibration_file"])
-            self.rig.camera(self.camera)  # raises naming the camera if absent
+            self.rig = load_rig(p["calibration_file"], calibration=True)
+            self.rig[self.camera]  # raises naming the camera if absent
             for line in format_rig_log_lines(self.rig):
                 self.get_logger().info(line)
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization",

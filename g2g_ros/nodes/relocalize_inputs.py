@@ -53,7 +53,7 @@ class QueryInputs:
         views = self.engine.views if self.engine is not None else None
         if views is None:
             return
-        intr = self.rig.camera(cam).K if self.rig is not None else (
+        intr = self.rig[cam].K if self.rig is not None else (
             self.inputs.intrinsics(cam) or (None,))[0]
         base_T_cam, base_T_reloc = self._camera_extrinsics(cam), self._camera_extrinsics()
         if intr is None or base_T_cam is None or base_T_reloc is None:
@@ -163,7 +163,7 @@ class QueryInputs:
     def _camera_extrinsics(self, camera: Optional[str] = None) -> Optional[np.ndarray]:
         camera = camera or self.camera
         if self.rig is not None:
-            return self.rig.camera(camera).T_base_cam
+            return self.rig[camera].T_body_cam
         try:
             return self.tf_buffer.lookup_transform(
                 self.p["base_frame"], camera + self.p["camera_frame_suffix"], 0)
@@ -232,7 +232,7 @@ class QueryInputs:
         """``(K, size)`` of the camera, waiting up to ``tf_wait_s`` for a camera_info that is
         still in flight (it travels on its own topic, next to the first image)."""
         if self.rig is not None:
-            return self.rig.camera(self.camera).K, self.rig.camera(self.camera).size
+            return self.rig[self.camera].K, self.rig[self.camera].size
         deadline = time.monotonic() + self.p["tf_wait_s"]
         intr = self.inputs.intrinsics(self.camera)
         while intr is None and time.monotonic() < deadline:

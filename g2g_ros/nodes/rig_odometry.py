@@ -20,8 +20,9 @@ import time
 from typing import Dict, List, Optional
 
 import numpy as np
+from g2g_model.data.rig import load_rig
 from g2g_model.localization.rig_motion import RigMotionVerifier
-from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_from_tf
+from g2g_ros.calibration import format_rig_log_lines, rig_from_tf
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.held_group import HeldGroup
 from g2g_ros.managed_node import ManagedNode
@@ -116,7 +117,7 @@ class RigOdometryNode(ManagedNode):
         self.tf_buffer = TFBuffer()
         self.tf_listener = TransformListener(self.tf_buffer, self)
         if p["extrinsics_source"] == "yaml":
-            self.rig = load_rig_calibration(p["calibration_file"])
+            self.rig = load_rig(p["calibration_file"], calibration=True)
             missing = [c for c in cams if c not in self.rig.names]
             if missing:
                 raise ValueError(f"calibration {p['calibration_file']} lacks cameras {missing}")
@@ -216,7 +217,7 @@ class RigOdometryNode(ManagedNode):
         # camera_info before a re-activation, whose first group must not wait for it).
         intr = None if self.p["extrinsics_source"] == "yaml" else self.inputs.intrinsics(cam)
         if intr is None and self.rig is not None and cam in self.rig.names:
-            c = self.rig.camera(cam)
+            c = self.rig[cam]
             return c.K, c.size
         return intr
 
@@ -284,7 +285,7 @@ class RigOdometryNode(ManagedNode):
         t0 = time.perf_counter()
         if self.odometry is None:
             self.odometry = RigOdometry(
-                self._estimate, {c.name: c.T_base_cam for c in self.rig.cameras},
+                self._estimate, {c.name: c.T_body_cam for c in self.rig.cameras},
                 keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"],
                 verifier=self.verifier, defer=self._behind,
                 max_deferred=self.p["verify_max_deferred"])
