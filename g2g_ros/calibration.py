@@ -17,7 +17,7 @@ from g2g_model.data.rig import (
     CALIBRATION_ROTATION_ATOL, CameraSpec, Rig, check_intrinsics,
 )
 from g2g_model.geometry import matrix_to_quat_xyzw
-from g2g_ros.stamps import to_stamp
+from g2g_ros.conversions import to_stamp
 
 
 def rig_from_tf(

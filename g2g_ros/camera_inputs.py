@@ -19,7 +19,8 @@ import numpy as np
 from rclpy.node import Node
 
 from g2g_ros.calibration import camera_info_to_intrinsics
-from g2g_ros.node_common import sensor_qos, stamp_ns
+from g2g_ros.conversions import stamp_ns
+from g2g_ros.node_common import sensor_qos
 
 
 class CameraInputs:

@@ -26,11 +26,9 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
 from g2g_ros.calibration import camera_info_msg
+from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
 from g2g_ros.image_conversion import rgb_to_image_fields
-from g2g_ros.node_common import to_stamp
-from g2g_ros.pose_msgs import matrix_to_pose_msg
 from g2g_ros.tf_broadcaster import TransformBroadcaster
-from g2g_ros.tf_buffer import matrix_to_transform_stamped
 
 
 def image_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, encoding: str = "rgb8"):
@@ -142,7 +140,7 @@ class DatasetPlayer(Node):
         gt.header.stamp = to_stamp(stamp)
         gt.header.frame_id = "gt_world"
         gt.child_frame_id = self.base_frame
-        matrix_to_pose_msg(self.gt[k], gt.pose.pose)
+        matrix_to_pose(self.gt[k], gt.pose.pose)
         self.gt_pub.publish(gt)
         self.published += 1
 

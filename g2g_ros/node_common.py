@@ -17,8 +17,6 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from g2g_ros.stamps import stamp_ns, to_stamp  # noqa: F401 (the nodes' imports of them)
-
 LOG = logging.getLogger(__name__)
 
 

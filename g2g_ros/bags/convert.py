@@ -39,11 +39,10 @@ from g2g_ros.bags.typestore import (
     bag_qos, bag_typestore,
 )
 from g2g_ros.calibration import camera_info_msg
+from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
 from g2g_ros.dataset_player import drifted_odometry, image_msg
 from g2g_ros.image_conversion import rgb_to_compressed_fields
-from g2g_ros.node_common import to_stamp
-from g2g_ros.pose_msgs import matrix_to_pose_msg
-from g2g_ros.tf_buffer import make_tf_message, matrix_to_transform_stamped
+from g2g_ros.tf_buffer import make_tf_message
 
 LOG = logging.getLogger(__name__)
 METADATA_KEY = "g2g.metadata"
@@ -204,7 +203,7 @@ def convert_trajectory(traj: str | Path, out: str | Path, compressed: bool = Fal
             msg.header.stamp = to_stamp(stamp)
             msg.header.frame_id = GT_WORLD_FRAME
             msg.child_frame_id = base_frame
-            matrix_to_pose_msg(gt[i], msg.pose.pose)
+            matrix_to_pose(gt[i], msg.pose.pose)
             write(c_gt, stamp, msg)
     except BaseException:
         writer.close()

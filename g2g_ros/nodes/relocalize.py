@@ -39,15 +39,16 @@ from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps import MapError
 from g2g_ros.calibration import format_rig_log_lines
 from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (StageTimes, describe_model, load_pipeline, spin_node,
-                                 steady_timer, to_stamp)
+                                 steady_timer)
 from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameters, gate_config,
                                              selector_config, verify_cameras)
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
-from g2g_ros.pose_msgs import alignment_msg, pose_msg_to_matrix, relocalized_pose_msg
+from g2g_ros.pose_msgs import alignment_msg, relocalized_pose_msg
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer
 from g2g_ros.tf_listener import TransformListener
@@ -293,7 +294,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         if request.use_hint:
             try:  # the hint is base_link in the map; the engine takes the camera's pose
                 base_T_cam = self._camera_extrinsics()
-                hint = pose_msg_to_matrix(request.hint.pose.pose) @ (
+                hint = pose_to_matrix(request.hint.pose.pose) @ (
                     base_T_cam if base_T_cam is not None else np.eye(4))
             except ValueError as exc:
                 response.success, response.message = False, f"bad hint: {exc}"
@@ -317,7 +318,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         response.success, response.message = bool(outcome.accepted), outcome.message
         response.overlap_score = float(outcome.score)
         if outcome.accepted and outcome.current is not None:
-            from g2g_ros.tf_buffer import matrix_to_transform_stamped
+            from g2g_ros.conversions import matrix_to_transform_stamped
 
             response.map_to_odom = matrix_to_transform_stamped(
                 outcome.current, self.p["map_frame"], self.p["odom_frame"],

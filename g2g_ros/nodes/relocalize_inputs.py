@@ -18,8 +18,7 @@ from g2g_model.geometry import invert_pose
 from g2g_model.localization.correction import QueryFrame
 from g2g_model.localization.rig_views import RigView
 from g2g_ros.image_conversion import to_rgb
-from g2g_ros.node_common import stamp_ns, to_stamp
-from g2g_ros.pose_msgs import pose_msg_to_matrix
+from g2g_ros.conversions import pose_to_matrix, stamp_ns, to_stamp
 from g2g_ros.tf_buffer import ExtrapolationError, TFError
 
 
@@ -103,7 +102,7 @@ class QueryInputs:
         # An Odometry topic is stored as the odom->base_link edge of the TF buffer, which gives
         # interpolation at the image stamps for free.
         try:
-            pose = pose_msg_to_matrix(msg.pose.pose)
+            pose = pose_to_matrix(msg.pose.pose)
         except ValueError as exc:
             self.report_input("odometry", f"odometry message rejected: {exc}")
             return
@@ -114,7 +113,7 @@ class QueryInputs:
         # Like AMCL: an initial pose of base_link in the map becomes a provisional map->odom
         # (through the odometry at the message's stamp), which guides the search until a fix.
         try:
-            map_T_base = pose_msg_to_matrix(msg.pose.pose)
+            map_T_base = pose_to_matrix(msg.pose.pose)
         except ValueError as exc:
             self.report_input("initialpose", f"rejected: {exc}")
             return

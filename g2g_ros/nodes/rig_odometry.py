@@ -24,6 +24,7 @@ from g2g_model.data.rig import load_rig
 from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_ros.calibration import format_rig_log_lines, rig_from_tf
 from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.conversions import pose_to_matrix
 from g2g_ros.held_group import HeldGroup
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.node_common import (
@@ -32,7 +33,7 @@ from g2g_ros.node_common import (
 from g2g_ros.nodes.rig_odometry_params import declare_parameters
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.odometry_core import RigFrames, RigOdometry
-from g2g_ros.pose_msgs import odometry_msg, pose_msg_to_matrix
+from g2g_ros.pose_msgs import odometry_msg
 from g2g_ros.rig_frames import usable_images
 from g2g_ros.rig_status import publish_rig_status
 from g2g_ros.rig_sync import RigSynchronizer
@@ -378,7 +379,7 @@ class RigOdometryNode(ManagedNode):
 
     def _srv_reset_to_pose(self, request, response):
         try:
-            pose = pose_msg_to_matrix(request.pose.pose)
+            pose = pose_to_matrix(request.pose.pose)
         except ValueError as exc:
             response.success, response.message = False, str(exc)
             return response
