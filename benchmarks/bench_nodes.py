@@ -99,7 +99,7 @@ def serialized_stream(frames, ks) -> List[List[bytes]]:
     from sensor_msgs.msg import Image
 
     from g2g_ros.calibration import camera_info_msg
-    from g2g_ros.dataset_player import image_msg
+    from g2g_ros.image_conversion import image_msg
 
     out = [[(serialize_message(camera_info_msg(k, 640, 480, f"{c}_optical_frame", 0)),
              serialize_message(image_msg(img, f"{c}_optical_frame", 0)))

@@ -20,7 +20,7 @@ from rclpy.node import Node
 
 from g2g_ros.calibration import camera_info_to_intrinsics
 from g2g_ros.conversions import stamp_ns
-from g2g_ros.node_common import sensor_qos
+from g2g_ros.qos import sensor_qos
 
 
 class CameraInputs:

@@ -19,6 +19,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from g2g_ros.conversions import to_stamp
+
 #: encoding -> (channels, bytes per channel); the order of the channels is handled below.
 IMAGE_ENCODINGS: Dict[str, Tuple[int, int]] = {
     "rgb8": (3, 1),
@@ -181,3 +183,13 @@ def rgb_to_compressed_fields(rgb: np.ndarray, fmt: str = "jpeg", quality: int = 
     if not ok:
         raise ValueError(f"OpenCV could not encode a {list(rgb.shape)} image as {fmt}")
     return {"format": fmt, "data": buf.tobytes()}
+
+
+def image_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, encoding: str = "rgb8"):
+    """A ``sensor_msgs/Image`` (rclpy) of ``uint8 [H, W, 3]`` RGB in ``encoding``."""
+    from sensor_msgs.msg import Image
+
+    msg = Image(**rgb_to_image_fields(rgb, encoding))
+    msg.header.stamp = to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg

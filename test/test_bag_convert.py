@@ -26,7 +26,7 @@ from g2g_ros.bags.convert import OdometrySource, convert_trajectory  # noqa: E40
 from g2g_ros.bags.evaluation import load_ground_truth  # noqa: E402
 from g2g_ros.bags.typestore import bag_qos, bag_typestore  # noqa: E402
 from g2g_ros.conversions import header_ns, pose_to_matrix, transform_to_matrix  # noqa: E402
-from g2g_ros.dataset_player import drifted_odometry  # noqa: E402
+from g2g_ros.dataset_publisher import drifted_odometry  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -117,7 +117,7 @@ def test_group_before_calibration_is_held_not_lost(sim_traj, tmp_path):
 
     from g2g_ros.calibration import camera_info_msg
     from g2g_ros.conversions import matrix_to_transform_stamped
-    from g2g_ros.dataset_player import image_msg
+    from g2g_ros.image_conversion import image_msg
     from g2g_ros.tf_broadcaster import TransformBroadcaster
 
     reader = TrajectoryReader(sim_traj)

@@ -40,8 +40,8 @@ from g2g_ros.bags.typestore import (
 )
 from g2g_ros.calibration import camera_info_msg
 from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
-from g2g_ros.dataset_player import drifted_odometry, image_msg
-from g2g_ros.image_conversion import rgb_to_compressed_fields
+from g2g_ros.dataset_publisher import drifted_odometry
+from g2g_ros.image_conversion import image_msg, rgb_to_compressed_fields
 from g2g_ros.tf_buffer import make_tf_message
 
 LOG = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class OdometrySource:
     """How the ``odom -> base_link`` input is derived from the ground truth.
 
     ``drift_per_m`` / ``yaw_drift_deg_per_m``: deterministic drift (see
-    :func:`g2g_ros.dataset_player.drifted_odometry`); ``noise_trans_m`` / ``noise_rot_deg``:
+    :func:`g2g_ros.dataset_publisher.drifted_odometry`); ``noise_trans_m`` / ``noise_rot_deg``:
     standard deviation of a seeded per-step perturbation (a random walk).
     """
 

@@ -24,14 +24,15 @@ from g2g_model.data.rig import load_rig
 from g2g_model.map_building import MapBuilder
 from g2g_model.maps import G2GMap, map_save_path, save_map
 from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.diagnostics import diagnostic_status
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
-from g2g_ros.node_common import (
-    BACKBONE_WEIGHTS_DESCRIPTION, describe_model, diagnostic_status, load_pipeline, sensor_qos,
-    spin_node, steady_timer,
-)
+from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION, describe_model, load_pipeline
+from g2g_ros.qos import sensor_qos
+from g2g_ros.spinning import spin_node
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
+from g2g_ros.timers import steady_timer
 
 
 class MapBuilderNode(ManagedNode):

@@ -41,17 +41,19 @@ from g2g_ros.calibration import format_rig_log_lines
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.managed_node import ManagedNode
-from g2g_ros.node_common import (StageTimes, describe_model, load_pipeline, spin_node,
-                                 steady_timer)
+from g2g_ros.model_loading import describe_model, load_pipeline
+from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameters, gate_config,
                                              selector_config, verify_cameras)
-from g2g_ros.nodes.verify_params import verifier_config
-from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
+from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.pose_msgs import alignment_msg, relocalized_pose_msg
+from g2g_ros.spinning import spin_node
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer
 from g2g_ros.tf_listener import TransformListener
+from g2g_ros.timers import steady_timer
+from g2g_ros.worker import StageTimes
 
 STAGES = ("convert", "select", "g2g", "verify", "total")
 

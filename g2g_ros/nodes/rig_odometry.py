@@ -27,19 +27,21 @@ from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.conversions import pose_to_matrix
 from g2g_ros.held_group import HeldGroup
 from g2g_ros.managed_node import ManagedNode
-from g2g_ros.node_common import (
-    StageTimes, describe_model, load_pipeline, sensor_qos, spin_node, steady_timer,
-)
+from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.rig_odometry_params import declare_parameters
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import odometry_msg
+from g2g_ros.qos import sensor_qos
 from g2g_ros.rig_frames import usable_images
 from g2g_ros.rig_status import publish_rig_status
 from g2g_ros.rig_sync import RigSynchronizer
+from g2g_ros.spinning import spin_node
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
+from g2g_ros.timers import steady_timer
+from g2g_ros.worker import StageTimes
 
 STAGES = ("convert", "encode", "g2g", "publish", "total")
 
@@ -77,7 +79,8 @@ class RigOdometryNode(ManagedNode):
         # The newest group that arrived before the calibration (see g2g_ros.held_group).
         self.held = HeldGroup(lambda reason: self.drops.update([reason]))
         self._held_timer = None
-        self._declare_parameters()
+        declare_parameters(self)  # ranges are enforced by rclpy on every set (g2g_ros.parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
         from diagnostic_msgs.msg import DiagnosticArray
 
         from g2g_msgs.msg import EstimatorStatus
@@ -90,11 +93,6 @@ class RigOdometryNode(ManagedNode):
         self.start_lifecycle()
 
     # ------------------------------------------------------------------ parameters
-    def _declare_parameters(self) -> None:
-        declare_parameters(self)
-        # Ranges are enforced by rclpy on every set (see g2g_ros.parameters).
-        self.add_post_set_parameters_callback(self._apply_parameters)
-
     def _apply_parameters(self, params) -> None:
         # Called after a successful set: the two parameters that apply at once.
         for p in params:

@@ -1,4 +1,5 @@
-"""`g2g-play-dataset TRAJ`: publish a dataset trajectory (g2g_model.data format) on ROS topics.
+"""`g2g-play-dataset TRAJ`: publish a dataset trajectory (g2g_model.data format) on ROS topics,
+live, as the robot's drivers would (a bag is replayed by `g2g-bag play`, g2g_ros/bags/player.py).
 
 Per frame: ``<cam>/image_raw`` + ``<cam>/camera_info`` for every camera, TF
 ``<odom_frame> -> <base_frame>`` (the trajectory relative to its first pose, optionally with a
@@ -8,7 +9,7 @@ simulated odometry drift), and the ground truth as ``nav_msgs/Odometry`` on
 ``use_sim_time`` nodes and keeps the dataset's own stamps; otherwise stamps are shifted to start
 at the current wall time.
 
-Used by the integration tests and the demo; `g2g-bag play` does the same from an MCAP bag.
+Used by the integration tests and the demo.
 """
 
 from __future__ import annotations
@@ -27,17 +28,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
 from g2g_ros.calibration import camera_info_msg
 from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
-from g2g_ros.image_conversion import rgb_to_image_fields
+from g2g_ros.image_conversion import image_msg
 from g2g_ros.tf_broadcaster import TransformBroadcaster
-
-
-def image_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, encoding: str = "rgb8"):
-    from sensor_msgs.msg import Image
-
-    msg = Image(**rgb_to_image_fields(rgb, encoding))
-    msg.header.stamp = to_stamp(stamp_ns)
-    msg.header.frame_id = frame_id
-    return msg
 
 
 def drifted_odometry(world_T_body: np.ndarray, drift_per_m: float = 0.0,
@@ -58,7 +50,7 @@ def drifted_odometry(world_T_body: np.ndarray, drift_per_m: float = 0.0,
     return np.stack(out)
 
 
-class DatasetPlayer(Node):
+class DatasetPublisher(Node):
     """Publishes one trajectory frame per timer tick (see the module docstring)."""
 
     def __init__(self, path: str, rate_hz: float = 10.0, odom_frame: str = "odom",
@@ -193,10 +185,11 @@ def main(argv=None) -> int:
     rclpy.init(args=[sys.argv[0]] + ros_args)
     node = None
     try:
-        node = DatasetPlayer(opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock,
-                             opts.loop, opts.drift, opts.yaw_drift, opts.encoding, opts.cameras,
-                             opts.start, opts.count, opts.stride, opts.corrupt_encoding,
-                             opts.wait_subscribers, opts.future_frames, opts.future_offset)
+        node = DatasetPublisher(
+            opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock, opts.loop,
+            opts.drift, opts.yaw_drift, opts.encoding, opts.cameras, opts.start, opts.count,
+            opts.stride, opts.corrupt_encoding, opts.wait_subscribers, opts.future_frames,
+            opts.future_offset)
         while rclpy.ok() and not (opts.exit_when_done and node.finished):
             rclpy.spin_once(node, timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):
