@@ -44,32 +44,23 @@ def test_stamps_on_both_flavours():
         _rosbags(msg, "geometry_msgs/msg/PoseStamped").header) == NS
 
 
-@pytest.mark.parametrize("rclpy_type, msgtype", [
-    (Pose, "geometry_msgs/msg/Pose"),
-    (PoseStamped, "geometry_msgs/msg/PoseStamped"),
-    (PoseWithCovarianceStamped, "geometry_msgs/msg/PoseWithCovarianceStamped"),
-    (Odometry, "nav_msgs/msg/Odometry"),
+@pytest.mark.parametrize("rclpy_type, msgtype, to_matrix, from_matrix", [
+    (Pose, "geometry_msgs/msg/Pose", pose_to_matrix, matrix_to_pose),
+    (PoseStamped, "geometry_msgs/msg/PoseStamped", pose_to_matrix, matrix_to_pose),
+    (PoseWithCovarianceStamped, "geometry_msgs/msg/PoseWithCovarianceStamped", pose_to_matrix,
+     matrix_to_pose),
+    (Odometry, "nav_msgs/msg/Odometry", pose_to_matrix, matrix_to_pose),
+    (Transform, "geometry_msgs/msg/Transform", transform_to_matrix, matrix_to_transform),
+    (TransformStamped, "geometry_msgs/msg/TransformStamped", transform_to_matrix,
+     matrix_to_transform),
 ])
-def test_poses_on_both_flavours(rclpy_type, msgtype):
-    msg = matrix_to_pose(M, rclpy_type())
-    np.testing.assert_allclose(pose_to_matrix(msg), M, atol=1e-12)
+def test_poses_and_transforms_on_both_flavours(rclpy_type, msgtype, to_matrix, from_matrix):
+    msg = from_matrix(M, rclpy_type())
+    np.testing.assert_allclose(to_matrix(msg), M, atol=1e-12)
     bag_msg = _rosbags(msg, msgtype)
-    np.testing.assert_allclose(pose_to_matrix(bag_msg), M, atol=1e-12)
+    np.testing.assert_allclose(to_matrix(bag_msg), M, atol=1e-12)
     # ... and back into the rosbags message.
-    np.testing.assert_allclose(pose_to_matrix(matrix_to_pose(np.eye(4), bag_msg)), np.eye(4))
-
-
-@pytest.mark.parametrize("rclpy_type, msgtype", [
-    (Transform, "geometry_msgs/msg/Transform"),
-    (TransformStamped, "geometry_msgs/msg/TransformStamped"),
-])
-def test_transforms_on_both_flavours(rclpy_type, msgtype):
-    msg = matrix_to_transform(M, rclpy_type())
-    np.testing.assert_allclose(transform_to_matrix(msg), M, atol=1e-12)
-    bag_msg = _rosbags(msg, msgtype)
-    np.testing.assert_allclose(transform_to_matrix(bag_msg), M, atol=1e-12)
-    np.testing.assert_allclose(transform_to_matrix(matrix_to_transform(np.eye(4), bag_msg)),
-                               np.eye(4))
+    np.testing.assert_allclose(to_matrix(from_matrix(np.eye(4), bag_msg)), np.eye(4))
 
 
 def test_transform_stamped_builder_and_bad_values():
