@@ -98,7 +98,8 @@ def serialized_stream(frames, ks) -> List[List[bytes]]:
     from rclpy.serialization import deserialize_message, serialize_message
     from sensor_msgs.msg import Image
 
-    from g2g_ros.dataset_player import camera_info_msg, image_msg
+    from g2g_ros.calibration import camera_info_msg
+    from g2g_ros.image_conversion import image_msg
 
     out = [[(serialize_message(camera_info_msg(k, 640, 480, f"{c}_optical_frame", 0)),
              serialize_message(image_msg(img, f"{c}_optical_frame", 0)))
@@ -246,7 +247,7 @@ def run(duration: float, rates: List[float], verify: bool, dds_profile: str) -> 
 
     from g2g_msgs.msg import EstimatorStatus
     from g2g_ros.tf_broadcaster import TransformBroadcaster
-    from g2g_ros.tf_buffer import matrix_to_transform_stamped
+    from g2g_ros.conversions import header_ns, matrix_to_transform_stamped
 
     at_start = machine_line()
     frames, ks, extr = sim_images()
@@ -275,8 +276,7 @@ def run(duration: float, rates: List[float], verify: bool, dds_profile: str) -> 
     node.g2g_latencies, node.g2g_statuses = [], []
     node.create_subscription(
         Odometry, "odometry",
-        lambda m: node.g2g_latencies.append(time.time_ns() * 1e-9 - m.header.stamp.sec
-                                            - m.header.stamp.nanosec * 1e-9), 10)
+        lambda m: node.g2g_latencies.append((time.time_ns() - header_ns(m.header)) * 1e-9), 10)
     node.create_subscription(EstimatorStatus, "rig_odometry/status", node.g2g_statuses.append,
                              10)
     node.g2g_diagnostics = {}

@@ -18,8 +18,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 from rclpy.node import Node
 
-from g2g_ros.image_conversion import camera_info_to_intrinsics
-from g2g_ros.node_common import sensor_qos, stamp_ns
+from g2g_ros.calibration import camera_info_to_intrinsics
+from g2g_ros.conversions import stamp_ns
+from g2g_ros.qos import sensor_qos
 
 
 class CameraInputs:

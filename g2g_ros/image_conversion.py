@@ -1,10 +1,10 @@
-"""sensor_msgs Image / CompressedImage / CameraInfo <-> numpy, without cv_bridge (pure numpy).
+"""sensor_msgs Image / CompressedImage <-> numpy, without cv_bridge (pure numpy); CameraInfo is
+:mod:`g2g_ros.calibration`.
 
 Messages are duck-typed, so real rclpy messages, rosbags messages and simple stand-ins all work:
 
 * Image-like: ``height``, ``width``, ``encoding``, ``step``, ``is_bigendian``, ``data``.
 * CompressedImage-like: ``format``, ``data``.
-* CameraInfo-like: ``width``, ``height`` and ``k`` (ROS 2) or ``K`` (ROS 1 / rosbags), 9 values.
 
 Everything returns ``uint8 [H, W, 3]`` RGB, C-contiguous and owning its memory (the message
 buffer can be released). 16-bit images (``mono16``, 16-bit PNG) are mapped to 8 bit with a
@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
+
+from g2g_ros.conversions import to_stamp
 
 #: encoding -> (channels, bytes per channel); the order of the channels is handled below.
 IMAGE_ENCODINGS: Dict[str, Tuple[int, int]] = {
@@ -183,29 +185,11 @@ def rgb_to_compressed_fields(rgb: np.ndarray, fmt: str = "jpeg", quality: int = 
     return {"format": fmt, "data": buf.tobytes()}
 
 
-def camera_info_to_intrinsics(info: Any) -> Tuple[np.ndarray, Tuple[int, int]]:
-    """CameraInfo-like -> (``K`` float64 [3, 3], ``(width, height)``).
+def image_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, encoding: str = "rgb8"):
+    """A ``sensor_msgs/Image`` (rclpy) of ``uint8 [H, W, 3]`` RGB in ``encoding``."""
+    from sensor_msgs.msg import Image
 
-    Raises:
-        ValueError: non-finite K, non-positive focal lengths or image size, or a last row of K
-            that is not (0, 0, 1).
-    """
-    k = getattr(info, "k", None)
-    if k is None:
-        k = getattr(info, "K", None)
-    if k is None:
-        raise ValueError("camera info has no 'k' (or 'K') field")
-    k = np.asarray(k, dtype=np.float64).reshape(-1)
-    if k.size != 9:
-        raise ValueError(f"camera info K must have 9 values, got {k.size}")
-    k = k.reshape(3, 3)
-    width, height = int(info.width), int(info.height)
-    if not np.all(np.isfinite(k)):
-        raise ValueError(f"camera info K is not finite: {k.tolist()}")
-    if k[0, 0] <= 0 or k[1, 1] <= 0:
-        raise ValueError(f"camera info focal lengths must be > 0, got fx={k[0, 0]} fy={k[1, 1]}")
-    if not np.allclose(k[2], [0.0, 0.0, 1.0]):
-        raise ValueError(f"camera info K last row must be (0, 0, 1), got {k[2].tolist()}")
-    if width <= 0 or height <= 0:
-        raise ValueError(f"camera info size must be positive, got width={width} height={height}")
-    return k, (width, height)
+    msg = Image(**rgb_to_image_fields(rgb, encoding))
+    msg.header.stamp = to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg

@@ -35,10 +35,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from g2g_ros.node_common import (
-    NodeLogBridge, ProblemLog, Worker, diagnostic_status, shutting_down,
-)
+from g2g_ros.diagnostics import NodeLogBridge, ProblemLog, diagnostic_status
 from g2g_ros.parameters import declare_checked, descriptor, ints_as_doubles, type_problem
+from g2g_ros.spinning import shutting_down
+from g2g_ros.worker import Worker
 
 AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
                      "(transition 'cleanup' first, then change it and 'configure')")

@@ -1,29 +1,12 @@
-"""4x4 matrices <-> geometry_msgs/Pose (duck-typed; no message import needed), and the
-messages built from results: the pose messages of a localization, the ``nav_msgs/Odometry`` of
-a rig-odometry update (imported when built)."""
+"""The messages built from results: the pose messages of a localization, the
+``nav_msgs/Odometry`` of a rig-odometry update (message types imported when built). Matrices
+and stamps are converted by :mod:`g2g_ros.conversions`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from g2g_model.geometry import make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
-
-
-def pose_msg_to_matrix(pose) -> np.ndarray:
-    """``geometry_msgs/Pose`` -> 4x4; ``ValueError`` for non-finite values or a zero quaternion."""
-    q = np.array([pose.orientation.x, pose.orientation.y, pose.orientation.z,
-                  pose.orientation.w], float)
-    t = np.array([pose.position.x, pose.position.y, pose.position.z], float)
-    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(t))) or np.linalg.norm(q) < 1e-6:
-        raise ValueError("pose must be finite with a non-zero quaternion")
-    return make_pose(quat_xyzw_to_matrix(q), t)
-
-
-def matrix_to_pose_msg(T: np.ndarray, pose) -> None:
-    """Fill ``pose`` (a geometry_msgs/Pose) from a 4x4 matrix."""
-    pose.position.x, pose.position.y, pose.position.z = map(float, T[:3, 3])
-    q = matrix_to_quat_xyzw(T[:3, :3])
-    pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = map(float, q)
+from g2g_ros.conversions import matrix_to_pose, to_stamp
 
 
 def pose_with_covariance_msg(map_T_base: np.ndarray, covariance: np.ndarray, stamp,
@@ -34,7 +17,7 @@ def pose_with_covariance_msg(map_T_base: np.ndarray, covariance: np.ndarray, sta
     msg = PoseWithCovarianceStamped()
     msg.header.stamp = stamp
     msg.header.frame_id = frame_id
-    matrix_to_pose_msg(map_T_base, msg.pose.pose)
+    matrix_to_pose(map_T_base, msg.pose.pose)
     msg.pose.covariance = [float(v) for v in np.asarray(covariance, float).reshape(36)]
     return msg
 
@@ -58,8 +41,6 @@ def alignment_msg(result, stamp, camera_frame_suffix: str):
     from geometry_msgs.msg import Pose
 
     from g2g_msgs.msg import GroupAlignment
-    from g2g_ros.node_common import to_stamp
-
     query, group_a, pred = result.query, result.group_a, result.prediction
     msg = GroupAlignment()
     msg.header.stamp = stamp
@@ -71,7 +52,7 @@ def alignment_msg(result, stamp, camera_frame_suffix: str):
     for poses, out in ((pred.poses_a, msg.poses_a), (pred.poses_b, msg.poses_b)):
         for T in poses:
             out.append(Pose())
-            matrix_to_pose_msg(T, out[-1])
+            matrix_to_pose(T, out[-1])
     msg.overlap_score = float(result.score)
     msg.inference_time_ms = float(pred.timing_ms["total"])
     msg.path, msg.inliers = str(result.path), int(result.inliers)
@@ -83,13 +64,11 @@ def odometry_msg(update, odom_frame: str, base_frame: str):
     covariance in ``odom_frame``, velocities in ``base_frame``, stamped with the group."""
     from nav_msgs.msg import Odometry
 
-    from g2g_ros.node_common import to_stamp
-
     msg = Odometry()
     msg.header.stamp = to_stamp(update.stamp_ns)
     msg.header.frame_id = odom_frame
     msg.child_frame_id = base_frame
-    matrix_to_pose_msg(update.odom_T_base, msg.pose.pose)
+    matrix_to_pose(update.odom_T_base, msg.pose.pose)
     msg.pose.covariance = [float(v) for v in update.covariance.reshape(-1)]
     tw = msg.twist.twist
     tw.linear.x, tw.linear.y, tw.linear.z = map(float, update.linear_velocity)

@@ -14,8 +14,9 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
-from g2g_ros.node_common import tf_qos
-from g2g_ros.tf_buffer import make_tf_message, matrix_to_transform_stamped
+from g2g_ros.conversions import matrix_to_transform_stamped
+from g2g_ros.qos import tf_qos
+from g2g_ros.tf_buffer import make_tf_message
 
 
 class TransformBroadcaster:

@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from g2g_model.geometry import invert_pose, make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
-from g2g_ros.stamps import stamp_ns
+from g2g_ros.conversions import stamp_ns
 
 logger = logging.getLogger(__name__)
 
@@ -361,30 +361,6 @@ class TFBuffer:
 
 
 # ---------------------------------------------------------------------- message builders
-def transform_stamped_to_matrix(msg: Any) -> np.ndarray:
-    """``geometry_msgs/TransformStamped``-like -> 4x4 ``T_{header.frame_id<-child_frame_id}``."""
-    tr, rot = msg.transform.translation, msg.transform.rotation
-    return make_pose(quat_xyzw_to_matrix([rot.x, rot.y, rot.z, rot.w]), [tr.x, tr.y, tr.z])
-
-
-def matrix_to_transform_stamped(pose: np.ndarray, parent: str, child: str, stamp_ns: int) -> Any:
-    """4x4 ``T_{parent<-child}`` -> ``geometry_msgs.msg.TransformStamped`` (imported lazily)."""
-    from geometry_msgs.msg import TransformStamped
-
-    pose = np.asarray(pose, dtype=np.float64)
-    if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
-        raise ValueError(f"pose {parent} -> {child} must be a finite 4x4 matrix")
-    msg = TransformStamped()
-    msg.header.frame_id = parent
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
-    msg.child_frame_id = child
-    t = msg.transform.translation
-    t.x, t.y, t.z = (float(v) for v in pose[:3, 3])
-    q = msg.transform.rotation
-    q.x, q.y, q.z, q.w = (float(v) for v in matrix_to_quat_xyzw(pose[:3, :3]))
-    return msg
-
-
 def make_tf_message(transforms: Sequence[Any]) -> Any:
     """List of TransformStamped -> ``tf2_msgs.msg.TFMessage`` (imported lazily)."""
     from tf2_msgs.msg import TFMessage

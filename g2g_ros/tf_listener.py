@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from rclpy.node import Node
-from g2g_ros.node_common import tf_qos
+from g2g_ros.qos import tf_qos
 from g2g_ros.tf_buffer import TFBuffer
 
 

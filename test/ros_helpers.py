@@ -104,4 +104,4 @@ def node_cmd(module: str, params: dict, params_file: Optional[str] = None) -> Li
 
 
 def player_cmd(path, *args: str) -> List[str]:
-    return [sys.executable, "-m", "g2g_ros.dataset_player", str(path), *args]
+    return [sys.executable, "-m", "g2g_ros.dataset_publisher", str(path), *args]

@@ -19,14 +19,14 @@ from rosbags.interfaces import QosDurability  # noqa: E402
 from rosbags.rosbag2 import StoragePlugin, Writer  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.geometry import quat_xyzw_to_matrix  # noqa: E402
 from g2g_ros.bags import cli  # noqa: E402
 from g2g_ros.bags.bag_reader import BagError, iter_messages, open_bag  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from g2g_ros.bags.convert import OdometrySource, convert_trajectory  # noqa: E402
 from g2g_ros.bags.evaluation import load_ground_truth  # noqa: E402
 from g2g_ros.bags.typestore import bag_qos, bag_typestore  # noqa: E402
-from g2g_ros.dataset_player import drifted_odometry  # noqa: E402
+from g2g_ros.conversions import header_ns, pose_to_matrix, transform_to_matrix  # noqa: E402
+from g2g_ros.dataset_publisher import drifted_odometry  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,27 +43,6 @@ def bag(traj, tmp_path_factory):
                                                           yaw_drift_deg_per_m=2.0),
                        progress=False)
     return out
-
-
-def _stamp(header):
-    return header.stamp.sec * 10**9 + header.stamp.nanosec
-
-
-def _pose(p):
-    T = np.eye(4)
-    T[:3, :3] = quat_xyzw_to_matrix(np.array([p.orientation.x, p.orientation.y,
-                                              p.orientation.z, p.orientation.w]))
-    T[:3, 3] = [p.position.x, p.position.y, p.position.z]
-    return T
-
-
-def _tf(t):
-    T = np.eye(4)
-    r = t.transform.rotation
-    T[:3, :3] = quat_xyzw_to_matrix(np.array([r.x, r.y, r.z, r.w]))
-    T[:3, 3] = [t.transform.translation.x, t.transform.translation.y,
-                t.transform.translation.z]
-    return T
 
 
 def test_convert_reads_back_equal_to_the_dataset(traj, bag):
@@ -85,12 +64,12 @@ def test_convert_reads_back_equal_to_the_dataset(traj, bag):
     for cam in cams:
         spec = reader.rig[cam]
         for i, (t, img) in enumerate(msgs[f"{cam}/image_raw"]):
-            assert t == _stamp(img.header) == stamps[i]
+            assert t == header_ns(img.header) == stamps[i]
             assert (img.encoding, img.width, img.height) == ("rgb8", spec.width, spec.height)
             assert img.header.frame_id == f"{cam}_optical_frame"
             assert bytes(img.data) == reader.image(cam, i).tobytes()
         for i, (t, info) in enumerate(msgs[f"{cam}/camera_info"]):
-            assert t == _stamp(info.header) == stamps[i]
+            assert t == header_ns(info.header) == stamps[i]
             np.testing.assert_allclose(np.array(info.k).reshape(3, 3), spec.K)
     (_, tf_static), = msgs["/tf_static"]
     by_child = {t.child_frame_id: t for t in tf_static.transforms}
@@ -98,17 +77,17 @@ def test_convert_reads_back_equal_to_the_dataset(traj, bag):
     for cam in cams:
         t = by_child[f"{cam}_optical_frame"]
         assert t.header.frame_id == "base_link"
-        np.testing.assert_allclose(_tf(t), reader.rig[cam].T_body_cam, atol=1e-9)
+        np.testing.assert_allclose(transform_to_matrix(t), reader.rig[cam].T_body_cam, atol=1e-9)
     odom_expected = drifted_odometry(reader.world_T_body, 0.05, 2.0)
     for i, ((t, gt), (t2, tfm)) in enumerate(zip(msgs["ground_truth/odometry"], msgs["/tf"])):
-        assert t == t2 == _stamp(gt.header) == stamps[i]
+        assert t == t2 == header_ns(gt.header) == stamps[i]
         assert (gt.header.frame_id, gt.child_frame_id) == ("gt_world", "base_link")
-        np.testing.assert_allclose(_pose(gt.pose.pose), reader.world_T_body[i], atol=1e-9)
+        np.testing.assert_allclose(pose_to_matrix(gt.pose.pose), reader.world_T_body[i], atol=1e-9)
         tfs = {(x.header.frame_id, x.child_frame_id): x for x in tfm.transforms}
-        np.testing.assert_allclose(_tf(tfs[("gt_world", "gt_base_link")]),
+        np.testing.assert_allclose(transform_to_matrix(tfs[("gt_world", "gt_base_link")]),
                                    reader.world_T_body[i], atol=1e-9)
-        np.testing.assert_allclose(_tf(tfs[("odom", "base_link")]), odom_expected[i],
-                                   atol=1e-9)
+        np.testing.assert_allclose(transform_to_matrix(tfs[("odom", "base_link")]),
+                                   odom_expected[i], atol=1e-9)
     # The drift really changed the odometry input (it is not the ground truth).
     assert not np.allclose(odom_expected[-1], np.linalg.inv(reader.world_T_body[0])
                            @ reader.world_T_body[-1], atol=1e-3)

@@ -6,27 +6,26 @@ import pytest
 
 pytest.importorskip("rosbags")
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose  # noqa: E402
-from g2g_model.geometry import matrix_to_quat_xyzw  # noqa: E402
 from g2g_ros.bags.evaluation import (  # noqa: E402
     GroundTruth, Outputs, alignment_pairs, evaluate_latency, evaluate_relocalization,
     odometry_pairs,
 )
 from g2g_ros.bags.report import markdown  # noqa: E402
 from g2g_ros.bags.typestore import bag_typestore  # noqa: E402
+from g2g_ros.conversions import matrix_to_pose, to_stamp  # noqa: E402
 
 STORE = bag_typestore()
 T = STORE.types
 
 
 def _time(ns):
-    return T["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+    return to_stamp(ns, T["builtin_interfaces/msg/Time"])
 
 
 def _pose(M):
-    q = matrix_to_quat_xyzw(M[:3, :3])
-    return T["geometry_msgs/msg/Pose"](
-        position=T["geometry_msgs/msg/Point"](x=M[0, 3], y=M[1, 3], z=M[2, 3]),
-        orientation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]))
+    return matrix_to_pose(M, T["geometry_msgs/msg/Pose"](
+        position=T["geometry_msgs/msg/Point"](x=0.0, y=0.0, z=0.0),
+        orientation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0)))
 
 
 @pytest.fixture

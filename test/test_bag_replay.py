@@ -23,11 +23,12 @@ from tf2_msgs.msg import TFMessage  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.data.mining import RigPair, read_index  # noqa: E402
-from g2g_model.geometry import invert_pose, quat_xyzw_to_matrix  # noqa: E402
+from g2g_model.geometry import invert_pose  # noqa: E402
 from g2g_model.metrics import kitti_odometry_errors, summarize_pairs  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from g2g_ros.bags.convert import convert_trajectory  # noqa: E402
 from g2g_ros.bags.eval_bag import PairsIndexSpec, evaluate_bag  # noqa: E402
+from g2g_ros.conversions import pose_to_matrix, stamp_ns  # noqa: E402
 from ros_helpers import Listener, Proc  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(300)]
@@ -43,10 +44,6 @@ def bag(traj, tmp_path_factory):
     out = tmp_path_factory.mktemp("bags") / "tiny.mcap"
     convert_trajectory(traj, out, progress=False)
     return out
-
-
-def _ns(stamp):
-    return stamp.sec * 10**9 + stamp.nanosec
 
 
 def test_play_to_a_subscriber_with_clock(traj, bag, tmp_path):
@@ -70,21 +67,13 @@ def test_play_to_a_subscriber_with_clock(traj, bag, tmp_path):
         listener.close()
     assert "played" in out, out
     assert "acknowledged" not in out, out  # the player waited until the last group was acked
-    assert [_ns(m.header.stamp) for m in gts] == stamps      # stamps preserved, in order
-    assert [_ns(m.header.stamp) for m in images] == stamps
+    assert [stamp_ns(m.header.stamp) for m in gts] == stamps      # stamps preserved, in order
+    assert [stamp_ns(m.header.stamp) for m in images] == stamps
     for i, img in enumerate(images):
         assert bytes(img.data) == reader.image("cam2", i).tobytes()
-    clock_ns = [_ns(c.clock) for c in clocks]
+    clock_ns = [stamp_ns(c.clock) for c in clocks]
     assert clock_ns == sorted(clock_ns) and set(stamps) <= set(clock_ns)
     assert len(static) == 1 and len(static[0].transforms) == 5
-
-
-def _pose(p):
-    T = np.eye(4)
-    q = p.orientation
-    T[:3, :3] = quat_xyzw_to_matrix(np.array([q.x, q.y, q.z, q.w]))
-    T[:3, 3] = [p.position.x, p.position.y, p.position.z]
-    return T
 
 
 def test_eval_bag_end_to_end_matches_library_metrics(traj, bag, tmp_path):
@@ -114,7 +103,7 @@ def test_eval_bag_end_to_end_matches_library_metrics(traj, bag, tmp_path):
         conns = [c for c in r.connections if c.topic == "odometry"]
         for conn, _, raw in r.messages(connections=conns):
             msg = r.deserialize(raw, conn.msgtype)
-            odom[_ns(msg.header.stamp)] = _pose(msg.pose.pose)
+            odom[stamp_ns(msg.header.stamp)] = pose_to_matrix(msg.pose.pose)
     keys = sorted(odom)
     assert keys == sorted(gt)
     preds = [invert_pose(Tbc) @ invert_pose(odom[a]) @ odom[b] @ Tbc
@@ -148,7 +137,7 @@ def test_wait_specs_select_their_groups_and_read_header_answers():
 
     from g2g_ros.bags.cli import build_parser
     from g2g_ros.bags.player import WaitSpec, _Progress
-    from g2g_ros.node_common import to_stamp
+    from g2g_ros.conversions import to_stamp
 
     odo = WaitSpec()
     reloc = WaitSpec("relocalize/processed", "std_msgs/msg/Header",

@@ -5,7 +5,7 @@ because the rate compared the cleared stamps of a camera that had received image
 import numpy as np
 
 from g2g_ros.camera_inputs import CameraInputs
-from g2g_ros.dataset_player import image_msg
+from g2g_ros.image_conversion import image_msg
 from ros_helpers import Listener
 
 

@@ -35,6 +35,7 @@ from g2g_model.maps import save_map  # noqa: E402
 from g2g_model.training import eval_cli  # noqa: E402
 from g2g_ros.bags.convert import convert_trajectory  # noqa: E402
 from g2g_ros.bags.eval_bag import PairsIndexSpec, evaluate_bag  # noqa: E402
+from g2g_ros.conversions import header_ns, stamp_ns  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(600)]
@@ -80,13 +81,13 @@ def _outputs(out_dir):
         for conn, _, raw in r.messages(connections=r.connections):
             msg = r.deserialize(raw, conn.msgtype)
             if conn.topic == "relocalize/alignment":
-                ns = lambda ts: [t.sec * 10**9 + t.nanosec for t in ts]  # noqa: E731
+                ns = lambda ts: [stamp_ns(t) for t in ts]  # noqa: E731
                 poses = [[p.position.x, p.position.y, p.position.z, p.orientation.x,
                           p.orientation.y, p.orientation.z, p.orientation.w]
                          for p in list(msg.poses_a) + list(msg.poses_b)]
                 aligns.append((msg.group_a_id, ns(msg.stamps_a), ns(msg.stamps_b), poses))
             elif conn.topic == "relocalize/processed":
-                processed.append((msg.stamp.sec * 10**9 + msg.stamp.nanosec, msg.frame_id))
+                processed.append((header_ns(msg), msg.frame_id))
     return aligns, processed
 
 

@@ -1,4 +1,4 @@
-"""Image / CompressedImage / CameraInfo conversion without cv_bridge."""
+"""Image / CompressedImage conversion without cv_bridge."""
 
 from types import SimpleNamespace
 
@@ -7,7 +7,6 @@ import pytest
 
 from g2g_ros.image_conversion import (
     IMAGE_ENCODINGS,
-    camera_info_to_intrinsics,
     compressed_to_rgb,
     image_to_rgb,
     rgb_to_compressed_fields,
@@ -125,20 +124,3 @@ def test_unsupported_and_malformed_inputs_raise_clear_errors():
         compressed_to_rgb(_msg(format="jpeg", data=b"not a jpeg"))
     with pytest.raises(ValueError, match="encoding"):
         rgb_to_image_fields(_rgb(), "16UC1")
-
-
-def test_camera_info_to_intrinsics():
-    from sensor_msgs.msg import CameraInfo
-
-    info = CameraInfo(width=640, height=480, k=[500.0, 0, 320, 0, 510, 240, 0, 0, 1])
-    K, size = camera_info_to_intrinsics(info)
-    assert size == (640, 480)
-    np.testing.assert_allclose(K, [[500, 0, 320], [0, 510, 240], [0, 0, 1]])
-    ros1 = _msg(width=10, height=5, K=[1, 0, 5, 0, 1, 2.5, 0, 0, 1])
-    assert camera_info_to_intrinsics(ros1)[1] == (10, 5)
-    with pytest.raises(ValueError, match="focal"):
-        camera_info_to_intrinsics(CameraInfo(width=640, height=480))  # all-zero K
-    with pytest.raises(ValueError, match="size"):
-        camera_info_to_intrinsics(_msg(width=0, height=480, k=[1, 0, 0, 0, 1, 0, 0, 0, 1]))
-    with pytest.raises(ValueError, match="finite"):
-        camera_info_to_intrinsics(_msg(width=1, height=1, k=[np.nan, 0, 0, 0, 1, 0, 0, 0, 1]))

@@ -27,7 +27,8 @@ rclpy = pytest.importorskip("rclpy")
 from nav_msgs.msg import Odometry  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.geometry import make_pose, quat_xyzw_to_matrix, rotation_angle_deg  # noqa: E402,E501
+from g2g_model.geometry import rotation_angle_deg  # noqa: E402
+from g2g_ros.conversions import header_ns, pose_to_matrix  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 
@@ -37,12 +38,6 @@ pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
 FRAMES = 16
 MAX_TRANS_RATIO = 0.5
 MAX_ROT_RATIO = 1.5
-
-
-def _pose_matrix(msg: Odometry) -> np.ndarray:
-    p, q = msg.pose.pose.position, msg.pose.pose.orientation
-    return make_pose(quat_xyzw_to_matrix(np.array([q.x, q.y, q.z, q.w])),
-                     np.array([p.x, p.y, p.z]))
 
 
 def step_errors(pred: np.ndarray, gt: np.ndarray):
@@ -93,9 +88,9 @@ def test_rig_odometry_matches_ground_truth(held_out_traj, tmp_path):
     assert "Traceback" not in log, log[-3000:]
     assert "RANDOM weights" not in log, "the embedded rig model must be installed"
 
-    keys = [stamp_index[m.header.stamp.sec * 10**9 + m.header.stamp.nanosec] for m in odoms]
+    keys = [stamp_index[header_ns(m.header)] for m in odoms]
     assert keys == sorted(keys), "odometry must come in stamp order"
-    pred = np.stack([_pose_matrix(m) for m in odoms])
+    pred = np.stack([pose_to_matrix(m) for m in odoms])
     world = reader.world_T_body[keys]
     gt = np.linalg.inv(world[0])[None] @ world
     (rot, trans), (rot0, trans0) = step_errors(pred, gt)

@@ -31,7 +31,7 @@ from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.inference import G2GPipeline  # noqa: E402
 from g2g_model.maps import load_map  # noqa: E402
 from g2g_model.model.cli import convert_official  # noqa: E402
-from g2g_ros.pose_msgs import matrix_to_pose_msg  # noqa: E402
+from g2g_ros.conversions import matrix_to_pose  # noqa: E402
 from paper_fixtures import tiny_backbone_folder, tiny_official_pth  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
@@ -182,7 +182,7 @@ def test_map_builder_and_relocalize_run_the_release(release, trajs, tmp_path):
 
         def localized():
             request = Localize.Request(use_hint=True)
-            matrix_to_pose_msg(query.world_T_body[8], request.hint.pose.pose)
+            matrix_to_pose(query.world_T_body[8], request.hint.pose.pose)
             return listener.call(Localize, "/relocalize/localize", request, timeout=120)
 
         assert listener.spin_until(lambda: _diag_value(diags, "relocalize", "query_frames")
@@ -251,7 +251,7 @@ def test_the_launch_command_runs_g2g_weights_output(trajs, tmp_path):
                                    == "5", 180), graph.output()[-3000:]
         query = TrajectoryReader(trajs[1])
         request = Localize.Request(use_hint=True)
-        matrix_to_pose_msg(query.world_T_body[6], request.hint.pose.pose)
+        matrix_to_pose(query.world_T_body[6], request.hint.pose.pose)
         reply = listener.call(Localize, "/relocalize/localize", request, timeout=120)
         # A G2G alignment was computed on the map window near the hint (the untrained tiny
         # model's correction may be refused by the gate: the reply then says why).

@@ -21,7 +21,7 @@ from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.inference import G2GPipeline  # noqa: E402
 from g2g_model.map_building import build_map_from_trajectory  # noqa: E402
 from g2g_model.maps import save_map  # noqa: E402
-from g2g_ros.pose_msgs import matrix_to_pose_msg  # noqa: E402
+from g2g_ros.conversions import header_ns, matrix_to_pose, stamp_ns, to_stamp  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 
@@ -85,9 +85,8 @@ def test_relocalize_end_to_end(scene, tmp_path):
         # An initial pose stamped ahead of any odometry is held, not rejected ...
         initial = PoseWithCovarianceStamped()
         initial.header.frame_id = "map"
-        initial.header.stamp.sec, initial.header.stamp.nanosec = divmod(
-            int(query.timestamps_ns[2]), 10**9)
-        matrix_to_pose_msg(query.world_T_body[2], initial.pose.pose)
+        initial.header.stamp = to_stamp(int(query.timestamps_ns[2]))
+        matrix_to_pose(query.world_T_body[2], initial)
         pose_pub = listener.node.create_publisher(PoseWithCovarianceStamped, "/initialpose", 10)
 
         def held():
@@ -105,7 +104,7 @@ def test_relocalize_end_to_end(scene, tmp_path):
 
         request = Localize.Request(use_hint=True)
         hint = query.world_T_body[8]
-        matrix_to_pose_msg(hint, request.hint.pose.pose)
+        matrix_to_pose(hint, request.hint)
         reply = listener.call(Localize, "/relocalize/localize", request, timeout=120)
         assert reply.success, reply.message + node.output()[-2000:]
         assert "pose hint" in reply.message
@@ -120,9 +119,9 @@ def test_relocalize_end_to_end(scene, tmp_path):
         assert listener.spin_until(lambda: len(map_odom_tf()) >= 3 and aligns and poses, 20)
         stamps = set(int(s) for s in query.timestamps_ns)
         align = aligns[-1]
-        anchor = align.header.stamp.sec * 10**9 + align.header.stamp.nanosec
+        anchor = header_ns(align.header)
         assert anchor in stamps, "outputs carry the stamp of the query group's anchor frame"
-        assert [s.sec * 10**9 + s.nanosec for s in align.stamps_b][0] == anchor
+        assert [stamp_ns(s) for s in align.stamps_b][0] == anchor
         assert len(align.poses_a) == 5 and len(align.poses_b) == 5
         assert align.poses_a[0].orientation.w == pytest.approx(1.0)
         assert poses[-1].header.frame_id == "map"

@@ -19,6 +19,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from g2g_msgs.msg import EstimatorStatus  # noqa: E402
 from g2g_msgs.srv import SetPose  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
+from g2g_ros.conversions import header_ns  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 
@@ -56,8 +57,8 @@ def test_rig_odometry_end_to_end_with_faults(sim_traj, tmp_path):
         ok = listener.spin_until(lambda: len(odoms) >= 4, timeout=120)
         assert ok, f"no odometry.\nnode:\n{node.output()[-3000:]}\nplayer:\n{player.output()}"
         for msg in odoms:
-            stamp = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
-            assert stamp in stamps, "odometry must carry the stamp of its image group"
+            assert header_ns(msg.header) in stamps, \
+                "odometry must carry the stamp of its image group"
             assert (msg.header.frame_id, msg.child_frame_id) == ("odom", "base_link")
             p = msg.pose.pose.position
             assert np.all(np.isfinite([p.x, p.y, p.z]))
@@ -114,9 +115,10 @@ def test_group_before_calibration_is_held_not_lost(sim_traj, tmp_path):
     arrive it processes that first group instead of dropping it."""
     from sensor_msgs.msg import CameraInfo, Image
 
-    from g2g_ros.dataset_player import camera_info_msg, image_msg
+    from g2g_ros.calibration import camera_info_msg
+    from g2g_ros.conversions import matrix_to_transform_stamped
+    from g2g_ros.image_conversion import image_msg
     from g2g_ros.tf_broadcaster import TransformBroadcaster
-    from g2g_ros.tf_buffer import matrix_to_transform_stamped
 
     reader = TrajectoryReader(sim_traj)
     stamp = int(reader.timestamps_ns[0])
@@ -149,8 +151,7 @@ def test_group_before_calibration_is_held_not_lost(sim_traj, tmp_path):
             matrix_to_transform_stamped(reader.rig[c].T_body_cam, "base_link",
                                         f"{c}_optical_frame", stamp) for c in reader.cameras])
         assert listener.spin_until(lambda: odoms, timeout=30), node.output()[-3000:]
-        got = odoms[0].header.stamp
-        assert got.sec * 10**9 + got.nanosec == stamp
+        assert header_ns(odoms[0].header) == stamp
         assert listener.spin_until(lambda: statuses[-1].groups_processed == 1
                                    and statuses[-1].groups_dropped == 0, timeout=10), \
             _status_text(statuses)

@@ -96,7 +96,7 @@ def test_full_size_release_through_map_build_and_relocalize(tmp_path):
     from g2g_msgs.msg import EstimatorStatus
     from g2g_msgs.srv import Localize
     from g2g_model.data.format import TrajectoryReader
-    from g2g_ros.pose_msgs import matrix_to_pose_msg
+    from g2g_ros.conversions import matrix_to_pose
     from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all
 
     query = TrajectoryReader(query_traj)
@@ -121,7 +121,7 @@ def test_full_size_release_through_map_build_and_relocalize(tmp_path):
                                  "--exit-when-done"), tmp_path / "player.log")
         assert listener.spin_until(lambda: player.proc.poll() is not None, 600)
         request = Localize.Request(use_hint=True)
-        matrix_to_pose_msg(query.world_T_body[6], request.hint.pose.pose)
+        matrix_to_pose(query.world_T_body[6], request.hint.pose.pose)
         start = time.perf_counter()
         reply = listener.call(Localize, "/relocalize/localize", request, timeout=900)
         figures["localize_s"] = time.perf_counter() - start

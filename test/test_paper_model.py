@@ -57,7 +57,7 @@ def test_converted_release_runs_on_the_backbone_folder(release):
 
 
 def test_the_nodes_loader_passes_backbone_weights(release):
-    from g2g_ros.node_common import load_pipeline
+    from g2g_ros.model_loading import load_pipeline
 
     pipe = load_pipeline(str(release["checkpoint"]), "cpu", "relocalization", "fp32",
                          str(release["backbone"]))

@@ -71,7 +71,7 @@ def test_download_verify_convert_and_manifest(release_dir, tmp_path):
     assert reloc["checkpoint"] == manifest["checkpoints"]["NCLT-Reloc"]["checkpoint"]
     assert reloc["backbone_weights"] == manifest["backbone"]["path"]
     # What the manifest names runs: the nodes' loader takes exactly these two paths.
-    from g2g_ros.node_common import load_pipeline
+    from g2g_ros.model_loading import load_pipeline
 
     pipe = load_pipeline(reloc["checkpoint"], "cpu", "relocalization", "fp32",
                          reloc["backbone_weights"])

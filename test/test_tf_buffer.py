@@ -13,6 +13,7 @@ from g2g_model.geometry import (
     relative_pose,
     rotation_angle_deg,
 )
+from g2g_ros.conversions import matrix_to_transform_stamped, transform_to_matrix
 from g2g_ros.tf_buffer import (
     ConnectivityError,
     ExtrapolationError,
@@ -20,9 +21,7 @@ from g2g_ros.tf_buffer import (
     TFError,
     TFLookupError,
     make_tf_message,
-    matrix_to_transform_stamped,
     slerp_xyzw,
-    transform_stamped_to_matrix,
 )
 
 S = 10**9
@@ -166,7 +165,7 @@ def test_message_round_trip_and_ingest():
     pose = _pose([0.4, -0.2, 1.0], [1.5, -2.0, 0.25])
     msg = matrix_to_transform_stamped(pose, "odom", "base_link", 12 * S + 345)
     assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (12, 345)
-    np.testing.assert_allclose(transform_stamped_to_matrix(msg), pose, atol=1e-12)
+    np.testing.assert_allclose(transform_to_matrix(msg), pose, atol=1e-12)
     bad = matrix_to_transform_stamped(np.eye(4), "odom", "base_link", 13 * S)
     bad.transform.translation.x = float("nan")
     buf = TFBuffer()

@@ -1,11 +1,11 @@
-"""The node worker thread (g2g_ros.node_common.Worker): discarding queued jobs on deactivation."""
+"""The node worker thread (g2g_ros.worker.Worker): discarding queued jobs on deactivation."""
 
 import threading
 
 import pytest
 
 pytest.importorskip("rclpy")
-from g2g_ros.node_common import Worker  # noqa: E402
+from g2g_ros.worker import Worker  # noqa: E402
 
 
 def test_discard_drops_queued_jobs_of_the_given_kinds_only():

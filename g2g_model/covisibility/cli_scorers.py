@@ -140,6 +140,14 @@ def _image_data_args(sp: argparse.ArgumentParser, what: str, defaults: Optional[
                          "interrupted run (otherwise the run continues from it)")
 
 
+def _schedule_args(sp: argparse.ArgumentParser, defaults: dict) -> None:
+    """``--steps``, ``--batch-size`` and ``--lr`` of a model trained from scratch on scene
+    images, with that model's defaults."""
+    sp.add_argument("--steps", type=int, default=defaults["steps"])
+    sp.add_argument("--batch-size", type=int, default=defaults["batch_size"])
+    sp.add_argument("--lr", type=float, default=defaults["lr"])
+
+
 def add_scorer_commands(sub) -> None:
     """Add the scorer training subcommands to ``g2g-covis``'s subparsers."""
     te = sub.add_parser("train-embedding",
@@ -161,9 +169,7 @@ def add_scorer_commands(sub) -> None:
                              "frames' pixels) on sim scenes")
     _image_data_args(ti, "image embedding", IMAGE_EMBEDDING_DEFAULTS)
     ti.add_argument("--dim", type=int, default=IMAGE_EMBEDDING_DEFAULTS["dim"])
-    ti.add_argument("--steps", type=int, default=IMAGE_EMBEDDING_DEFAULTS["steps"])
-    ti.add_argument("--batch-size", type=int, default=IMAGE_EMBEDDING_DEFAULTS["batch_size"])
-    ti.add_argument("--lr", type=float, default=IMAGE_EMBEDDING_DEFAULTS["lr"])
+    _schedule_args(ti, IMAGE_EMBEDDING_DEFAULTS)
     ti.add_argument("--seed", type=int, default=0)
     ti.add_argument("-q", "--quiet", action="store_true")
     ti.set_defaults(func=_train_image_embedding)
@@ -173,9 +179,7 @@ def add_scorer_commands(sub) -> None:
                              "scorer's best map windows) on sim scenes")
     _image_data_args(tv, "pair verifier", PAIR_VERIFIER_DEFAULTS)
     tv.add_argument("--hidden", type=int, default=PAIR_VERIFIER_DEFAULTS["hidden"])
-    tv.add_argument("--steps", type=int, default=PAIR_VERIFIER_DEFAULTS["steps"])
-    tv.add_argument("--batch-size", type=int, default=PAIR_VERIFIER_DEFAULTS["batch_size"])
-    tv.add_argument("--lr", type=float, default=PAIR_VERIFIER_DEFAULTS["lr"])
+    _schedule_args(tv, PAIR_VERIFIER_DEFAULTS)
     tv.add_argument("--top-k", type=int, default=PAIR_VERIFIER_DEFAULTS["top_k"],
                     help="candidate windows to verify (stored in the file: the node's default)")
     tv.add_argument("--weight", type=float, default=PAIR_VERIFIER_DEFAULTS["weight"],

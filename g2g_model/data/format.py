@@ -28,9 +28,8 @@ from typing import Any, Mapping, Sequence
 
 import cv2
 import numpy as np
-import yaml
 
-from g2g_model.data.rig import Rig
+from g2g_model.data.rig import Rig, load_rig, save_rig
 from g2g_model.geometry import make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
 
 LOG = logging.getLogger(__name__)
@@ -97,6 +96,7 @@ class TrajectoryWriter:
     def __init__(self, path: str | os.PathLike, rig: Rig, with_depth: bool = False,
                  overwrite: bool = False, meta: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
+        rig.check_folder_names(str(self.path))
         self.rig = rig
         self.with_depth = with_depth
         self.overwrite = overwrite
@@ -195,7 +195,7 @@ class TrajectoryWriter:
             self.abort()
             raise
         self._pool.shutdown()
-        (self.tmp / RIG_FILE).write_text(yaml.safe_dump(self.rig.to_dict(), sort_keys=False))
+        save_rig(self.rig, self.tmp / RIG_FILE)
         (self.tmp / POSES_FILE).write_text("\n".join([POSES_HEADER] + self._rows) + "\n")
         meta = {
             "format": FORMAT_NAME,
@@ -300,14 +300,7 @@ class TrajectoryReader:
             raise ValueError(f"{meta_path}: format {self.meta.get('format')!r} version "
                              f"{self.meta.get('version')!r}, expected {FORMAT_NAME!r} "
                              f"{FORMAT_VERSION}")
-        rig_path = self.path / RIG_FILE
-        if not rig_path.is_file():
-            raise ValueError(f"{rig_path}: missing")
-        try:
-            rig_data = yaml.safe_load(rig_path.read_text())
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{rig_path}: not valid YAML: {exc}") from exc
-        self.rig = Rig.from_dict(rig_data, where=str(rig_path))
+        self.rig = load_rig(self.path / RIG_FILE)
         self.timestamps_ns, self.world_T_body = read_poses_csv(self.path / POSES_FILE)
         if self.meta.get("num_frames") != len(self.timestamps_ns):
             raise ValueError(f"{meta_path}: num_frames {self.meta.get('num_frames')} but "

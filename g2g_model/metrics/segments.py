@@ -83,6 +83,15 @@ def kitti_segment_errors(
     return out
 
 
+def _segment_means(segs: Sequence[SegmentError]) -> Dict[str, object]:
+    """Mean RTE and RRE of ``segs`` (``None`` when there are none) and their count."""
+    return {
+        "rte_pct": mean_or_none(np.array([s.trans_pct for s in segs])),
+        "rre_deg_per_100m": mean_or_none(np.array([s.rot_deg_per_100m for s in segs])),
+        "n_segments": len(segs),
+    }
+
+
 def kitti_odometry_errors(
     gt_poses: np.ndarray,
     pred_poses: np.ndarray,
@@ -103,18 +112,10 @@ def kitti_odometry_errors(
     segs = kitti_segment_errors(gt_poses, pred_poses, segment_lengths_m, step_frames)
     path = float(trajectory_distances(gt_poses)[-1])
     lengths = [float(x) for x in segment_lengths_m]
-    per_length: Dict[float, Dict[str, object]] = {}
-    for length in lengths:
-        sel = [s for s in segs if s.length_m == length]
-        per_length[length] = {
-            "rte_pct": mean_or_none(np.array([s.trans_pct for s in sel])),
-            "rre_deg_per_100m": mean_or_none(np.array([s.rot_deg_per_100m for s in sel])),
-            "n_segments": len(sel),
-        }
+    per_length: Dict[float, Dict[str, object]] = {
+        length: _segment_means([s for s in segs if s.length_m == length]) for length in lengths}
     result: Dict[str, object] = {
-        "rte_pct": mean_or_none(np.array([s.trans_pct for s in segs])),
-        "rre_deg_per_100m": mean_or_none(np.array([s.rot_deg_per_100m for s in segs])),
-        "n_segments": len(segs),
+        **_segment_means(segs),
         "empty": not segs,
         "reason": "",
         "path_length_m": path,

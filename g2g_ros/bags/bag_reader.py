@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
-import numpy as np
 from rosbags.highlevel import AnyReader
 
 from g2g_ros.bags.typestore import METADATA_TOPIC, bag_typestore
@@ -101,26 +100,3 @@ def read_metadata(reader: AnyReader, where: str = "") -> Dict[str, object]:
         return json.loads(msgs[0][1].data) if msgs else {}
     except ValueError as exc:
         raise BagError(f"bag {where}: {METADATA_TOPIC} is not JSON: {exc}") from exc
-
-
-def pose_to_matrix(pose) -> np.ndarray:
-    """A (rosbags) ``geometry_msgs/Pose`` -> ``[4, 4]``."""
-    from g2g_model.geometry import quat_xyzw_to_matrix
-
-    T = np.eye(4)
-    q = pose.orientation
-    T[:3, :3] = quat_xyzw_to_matrix(np.array([q.x, q.y, q.z, q.w], dtype=np.float64))
-    T[:3, 3] = [pose.position.x, pose.position.y, pose.position.z]
-    return T
-
-
-def transform_to_matrix(transform) -> np.ndarray:
-    """A (rosbags) ``geometry_msgs/Transform`` -> ``[4, 4]``."""
-    from g2g_model.geometry import quat_xyzw_to_matrix
-
-    T = np.eye(4)
-    q = transform.rotation
-    T[:3, :3] = quat_xyzw_to_matrix(np.array([q.x, q.y, q.z, q.w], dtype=np.float64))
-    t = transform.translation
-    T[:3, 3] = [t.x, t.y, t.z]
-    return T

@@ -38,11 +38,11 @@ from g2g_ros.bags.typestore import (
     GT_BASE_FRAME, GT_ODOM_TOPIC, GT_WORLD_FRAME, METADATA_TOPIC, TF_STATIC_TOPIC, TF_TOPIC,
     bag_qos, bag_typestore,
 )
-from g2g_ros.dataset_player import camera_info_msg, drifted_odometry, image_msg
-from g2g_ros.image_conversion import rgb_to_compressed_fields
-from g2g_ros.node_common import to_stamp
-from g2g_ros.pose_msgs import matrix_to_pose_msg
-from g2g_ros.tf_buffer import make_tf_message, matrix_to_transform_stamped
+from g2g_ros.calibration import camera_info_msg
+from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
+from g2g_ros.dataset_publisher import drifted_odometry
+from g2g_ros.image_conversion import image_msg, rgb_to_compressed_fields
+from g2g_ros.tf_buffer import make_tf_message
 
 LOG = logging.getLogger(__name__)
 METADATA_KEY = "g2g.metadata"
@@ -53,7 +53,7 @@ class OdometrySource:
     """How the ``odom -> base_link`` input is derived from the ground truth.
 
     ``drift_per_m`` / ``yaw_drift_deg_per_m``: deterministic drift (see
-    :func:`g2g_ros.dataset_player.drifted_odometry`); ``noise_trans_m`` / ``noise_rot_deg``:
+    :func:`g2g_ros.dataset_publisher.drifted_odometry`); ``noise_trans_m`` / ``noise_rot_deg``:
     standard deviation of a seeded per-step perturbation (a random walk).
     """
 
@@ -203,7 +203,7 @@ def convert_trajectory(traj: str | Path, out: str | Path, compressed: bool = Fal
             msg.header.stamp = to_stamp(stamp)
             msg.header.frame_id = GT_WORLD_FRAME
             msg.child_frame_id = base_frame
-            matrix_to_pose_msg(gt[i], msg.pose.pose)
+            matrix_to_pose(gt[i], msg.pose.pose)
             write(c_gt, stamp, msg)
     except BaseException:
         writer.close()

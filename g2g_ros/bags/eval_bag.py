@@ -123,13 +123,12 @@ def _send_initial_pose(node, spin, stamp: int, map_T_base: np.ndarray) -> None:
     """Publish ``map_T_base`` at ``stamp`` on ``/initialpose`` (a few times, as RViz's tool)."""
     from geometry_msgs.msg import PoseWithCovarianceStamped
 
-    from g2g_ros.node_common import to_stamp
-    from g2g_ros.pose_msgs import matrix_to_pose_msg
+    from g2g_ros.conversions import matrix_to_pose, to_stamp
 
     msg = PoseWithCovarianceStamped()
     msg.header.frame_id = "map"
     msg.header.stamp = to_stamp(int(stamp))
-    matrix_to_pose_msg(map_T_base, msg.pose.pose)
+    matrix_to_pose(map_T_base, msg.pose.pose)
     pub = node.create_publisher(PoseWithCovarianceStamped, "/initialpose", 10)
     for _ in range(5):
         pub.publish(msg)

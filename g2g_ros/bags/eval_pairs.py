@@ -72,7 +72,7 @@ def relocalization_pairs(alignments: Sequence[object], query: FrameLookup, map_t
                          query_camera: str) -> List[FramesPair]:
     """One FramesPair per GroupAlignment (see the module docstring)."""
     from g2g_ros.bags.evaluation import alignment_camera
-    from g2g_ros.stamps import stamp_ns
+    from g2g_ros.conversions import stamp_ns
 
     pairs = []
     for msg in alignments:

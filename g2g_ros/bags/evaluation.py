@@ -34,11 +34,10 @@ from g2g_model.metrics import (
     kitti_odometry_errors, rotation_error_deg, summarize_pairs, translation_error_m,
 )
 from g2g_ros.bags.bag_reader import (
-    BagError, open_bag, pose_to_matrix, read_metadata, read_topic, require_topics,
-    transform_to_matrix,
+    BagError, open_bag, read_metadata, read_topic, require_topics,
 )
 from g2g_ros.bags.typestore import GT_ODOM_TOPIC, TF_STATIC_TOPIC, TF_TOPIC
-from g2g_ros.stamps import header_ns, stamp_ns
+from g2g_ros.conversions import header_ns, pose_to_matrix, stamp_ns, transform_to_matrix
 
 SHORT_SEGMENTS_M = (0.5, 1.0, 2.0, 4.0)
 SHORT_SEGMENTS_LABEL = ("KITTI-style over SHORT segments for simulator runs (not comparable "

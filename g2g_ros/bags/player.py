@@ -34,7 +34,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from g2g_ros.bags.bag_reader import BagError, iter_messages, open_bag
 from g2g_ros.bags.typestore import TF_STATIC_TOPIC, TF_TOPIC, is_latched
-from g2g_ros.node_common import stamp_ns, to_stamp
+from g2g_ros.conversions import stamp_ns, to_stamp
 
 LOG = logging.getLogger(__name__)
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")

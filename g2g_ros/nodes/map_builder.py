@@ -20,18 +20,19 @@ from typing import Optional
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 
+from g2g_model.data.rig import load_rig
 from g2g_model.map_building import MapBuilder
 from g2g_model.maps import G2GMap, map_save_path, save_map
-from g2g_ros.calibration import load_rig_calibration
 from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.diagnostics import diagnostic_status
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
-from g2g_ros.node_common import (
-    BACKBONE_WEIGHTS_DESCRIPTION, describe_model, diagnostic_status, load_pipeline, sensor_qos,
-    spin_node, steady_timer,
-)
+from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION, describe_model, load_pipeline
+from g2g_ros.qos import sensor_qos
+from g2g_ros.spinning import spin_node
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
+from g2g_ros.timers import steady_timer
 
 
 class MapBuilderNode(ManagedNode):
@@ -75,7 +76,7 @@ class MapBuilderNode(ManagedNode):
         self.tf_listener = TransformListener(self.tf_buffer, self)
         self.rig = None
         if self.p["extrinsics_source"] == "yaml":
-            self.rig = load_rig_calibration(self.p["calibration_file"])
+            self.rig = load_rig(self.p["calibration_file"], calibration=True)
         elif self.p["extrinsics_source"] != "tf_static":
             raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
                              f"got {self.p['extrinsics_source']!r}")
@@ -136,8 +137,7 @@ class MapBuilderNode(ManagedNode):
             self.report_input("map", f"max_keyframes={self.p['max_keyframes']} reached")
             return
         if self.rig is not None:
-            K, size = self.rig.camera(cam).K, self.rig.camera(cam).size
-            base_T_cam = self.rig.camera(cam).T_base_cam
+            K, size, base_T_cam = self.rig[cam].K, self.rig[cam].size, self.rig[cam].T_body_cam
         else:
             intr = self.inputs.intrinsics(cam)
             if intr is None:

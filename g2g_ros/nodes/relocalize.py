@@ -31,25 +31,29 @@ from typing import Optional
 import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 
+from g2g_model.data.rig import load_rig
 from g2g_model.localization.relocalizer import LocalizationResult, Relocalizer
 from g2g_model.localization.rig_views import RigViews
 from g2g_model.localization.verification import StructureVerifier
 from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps import MapError
-from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration
+from g2g_ros.calibration import format_rig_log_lines
 from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.managed_node import ManagedNode
-from g2g_ros.node_common import (StageTimes, describe_model, load_pipeline, spin_node,
-                                 steady_timer, to_stamp)
+from g2g_ros.model_loading import describe_model, load_pipeline
+from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameters, gate_config,
                                              selector_config, verify_cameras)
-from g2g_ros.nodes.verify_params import verifier_config
-from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
-from g2g_ros.pose_msgs import alignment_msg, pose_msg_to_matrix, relocalized_pose_msg
+from g2g_ros.nodes.verify_params import verifier_config
+from g2g_ros.pose_msgs import alignment_msg, relocalized_pose_msg
+from g2g_ros.spinning import spin_node
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer
 from g2g_ros.tf_listener import TransformListener
+from g2g_ros.timers import steady_timer
+from g2g_ros.worker import StageTimes
 
 STAGES = ("convert", "select", "g2g", "verify", "total")
 
@@ -113,8 +117,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             self.odom_sub = self.create_subscription(Odometry, p["odom_topic"],
                                                      self._on_odometry, 50)
         if p["extrinsics_source"] == "yaml":
-            self.rig = load_rig_calibration(p["calibration_file"])
-            self.rig.camera(self.camera)  # raises naming the camera if absent
+            self.rig = load_rig(p["calibration_file"], calibration=True)
+            self.rig[self.camera]  # raises naming the camera if absent
             for line in format_rig_log_lines(self.rig):
                 self.get_logger().info(line)
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization",
@@ -292,7 +296,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         if request.use_hint:
             try:  # the hint is base_link in the map; the engine takes the camera's pose
                 base_T_cam = self._camera_extrinsics()
-                hint = pose_msg_to_matrix(request.hint.pose.pose) @ (
+                hint = pose_to_matrix(request.hint.pose.pose) @ (
                     base_T_cam if base_T_cam is not None else np.eye(4))
             except ValueError as exc:
                 response.success, response.message = False, f"bad hint: {exc}"
@@ -316,7 +320,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         response.success, response.message = bool(outcome.accepted), outcome.message
         response.overlap_score = float(outcome.score)
         if outcome.accepted and outcome.current is not None:
-            from g2g_ros.tf_buffer import matrix_to_transform_stamped
+            from g2g_ros.conversions import matrix_to_transform_stamped
 
             response.map_to_odom = matrix_to_transform_stamped(
                 outcome.current, self.p["map_frame"], self.p["odom_frame"],

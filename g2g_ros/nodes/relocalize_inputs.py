@@ -18,8 +18,7 @@ from g2g_model.geometry import invert_pose
 from g2g_model.localization.correction import QueryFrame
 from g2g_model.localization.rig_views import RigView
 from g2g_ros.image_conversion import to_rgb
-from g2g_ros.node_common import stamp_ns, to_stamp
-from g2g_ros.pose_msgs import pose_msg_to_matrix
+from g2g_ros.conversions import pose_to_matrix, stamp_ns, to_stamp
 from g2g_ros.tf_buffer import ExtrapolationError, TFError
 
 
@@ -53,7 +52,7 @@ class QueryInputs:
         views = self.engine.views if self.engine is not None else None
         if views is None:
             return
-        intr = self.rig.camera(cam).K if self.rig is not None else (
+        intr = self.rig[cam].K if self.rig is not None else (
             self.inputs.intrinsics(cam) or (None,))[0]
         base_T_cam, base_T_reloc = self._camera_extrinsics(cam), self._camera_extrinsics()
         if intr is None or base_T_cam is None or base_T_reloc is None:
@@ -103,7 +102,7 @@ class QueryInputs:
         # An Odometry topic is stored as the odom->base_link edge of the TF buffer, which gives
         # interpolation at the image stamps for free.
         try:
-            pose = pose_msg_to_matrix(msg.pose.pose)
+            pose = pose_to_matrix(msg.pose.pose)
         except ValueError as exc:
             self.report_input("odometry", f"odometry message rejected: {exc}")
             return
@@ -114,7 +113,7 @@ class QueryInputs:
         # Like AMCL: an initial pose of base_link in the map becomes a provisional map->odom
         # (through the odometry at the message's stamp), which guides the search until a fix.
         try:
-            map_T_base = pose_msg_to_matrix(msg.pose.pose)
+            map_T_base = pose_to_matrix(msg.pose.pose)
         except ValueError as exc:
             self.report_input("initialpose", f"rejected: {exc}")
             return
@@ -163,7 +162,7 @@ class QueryInputs:
     def _camera_extrinsics(self, camera: Optional[str] = None) -> Optional[np.ndarray]:
         camera = camera or self.camera
         if self.rig is not None:
-            return self.rig.camera(camera).T_base_cam
+            return self.rig[camera].T_body_cam
         try:
             return self.tf_buffer.lookup_transform(
                 self.p["base_frame"], camera + self.p["camera_frame_suffix"], 0)
@@ -232,7 +231,7 @@ class QueryInputs:
         """``(K, size)`` of the camera, waiting up to ``tf_wait_s`` for a camera_info that is
         still in flight (it travels on its own topic, next to the first image)."""
         if self.rig is not None:
-            return self.rig.camera(self.camera).K, self.rig.camera(self.camera).size
+            return self.rig[self.camera].K, self.rig[self.camera].size
         deadline = time.monotonic() + self.p["tf_wait_s"]
         intr = self.inputs.intrinsics(self.camera)
         while intr is None and time.monotonic() < deadline:

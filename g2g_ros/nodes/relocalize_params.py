@@ -8,8 +8,9 @@ from typing import Dict
 
 from g2g_model.localization.correction import GateConfig
 from g2g_model.localization.window_selector import WINDOW_SCORERS, SelectorConfig
-from g2g_ros.node_common import BACKBONE_WEIGHTS_DESCRIPTION, sensor_qos
+from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION
 from g2g_ros.nodes.verify_params import declare_verify_parameters
+from g2g_ros.qos import sensor_qos
 
 
 def declare_parameters(node) -> None:

@@ -20,24 +20,28 @@ import time
 from typing import Dict, List, Optional
 
 import numpy as np
+from g2g_model.data.rig import load_rig
 from g2g_model.localization.rig_motion import RigMotionVerifier
-from g2g_ros.calibration import format_rig_log_lines, load_rig_calibration, rig_from_tf
+from g2g_ros.calibration import format_rig_log_lines, rig_from_tf
 from g2g_ros.camera_inputs import CameraInputs
+from g2g_ros.conversions import pose_to_matrix
 from g2g_ros.held_group import HeldGroup
 from g2g_ros.managed_node import ManagedNode
-from g2g_ros.node_common import (
-    StageTimes, describe_model, load_pipeline, sensor_qos, spin_node, steady_timer,
-)
+from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.rig_odometry_params import declare_parameters
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.odometry_core import RigFrames, RigOdometry
-from g2g_ros.pose_msgs import odometry_msg, pose_msg_to_matrix
+from g2g_ros.pose_msgs import odometry_msg
+from g2g_ros.qos import sensor_qos
 from g2g_ros.rig_frames import usable_images
 from g2g_ros.rig_status import publish_rig_status
 from g2g_ros.rig_sync import RigSynchronizer
+from g2g_ros.spinning import spin_node
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
+from g2g_ros.timers import steady_timer
+from g2g_ros.worker import StageTimes
 
 STAGES = ("convert", "encode", "g2g", "publish", "total")
 
@@ -75,7 +79,8 @@ class RigOdometryNode(ManagedNode):
         # The newest group that arrived before the calibration (see g2g_ros.held_group).
         self.held = HeldGroup(lambda reason: self.drops.update([reason]))
         self._held_timer = None
-        self._declare_parameters()
+        declare_parameters(self)  # ranges are enforced by rclpy on every set (g2g_ros.parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
         from diagnostic_msgs.msg import DiagnosticArray
 
         from g2g_msgs.msg import EstimatorStatus
@@ -88,11 +93,6 @@ class RigOdometryNode(ManagedNode):
         self.start_lifecycle()
 
     # ------------------------------------------------------------------ parameters
-    def _declare_parameters(self) -> None:
-        declare_parameters(self)
-        # Ranges are enforced by rclpy on every set (see g2g_ros.parameters).
-        self.add_post_set_parameters_callback(self._apply_parameters)
-
     def _apply_parameters(self, params) -> None:
         # Called after a successful set: the two parameters that apply at once.
         for p in params:
@@ -116,7 +116,7 @@ class RigOdometryNode(ManagedNode):
         self.tf_buffer = TFBuffer()
         self.tf_listener = TransformListener(self.tf_buffer, self)
         if p["extrinsics_source"] == "yaml":
-            self.rig = load_rig_calibration(p["calibration_file"])
+            self.rig = load_rig(p["calibration_file"], calibration=True)
             missing = [c for c in cams if c not in self.rig.names]
             if missing:
                 raise ValueError(f"calibration {p['calibration_file']} lacks cameras {missing}")
@@ -216,7 +216,7 @@ class RigOdometryNode(ManagedNode):
         # camera_info before a re-activation, whose first group must not wait for it).
         intr = None if self.p["extrinsics_source"] == "yaml" else self.inputs.intrinsics(cam)
         if intr is None and self.rig is not None and cam in self.rig.names:
-            c = self.rig.camera(cam)
+            c = self.rig[cam]
             return c.K, c.size
         return intr
 
@@ -284,7 +284,7 @@ class RigOdometryNode(ManagedNode):
         t0 = time.perf_counter()
         if self.odometry is None:
             self.odometry = RigOdometry(
-                self._estimate, {c.name: c.T_base_cam for c in self.rig.cameras},
+                self._estimate, {c.name: c.T_body_cam for c in self.rig.cameras},
                 keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"],
                 verifier=self.verifier, defer=self._behind,
                 max_deferred=self.p["verify_max_deferred"])
@@ -377,7 +377,7 @@ class RigOdometryNode(ManagedNode):
 
     def _srv_reset_to_pose(self, request, response):
         try:
-            pose = pose_msg_to_matrix(request.pose.pose)
+            pose = pose_to_matrix(request.pose.pose)
         except ValueError as exc:
             response.success, response.message = False, str(exc)
             return response

@@ -5,7 +5,7 @@ configure, settable while unconfigured, see :class:`~g2g_ros.managed_node.Manage
 from __future__ import annotations
 
 from g2g_model.localization.rig_motion import RIG_DEFAULTS
-from g2g_ros.node_common import BACKBONE_WEIGHTS_DESCRIPTION
+from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION
 from g2g_ros.nodes.verify_params import declare_verify_parameters
 
 

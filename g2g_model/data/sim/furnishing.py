@@ -73,6 +73,22 @@ _WALL_KINDS = ("cabinet", "shelf", "sofa", "table")
 _FREE_KINDS = ("table", "pillar", "cabinet")
 
 
+def _add_object(out: dict, boxes: list, mat: int, room: int, kind: str, g_lo: np.ndarray,
+                g_hi: np.ndarray) -> None:
+    """Append one object to the scene: its world boxes (one material) and its group (bounds
+    ``g_lo``/``g_hi``, room, and the top that small objects may stand on)."""
+    group = len(out["group_lo"])
+    for b_lo, b_hi in boxes:
+        out["box_lo"].append(b_lo)
+        out["box_hi"].append(b_hi)
+        out["box_group"].append(group)
+        out["box_mat"].append(mat)
+    out["group_lo"].append(g_lo)
+    out["group_hi"].append(g_hi)
+    out["group_room"].append(room)
+    out["group_top"].append((kind, g_lo, g_hi))
+
+
 def place_furniture(rng: np.random.Generator, room: int, lo: np.ndarray, hi: np.ndarray,
                     doors: list[Door], count: int, mats: Materials, out: dict) -> None:
     keepout = []
@@ -135,17 +151,7 @@ def place_furniture(rng: np.random.Generator, room: int, lo: np.ndarray, hi: np.
                 continue
             if any(overlaps(p_lo, p_hi) for p_lo, p_hi in placed):
                 continue
-            group = len(out["group_lo"])
-            mat = mats.add(rng, _OBJ_TEX, pale=False)
-            for w_lo, w_hi in world:
-                out["box_lo"].append(w_lo)
-                out["box_hi"].append(w_hi)
-                out["box_group"].append(group)
-                out["box_mat"].append(mat)
-            out["group_lo"].append(g_lo)
-            out["group_hi"].append(g_hi)
-            out["group_room"].append(room)
-            out["group_top"].append((kind, g_lo, g_hi))
+            _add_object(out, world, mats.add(rng, _OBJ_TEX, pale=False), room, kind, g_lo, g_hi)
             placed.append((g_lo[:2], g_hi[:2]))
             break
 
@@ -203,17 +209,9 @@ def place_small_objects(rng: np.random.Generator, tops: list, mats: Materials, o
         z = g_hi[2]
         mat = mats.add(rng, _OBJ_TEX, pale=False)
         if rng.random() < 0.5:
-            group = len(out["group_lo"])
             lo = np.array([x, y, z])
             hi = np.array([x + size, y + size, z + rng.uniform(0.1, 0.4)])
-            out["box_lo"].append(lo)
-            out["box_hi"].append(hi)
-            out["box_group"].append(group)
-            out["box_mat"].append(mat)
-            out["group_lo"].append(lo)
-            out["group_hi"].append(hi)
-            out["group_room"].append(room)
-            out["group_top"].append(("small", lo, hi))
+            _add_object(out, [(lo, hi)], mat, room, "small", lo, hi)
         else:
             r = size / 2
             out["sph_center"].append(np.array([x + r, y + r, z + r]))

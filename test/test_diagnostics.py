@@ -1,8 +1,8 @@
-"""Shared node pieces without ROS traffic: rate-limited problem logging (issue 22, item 7)."""
+"""A node's diagnostics without ROS traffic: rate-limited problem logging (issue 22, item 7)."""
 
 import time
 
-from g2g_ros.node_common import ProblemLog
+from g2g_ros.diagnostics import ProblemLog
 
 
 def test_problem_log_says_when_to_log_and_counts_the_rest():

@@ -1,4 +1,5 @@
-"""`g2g-play-dataset TRAJ`: publish a dataset trajectory (g2g_model.data format) on ROS topics.
+"""`g2g-play-dataset TRAJ`: publish a dataset trajectory (g2g_model.data format) on ROS topics,
+live, as the robot's drivers would (a bag is replayed by `g2g-bag play`, g2g_ros/bags/player.py).
 
 Per frame: ``<cam>/image_raw`` + ``<cam>/camera_info`` for every camera, TF
 ``<odom_frame> -> <base_frame>`` (the trajectory relative to its first pose, optionally with a
@@ -8,7 +9,7 @@ simulated odometry drift), and the ground truth as ``nav_msgs/Odometry`` on
 ``use_sim_time`` nodes and keeps the dataset's own stamps; otherwise stamps are shifted to start
 at the current wall time.
 
-Used by the integration tests and the demo; `g2g-bag play` does the same from an MCAP bag.
+Used by the integration tests and the demo.
 """
 
 from __future__ import annotations
@@ -25,37 +26,10 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
-from g2g_ros.image_conversion import rgb_to_image_fields
-from g2g_ros.node_common import to_stamp
-from g2g_ros.pose_msgs import matrix_to_pose_msg
+from g2g_ros.calibration import camera_info_msg
+from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
+from g2g_ros.image_conversion import image_msg
 from g2g_ros.tf_broadcaster import TransformBroadcaster
-from g2g_ros.tf_buffer import matrix_to_transform_stamped
-
-
-def camera_info_msg(K: np.ndarray, width: int, height: int, frame_id: str, stamp_ns: int):
-    from sensor_msgs.msg import CameraInfo
-
-    info = CameraInfo()
-    info.header.stamp = to_stamp(stamp_ns)
-    info.header.frame_id = frame_id
-    info.width, info.height = int(width), int(height)
-    info.distortion_model = "plumb_bob"
-    info.d = [0.0] * 5
-    info.k = [float(v) for v in np.asarray(K, float).reshape(-1)]
-    info.r = [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0]
-    P = np.zeros((3, 4))
-    P[:, :3] = K
-    info.p = [float(v) for v in P.reshape(-1)]
-    return info
-
-
-def image_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, encoding: str = "rgb8"):
-    from sensor_msgs.msg import Image
-
-    msg = Image(**rgb_to_image_fields(rgb, encoding))
-    msg.header.stamp = to_stamp(stamp_ns)
-    msg.header.frame_id = frame_id
-    return msg
 
 
 def drifted_odometry(world_T_body: np.ndarray, drift_per_m: float = 0.0,
@@ -76,7 +50,7 @@ def drifted_odometry(world_T_body: np.ndarray, drift_per_m: float = 0.0,
     return np.stack(out)
 
 
-class DatasetPlayer(Node):
+class DatasetPublisher(Node):
     """Publishes one trajectory frame per timer tick (see the module docstring)."""
 
     def __init__(self, path: str, rate_hz: float = 10.0, odom_frame: str = "odom",
@@ -158,7 +132,7 @@ class DatasetPlayer(Node):
         gt.header.stamp = to_stamp(stamp)
         gt.header.frame_id = "gt_world"
         gt.child_frame_id = self.base_frame
-        matrix_to_pose_msg(self.gt[k], gt.pose.pose)
+        matrix_to_pose(self.gt[k], gt.pose.pose)
         self.gt_pub.publish(gt)
         self.published += 1
 
@@ -211,10 +185,11 @@ def main(argv=None) -> int:
     rclpy.init(args=[sys.argv[0]] + ros_args)
     node = None
     try:
-        node = DatasetPlayer(opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock,
-                             opts.loop, opts.drift, opts.yaw_drift, opts.encoding, opts.cameras,
-                             opts.start, opts.count, opts.stride, opts.corrupt_encoding,
-                             opts.wait_subscribers, opts.future_frames, opts.future_offset)
+        node = DatasetPublisher(
+            opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock, opts.loop,
+            opts.drift, opts.yaw_drift, opts.encoding, opts.cameras, opts.start, opts.count,
+            opts.stride, opts.corrupt_encoding, opts.wait_subscribers, opts.future_frames,
+            opts.future_offset)
         while rclpy.ok() and not (opts.exit_when_done and node.finished):
             rclpy.spin_once(node, timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):
