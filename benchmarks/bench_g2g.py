@@ -115,7 +115,8 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
             break
     base = statistics.median(times[0])
     lines = ["## Whole predictions, 5+5 frames of 224x224 simulator images (round-robin)",
-             "| checkpoint | backbone | image px | bf16 | median ms | min ms | runs | vs default |",
+             "| checkpoint | backbone | image px | bf16 | median ms | min ms | runs "
+             "| vs default |",
              "|---|---|---|---|---|---|---|---|"]
     for name, pipe, row in zip(names, pipes, times):
         cfg = (pipe.header or {}).get("backbone", {}).get("config", {})
