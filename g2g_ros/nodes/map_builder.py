@@ -73,7 +73,7 @@ class MapBuilderNode(ManagedNode):
 
         sensor_qos(self.p["sensor_qos_reliability"])  # raises naming a bad value
         self.tf_buffer = TFBuffer(cache_duration_ns=30 * 10**9)
-        self.tf_listener = TransformListener(self.tf_buffer, self)
+        self.tf_listener = self.owned(TransformListener(self.tf_buffer, self))
         self.rig = None
         if self.p["extrinsics_source"] == "yaml":
             self.rig = load_rig(self.p["calibration_file"], calibration=True)
@@ -85,38 +85,33 @@ class MapBuilderNode(ManagedNode):
         self.builder = MapBuilder(self.pipeline, self.p["min_translation_m"],
                                   self.p["min_rotation_deg"], self.p["max_keyframes"])
         group = ReentrantCallbackGroup()
-        self.srvs = [
-            self.create_service(SaveMap, "~/save_map", self._srv_save, callback_group=group),
-            self.create_service(Trigger, "~/clear", self._srv_clear, callback_group=group)]
+        self.srvs = [self.owned(self.create_service(SaveMap, "~/save_map", self._srv_save,
+                                                    callback_group=group)),
+                     self.owned(self.create_service(Trigger, "~/clear", self._srv_clear,
+                                                    callback_group=group))]
         self.start_worker("g2g_map_builder", maxlen=32, on_error=self._on_error)
 
     def activate(self) -> None:
-        self.inputs = CameraInputs(self, list(self.p["cameras"]), self._on_image,
-                                   self.p["image_topic"], self.p["camera_info_topic"],
-                                   self.p["use_compressed"], self.p["sensor_qos_reliability"],
-                                   max_ahead_s=self.p["max_stamp_ahead_s"],
-                                   on_reject=lambda cam, why: self.report_input(
-                                       f"camera {cam}", why))
+        # Owned: the base unsubscribes them at deactivate (the object stays, a job in
+        # progress may read its intrinsics).
+        self.inputs = self.owned(CameraInputs(
+            self, list(self.p["cameras"]), self._on_image, self.p["image_topic"],
+            self.p["camera_info_topic"], self.p["use_compressed"],
+            self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
+            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why)))
         self.get_logger().info(
             f"recording keyframes of {list(self.p['cameras'])} in frame {self.p['map_frame']}; "
             f"encoder of {describe_model(self.pipeline, self.p['checkpoint'], 'relocalization')}")
 
     def deactivate(self) -> None:
-        # Recording pauses; the keyframes are kept and ~/save_map still works.
-        if self.inputs is not None:
-            self.inputs.destroy()  # the object stays: a job in progress may read intrinsics
+        # Recording pauses (the base unsubscribed the inputs); the keyframes are kept and
+        # ~/save_map still works.
         if self.worker is not None:
             self.worker.discard(("frame",))
             self.worker.wait_idle(timeout=30.0)
 
     def cleanup(self) -> None:
-        self.stop_worker()
-        if self.inputs is not None:
-            self.inputs.destroy()
-        for srv in self.srvs:
-            self.destroy_service(srv)
-        if self.tf_listener is not None:
-            self.tf_listener.destroy()
+        # The worker, services and TF listener were destroyed by the base.
         self.srvs, self.inputs, self.tf_listener = [], None, None
         self.pipeline = self.rig = self.tf_buffer = self.builder = None
 
