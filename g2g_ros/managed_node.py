@@ -42,7 +42,8 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 
 from g2g_ros.diagnostics import NodeLogBridge, ProblemLog
 from g2g_ros.owned_resources import OwnedResources
-from g2g_ros.parameters import declare_checked, descriptor, ints_as_doubles, type_problem
+from g2g_ros.parameters import (declare_checked, declare_fields, descriptor, ints_as_doubles,
+                                read_fields, type_problem)
 from g2g_ros.spinning import shutting_down
 from g2g_ros.worker import Worker
 
@@ -53,8 +54,9 @@ AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
 class ManagedNode(LifecycleNode):
     """A lifecycle node whose transitions call ``configure / activate / deactivate / cleanup``.
 
-    Subclasses call :meth:`declare` for their parameters and :meth:`start_lifecycle` at the end
-    of their constructor. ``self.p`` holds the parameter values (re-read before every configure).
+    Subclasses call :meth:`declare_params` with their parameter dataclass and
+    :meth:`start_lifecycle` at the end of their constructor. ``self.p`` holds the parameter
+    values by name, ``self.params`` as the dataclass (both re-read before every configure).
     """
 
     def __init__(self, node_name: str, **kwargs):
@@ -70,6 +72,8 @@ class ManagedNode(LifecycleNode):
         self.resources = OwnedResources(self, lambda text: self.get_logger().error(text))
         self._until = "cleanup"  # what owned() defaults to: "deactivate" while activate() runs
         self.p: Dict[str, Any] = {}
+        self._params_type = None  # the parameter dataclass of declare_params
+        self.params: Any = None
         self._at_configure: List[str] = []
         self._doubles: List[str] = []
         self._defaults: Dict[str, Any] = {}
@@ -116,23 +120,13 @@ class ManagedNode(LifecycleNode):
         self.p[name] = value
         return value
 
-    def declare_camera_params(self) -> None:
-        """The camera-input and extrinsics parameters every node of this package has (all read
-        at configure)."""
-        d = self.declare
-        d("image_topic", "image_raw", "image topic under each camera", True)
-        d("camera_info_topic", "camera_info", "camera_info topic under each camera", True)
-        d("use_compressed", False,
-          "subscribe sensor_msgs/CompressedImage (<image_topic>/compressed)", True)
-        d("sensor_qos_reliability", "best_effort",
-          "QoS of the camera streams: best_effort or reliable", True)
-        d("base_frame", "base_link", "robot body frame (REP-105)", True)
-        d("camera_frame_suffix", "_optical_frame",
-          "optical frame of camera c is <c><suffix> in TF", True)
-        d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
-        d("calibration_file", "", "YAML rig calibration (extrinsics_source=yaml)", True)
-        d("max_stamp_ahead_s", 10.0, "drop (and count) images stamped further ahead of the ROS "
-          "time (0 = off)", True, value_range=(0.0, 1e6))
+    def declare_params(self, params_type) -> None:
+        """Declare every field of the node's parameter dataclass (:func:`g2g_ros.parameters.
+        param` fields); ``self.params`` is then an instance of it, re-read at every configure
+        (``self.p`` holds the same values by name)."""
+        declare_fields(self, params_type)
+        self._params_type = params_type
+        self.params = read_fields(self.p, params_type)
 
     def _refuse_configure_time_changes(self, params) -> SetParametersResult:
         if self.configured:
@@ -165,6 +159,8 @@ class ManagedNode(LifecycleNode):
             raise ValueError("; ".join(self.param_problems.values()))
         for name in list(self.p):
             self.p[name] = self.get_parameter(name).value
+        if self._params_type is not None:
+            self.params = read_fields(self.p, self._params_type)
 
     # ------------------------------------------------------------------ resources
     def owned(self, resource: Any, until: Optional[str] = None, destroy=None) -> Any:

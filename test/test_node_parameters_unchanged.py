@@ -70,3 +70,28 @@ def test_node_parameters_are_unchanged():
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     FIXTURE.write_text(json.dumps(declared_by_every_node(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {FIXTURE}")
+
+
+def test_params_dataclass_is_read_back_at_configure():
+    from rclpy.lifecycle import TransitionCallbackReturn as R
+    from rclpy.parameter import Parameter
+
+    from g2g_ros.nodes.map_builder import MapBuilderNode, MapBuilderParams
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        node = MapBuilderNode(context=ctx, namespace="g2g_param_read", parameter_overrides=[
+            Parameter("autostart", value=False), Parameter("max_keyframes", value=7)])
+        try:
+            assert isinstance(node.params, MapBuilderParams)
+            assert node.params.max_keyframes == 7 and node.params.cameras == ["cam0"]
+            assert node.set_parameters([Parameter("map_frame", value="world")])[0].successful
+            assert node.trigger_configure() == R.SUCCESS  # the parameters are re-read
+            assert node.params.map_frame == "world" and node.params.max_keyframes == 7
+            assert {k: v for k, v in node.p.items() if k != "autostart"} == {
+                f: getattr(node.params, f) for f in vars(node.params)}
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)

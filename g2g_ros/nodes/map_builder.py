@@ -16,7 +16,8 @@ true) does configure + activate at start-up.
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from dataclasses import dataclass
+from typing import List, Optional
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 
@@ -28,11 +29,32 @@ from g2g_ros.diagnostics import diagnostic_status
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION, describe_model, load_pipeline
+from g2g_ros.nodes.camera_params import CameraParams
+from g2g_ros.parameters import param
 from g2g_ros.qos import sensor_qos
 from g2g_ros.spinning import spin_node
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 from g2g_ros.timers import steady_timer
+
+
+@dataclass
+class MapBuilderParams(CameraParams):
+    """Every parameter of the map_builder node (read at configure, settable while
+    unconfigured, see ManagedNode; ranges enforced by rclpy)."""
+
+    cameras: List[str] = param(["cam0"], "cameras to record")
+    map_frame: str = param("map", "frame the keyframe poses are expressed in")
+    min_translation_m: float = param(0.2, "keyframe spacing (translation)",
+                                     value_range=(0.0, 1000.0))
+    min_rotation_deg: float = param(10.0, "keyframe spacing (rotation)",
+                                    value_range=(0.0, 180.0))
+    max_keyframes: int = param(20000, "stop recording beyond this", value_range=(1, 10_000_000))
+    checkpoint: str = param("", "G2G checkpoint whose backbone encodes the map")
+    backbone_weights: str = param("", BACKBONE_WEIGHTS_DESCRIPTION)
+    device: str = param("cpu", "torch device")
+    status_period_s: float = param(1.0, "status/diagnostics period", fixed=True,
+                                   value_range=(0.05, 3600.0))
 
 
 class MapBuilderNode(ManagedNode):
@@ -44,22 +66,7 @@ class MapBuilderNode(ManagedNode):
         self.frames_seen = 0
         self.pipeline = self.rig = self.tf_buffer = self.tf_listener = self.inputs = None
         self.srvs: list = []
-        # A 4th argument True: read at configure (settable while unconfigured, see ManagedNode).
-        self.declare_camera_params()
-        d = self.declare
-        d("cameras", ["cam0"], "cameras to record", True)
-        d("map_frame", "map", "frame the keyframe poses are expressed in", True)
-        d("min_translation_m", 0.2, "keyframe spacing (translation)", True,
-          value_range=(0.0, 1000.0))
-        d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True,
-          value_range=(0.0, 180.0))
-        d("max_keyframes", 20000, "stop recording beyond this", True,
-          value_range=(1, 10_000_000))
-        d("checkpoint", "", "G2G checkpoint whose backbone encodes the map", True)
-        d("backbone_weights", "", BACKBONE_WEIGHTS_DESCRIPTION, True)
-        d("device", "cpu", "torch device", True)
-        d("status_period_s", 1.0, "status/diagnostics period", fixed=True,
-          value_range=(0.05, 3600.0))
+        self.declare_params(MapBuilderParams)
         from diagnostic_msgs.msg import DiagnosticArray
 
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)

@@ -43,7 +43,7 @@ from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
-from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameters, gate_config,
+from g2g_ros.nodes.relocalize_params import (RelocalizeParams, check_parameters, gate_config,
                                              selector_config, verify_cameras)
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
 from g2g_ros.nodes.verify_params import verifier_config
@@ -79,7 +79,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self.odom_sub = None
         # Created by activate(), its subscriptions destroyed by the base at deactivate.
         self.inputs: Optional[CameraInputs] = None
-        declare_parameters(self)
+        self.declare_params(RelocalizeParams)
         from diagnostic_msgs.msg import DiagnosticArray
 
         from g2g_msgs.msg import EstimatorStatus

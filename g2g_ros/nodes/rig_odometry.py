@@ -28,7 +28,7 @@ from g2g_ros.conversions import pose_to_matrix
 from g2g_ros.held_group import HeldGroup
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import describe_model, load_pipeline
-from g2g_ros.nodes.rig_odometry_params import declare_parameters
+from g2g_ros.nodes.rig_odometry_params import RigOdometryParams
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import odometry_msg
@@ -80,7 +80,7 @@ class RigOdometryNode(ManagedNode):
         # The newest group that arrived before the calibration (see g2g_ros.held_group).
         self.held = HeldGroup(lambda reason: self.drops.update([reason]))
         self._held_timer = None
-        declare_parameters(self)  # ranges are enforced by rclpy on every set (g2g_ros.parameters)
+        self.declare_params(RigOdometryParams)  # ranges enforced by rclpy (g2g_ros.parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
         from diagnostic_msgs.msg import DiagnosticArray
 
