@@ -109,3 +109,47 @@ def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
         level=level, name=name, message=message, hardware_id=hardware_id,
         values=[KeyValue(key=str(k), value=str(v)) for k, v in values.items()],
     )
+
+
+def publish_estimator_status(node, state: int, text: str, values: dict, cameras,
+                             processed: int, dropped: int, diag_name: str,
+                             hardware_id: str, warn_states=(), stale: bool = False) -> None:
+    """Publish ``~/status`` (EstimatorStatus) and one ``/diagnostics`` entry of a
+    :class:`~g2g_ros.managed_node.ManagedNode`.
+
+    ``text`` gets the recent problems appended, ``values`` (the node's own key/values,
+    state first) the stage latencies and the problems. The level is OK for STATE_OK, WARN
+    for STATE_DEGRADED and ``warn_states``, ERROR otherwise, then the node's
+    ``lifecycle_level``; ``stale`` (an active node whose inputs went quiet) makes it STALE.
+    Uses the node's ``status_pub``, ``diag_pub`` and ``stages``.
+    """
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    from g2g_msgs.msg import EstimatorStatus
+
+    problems = node.problems.recent()
+    if problems:
+        text += ": " + "; ".join(f"{k}: {m}" for k, m in problems)
+    now = node.get_clock().now().to_msg()
+    stages = node.stages.snapshot()
+    status = EstimatorStatus(state=state, message=text, cameras_used=list(cameras),
+                             groups_processed=processed, groups_dropped=dropped,
+                             stage_names=list(stages),
+                             stage_latency_ms=[float(v) for v in stages.values()])
+    status.header.stamp = now
+    node.status_pub.publish(status)
+    values = dict(values)
+    for name, ms in stages.items():
+        values[f"latency {name}_ms"] = f"{ms:.1f}"
+    for key, msg in problems:
+        values[f"problem {key}"] = msg
+    warn = (EstimatorStatus.STATE_DEGRADED, *warn_states)
+    level = (DiagnosticStatus.OK if state == EstimatorStatus.STATE_OK
+             else DiagnosticStatus.WARN if state in warn else DiagnosticStatus.ERROR)
+    if stale and node.active:
+        level = DiagnosticStatus.STALE
+    arr = DiagnosticArray()
+    arr.header.stamp = now
+    arr.status = [diagnostic_status(f"{node.get_name()}: {diag_name}", hardware_id,
+                                    node.lifecycle_level(level), text, values)]
+    node.diag_pub.publish(arr)

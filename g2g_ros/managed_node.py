@@ -12,9 +12,14 @@ node implements, and makes every transition safe:
   up in ``unconfigured`` so that it can be configured again, e.g. after ``ros2 param set``.
 * ``activate()``: subscribe the inputs, start the timers. Lifecycle publishers are enabled by
   the base before the hook runs.
-* ``deactivate()``: stop the inputs and timers; the node keeps its state (pose, map, buffers).
-  The base then disables the lifecycle publishers, so nothing is published while inactive.
-* ``cleanup()``: release what ``configure()`` created and forget the state.
+* ``deactivate()``: drain queued work; the node keeps its state (pose, map, buffers). The base
+  then disables the lifecycle publishers, so nothing is published while inactive.
+* ``cleanup()``: forget the state.
+
+The hooks destroy nothing themselves: what ``configure()`` / ``activate()`` create goes through
+:meth:`ManagedNode.owned` (:mod:`g2g_ros.owned_resources`), and the base destroys it, newest
+first, before the ``deactivate()`` hook (made by ``activate()``) or the ``cleanup()`` hook (made
+by ``configure()``), and on a failed configure / activate and at shutdown.
 
 ``on_shutdown`` runs ``deactivate`` / ``cleanup`` as needed. Status and ``/diagnostics`` are
 ordinary publishers: a node reports its health (and why it is not configured) in every state.
@@ -35,8 +40,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from g2g_ros.diagnostics import NodeLogBridge, ProblemLog, diagnostic_status
-from g2g_ros.parameters import declare_checked, descriptor, ints_as_doubles, type_problem
+from g2g_ros.diagnostics import NodeLogBridge, ProblemLog
+from g2g_ros.owned_resources import OwnedResources
+from g2g_ros.parameters import (declare_checked, declare_fields, descriptor, ints_as_doubles,
+                                read_fields, type_problem)
 from g2g_ros.spinning import shutting_down
 from g2g_ros.worker import Worker
 
@@ -47,8 +54,9 @@ AT_CONFIGURE_NOTE = ("read at configure; refused while the node is configured "
 class ManagedNode(LifecycleNode):
     """A lifecycle node whose transitions call ``configure / activate / deactivate / cleanup``.
 
-    Subclasses call :meth:`declare` for their parameters and :meth:`start_lifecycle` at the end
-    of their constructor. ``self.p`` holds the parameter values (re-read before every configure).
+    Subclasses call :meth:`declare_params` with their parameter dataclass and
+    :meth:`start_lifecycle` at the end of their constructor. ``self.p`` holds the parameter
+    values by name, ``self.params`` as the dataclass (both re-read before every configure).
     """
 
     def __init__(self, node_name: str, **kwargs):
@@ -61,7 +69,11 @@ class ManagedNode(LifecycleNode):
         self.lifecycle_state = "unconfigured"
         self.last_failure = ""  # why the last configure/activate failed, until one succeeds
         self.worker: Optional[Worker] = None
+        self.resources = OwnedResources(self, lambda text: self.get_logger().error(text))
+        self._until = "cleanup"  # what owned() defaults to: "deactivate" while activate() runs
         self.p: Dict[str, Any] = {}
+        self._params_type = None  # the parameter dataclass of declare_params
+        self.params: Any = None
         self._at_configure: List[str] = []
         self._doubles: List[str] = []
         self._defaults: Dict[str, Any] = {}
@@ -108,23 +120,13 @@ class ManagedNode(LifecycleNode):
         self.p[name] = value
         return value
 
-    def declare_camera_params(self) -> None:
-        """The camera-input and extrinsics parameters every node of this package has (all read
-        at configure)."""
-        d = self.declare
-        d("image_topic", "image_raw", "image topic under each camera", True)
-        d("camera_info_topic", "camera_info", "camera_info topic under each camera", True)
-        d("use_compressed", False,
-          "subscribe sensor_msgs/CompressedImage (<image_topic>/compressed)", True)
-        d("sensor_qos_reliability", "best_effort",
-          "QoS of the camera streams: best_effort or reliable", True)
-        d("base_frame", "base_link", "robot body frame (REP-105)", True)
-        d("camera_frame_suffix", "_optical_frame",
-          "optical frame of camera c is <c><suffix> in TF", True)
-        d("extrinsics_source", "tf_static", "camera extrinsics from 'tf_static' or 'yaml'", True)
-        d("calibration_file", "", "YAML rig calibration (extrinsics_source=yaml)", True)
-        d("max_stamp_ahead_s", 10.0, "drop (and count) images stamped further ahead of the ROS "
-          "time (0 = off)", True, value_range=(0.0, 1e6))
+    def declare_params(self, params_type) -> None:
+        """Declare every field of the node's parameter dataclass (:func:`g2g_ros.parameters.
+        param` fields); ``self.params`` is then an instance of it, re-read at every configure
+        (``self.p`` holds the same values by name)."""
+        declare_fields(self, params_type)
+        self._params_type = params_type
+        self.params = read_fields(self.p, params_type)
 
     def _refuse_configure_time_changes(self, params) -> SetParametersResult:
         if self.configured:
@@ -157,6 +159,20 @@ class ManagedNode(LifecycleNode):
             raise ValueError("; ".join(self.param_problems.values()))
         for name in list(self.p):
             self.p[name] = self.get_parameter(name).value
+        if self._params_type is not None:
+            self.params = read_fields(self.p, self._params_type)
+
+    # ------------------------------------------------------------------ resources
+    def owned(self, resource: Any, until: Optional[str] = None, destroy=None) -> Any:
+        """Record ``resource`` (returned) for the base to destroy at ``until``: ``"cleanup"``
+        (the default in ``configure()``) or ``"deactivate"`` (the default in ``activate()``).
+        ``destroy``: a callable doing it, else it goes by the resource's kind
+        (:func:`g2g_ros.owned_resources.destroyer`)."""
+        return self.resources.add(resource, until or self._until, destroy)
+
+    def _end(self, until: str, hook) -> None:
+        self.resources.release(until)  # each destroy guarded and logged
+        self._release(hook)
 
     # ------------------------------------------------------------------ hooks
     def configure(self) -> None:
@@ -166,10 +182,11 @@ class ManagedNode(LifecycleNode):
         """Subscribe inputs and start timers."""
 
     def deactivate(self) -> None:
-        """Stop inputs and timers, keep the state."""
+        """After the base destroyed what activate() owned: drain work, keep the state."""
 
     def cleanup(self) -> None:
-        """Release what configure() created (must tolerate a half-done configure)."""
+        """After the base destroyed what configure() owned: forget the state (must tolerate a
+        half-done configure)."""
 
     # ------------------------------------------------------------------ start-up
     def start_lifecycle(self) -> None:
@@ -204,7 +221,7 @@ class ManagedNode(LifecycleNode):
             self.configure()
         except Exception as exc:
             self._failed("configure", exc)
-            self._release(self.cleanup)
+            self._end("cleanup", self.cleanup)
             return TransitionCallbackReturn.FAILURE
         self.configured = True
         self.lifecycle_state = "inactive"
@@ -216,12 +233,16 @@ class ManagedNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         super().on_activate(state)  # enables the lifecycle publishers
         try:
+            self._until = "deactivate"
             self.activate()
         except Exception as exc:
             self._failed("activate", exc)
-            self._release(self.deactivate)
+            self._end("deactivate", self.deactivate)
             super().on_deactivate(state)
             return TransitionCallbackReturn.FAILURE
+        finally:
+            self._until = "cleanup"
+
         self.active = True
         self.lifecycle_state = "active"
         self.last_failure = ""
@@ -230,13 +251,13 @@ class ManagedNode(LifecycleNode):
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.active = False
-        self._release(self.deactivate)
+        self._end("deactivate", self.deactivate)
         self.lifecycle_state = "inactive"
         self.get_logger().info("deactivated (inactive): outputs stopped, state kept")
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release(self.cleanup)
+        self._end("cleanup", self.cleanup)
         self.configured = False
         self.lifecycle_state = "unconfigured"
         self.get_logger().info("cleaned up (unconfigured)")
@@ -258,11 +279,11 @@ class ManagedNode(LifecycleNode):
     def _shut_down(self) -> None:
         if self.active:
             self.active = False
-            self._release(self.deactivate)
+            self._end("deactivate", self.deactivate)
             super().on_deactivate(None)
         if self.configured:
             self.configured = False
-            self._release(self.cleanup)
+            self._end("cleanup", self.cleanup)
         self.lifecycle_state = "finalized"
 
     # ------------------------------------------------------------------ time and bad input
@@ -329,48 +350,6 @@ class ManagedNode(LifecycleNode):
             return level
         return DiagnosticStatus.ERROR if self.last_failure else DiagnosticStatus.WARN
 
-    def publish_estimator_status(self, state: int, text: str, values: dict, cameras,
-                                 processed: int, dropped: int, diag_name: str,
-                                 hardware_id: str, warn_states=(), stale: bool = False) -> None:
-        """Publish ``~/status`` (EstimatorStatus) and one ``/diagnostics`` entry.
-
-        ``text`` gets the recent problems appended, ``values`` (the node's own key/values,
-        state first) the stage latencies and the problems. The level is OK for STATE_OK, WARN
-        for STATE_DEGRADED and ``warn_states``, ERROR otherwise, then :meth:`lifecycle_level`;
-        ``stale`` (an active node whose inputs went quiet) makes it STALE.
-        Uses the node's ``status_pub``, ``diag_pub`` and ``stages``.
-        """
-        from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-
-        from g2g_msgs.msg import EstimatorStatus
-
-        problems = self.problems.recent()
-        if problems:
-            text += ": " + "; ".join(f"{k}: {m}" for k, m in problems)
-        now = self.get_clock().now().to_msg()
-        stages = self.stages.snapshot()
-        status = EstimatorStatus(state=state, message=text, cameras_used=list(cameras),
-                                 groups_processed=processed, groups_dropped=dropped,
-                                 stage_names=list(stages),
-                                 stage_latency_ms=[float(v) for v in stages.values()])
-        status.header.stamp = now
-        self.status_pub.publish(status)
-        values = dict(values)
-        for name, ms in stages.items():
-            values[f"latency {name}_ms"] = f"{ms:.1f}"
-        for key, msg in problems:
-            values[f"problem {key}"] = msg
-        warn = (EstimatorStatus.STATE_DEGRADED, *warn_states)
-        level = (DiagnosticStatus.OK if state == EstimatorStatus.STATE_OK
-                 else DiagnosticStatus.WARN if state in warn else DiagnosticStatus.ERROR)
-        if stale and self.active:
-            level = DiagnosticStatus.STALE
-        arr = DiagnosticArray()
-        arr.header.stamp = now
-        arr.status = [diagnostic_status(f"{self.get_name()}: {diag_name}", hardware_id,
-                                        self.lifecycle_level(level), text, values)]
-        self.diag_pub.publish(arr)
-
     def jobs_dropped(self, kinds=None) -> int:
         """Jobs the worker dropped (queue full, discarded), of ``kinds`` (all when None)."""
         if self.worker is None:
@@ -385,7 +364,8 @@ class ManagedNode(LifecycleNode):
                 if not shutting_down(self):  # Ctrl-C: a failed publish is no input error
                     on_error(exc)
 
-            self.worker = Worker(name, maxlen=maxlen, on_error=report)
+            self.worker = self.owned(Worker(name, maxlen=maxlen, on_error=report),
+                                     destroy=self.stop_worker)
 
     def stop_worker(self) -> None:
         if self.worker is not None:

@@ -13,12 +13,17 @@ A bad value from the command line or a parameter file (out of range, wrong type)
 rclpy raise while the node is being constructed, killing it; :func:`declare_checked` declares
 the default instead and returns the reason, which the node reports (its configure then fails
 with it, see :class:`g2g_ros.managed_node.ManagedNode`) until a valid value is set.
+
+Each node's parameters are one dataclass whose fields are made by :func:`param` (default,
+description, read at configure or not, read-only, range); :func:`declare_fields` declares them
+all on a node and :func:`read_fields` reads the values back into an instance.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterValueException
@@ -109,3 +114,32 @@ def ints_as_doubles(double_names: Callable[[], Iterable[str]]):
                 for p in params]
 
     return convert
+
+
+def param(default: Any, description: str, at_configure: bool = True, fixed: bool = False,
+          value_range: Optional[Tuple[Any, Any]] = None):
+    """A dataclass field that is a node parameter (the arguments of
+    :meth:`g2g_ros.managed_node.ManagedNode.declare`; read at configure unless told)."""
+    meta = {"description": description, "at_configure": at_configure and not fixed,
+            "fixed": fixed, "value_range": value_range}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def declare_fields(node, params_type) -> None:
+    """Declare every field of the dataclass ``params_type`` (made by :func:`param`) on
+    ``node`` (a :class:`~g2g_ros.managed_node.ManagedNode`), in field order."""
+    for f in dataclasses.fields(params_type):
+        m = f.metadata
+        node.declare(f.name, field_default(f), m["description"], at_configure=m["at_configure"],
+                     fixed=m["fixed"], value_range=m["value_range"])
+
+
+def read_fields(values: Mapping[str, Any], params_type):
+    """An instance of the dataclass ``params_type`` from ``values`` (e.g. a node's ``p``)."""
+    return params_type(**{f.name: values[f.name] for f in dataclasses.fields(params_type)})

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 
+from g2g_ros.diagnostics import publish_estimator_status
+
 
 def rig_state(node):
     """``(EstimatorStatus state, text)`` of a :class:`RigOdometryNode`."""
@@ -70,6 +72,6 @@ def publish_rig_status(node) -> None:
                                       else stats.max_skew_ns * 1e-6)
     if node.odometry is not None:
         values["rejected_steps"] = node.odometry.rejected
-    node.publish_estimator_status(state, text, values, cameras=node.last_cameras,
-                                  processed=node.groups_processed, dropped=dropped,
-                                  diag_name="rig odometry", hardware_id="g2g_rig", stale=stale)
+    publish_estimator_status(node, state, text, values, cameras=node.last_cameras,
+                             processed=node.groups_processed, dropped=dropped,
+                             diag_name="rig odometry", hardware_id="g2g_rig", stale=stale)

@@ -132,32 +132,18 @@ def test_launch_file_declares_arguments_and_real_nodes(launch_api, graph):
 
 def test_every_parameter_file_names_known_parameters():
     # Each YAML key must be a parameter the node declares (a typo would be silently ignored).
-    import ast
+    import dataclasses
 
-    def d_calls(tree):
-        return {call.args[0].value for call in ast.walk(tree)
-                if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "d"
-                and call.args and isinstance(call.args[0], ast.Constant)}
+    pytest.importorskip("rclpy")
+    # Every node declares the fields of its parameter dataclass (g2g_ros.parameters).
+    from g2g_ros.nodes.map_builder import MapBuilderParams
+    from g2g_ros.nodes.relocalize_params import RelocalizeParams
+    from g2g_ros.nodes.rig_odometry_params import RigOdometryParams
 
-    def calls(tree, method):
-        return any(isinstance(c, ast.Call) and getattr(c.func, "attr", "") == method
-                   for c in ast.walk(tree))
-
-    # The parameters every node declares through ManagedNode.declare_camera_params.
-    base = ast.parse((ROOT / "g2g_ros" / "managed_node.py").read_text())
-    shared = set()
-    for fn in ast.walk(base):
-        if isinstance(fn, ast.FunctionDef) and fn.name == "declare_camera_params":
-            shared = d_calls(fn)
-    assert shared, "ManagedNode.declare_camera_params declares nothing?"
-    declared = {}
-    for node in ("rig_odometry", "relocalize", "map_builder"):
-        # A node's declarations are in its module or its <node>_params module.
-        files = [ROOT / "g2g_ros" / "nodes" / f"{node}{suffix}.py" for suffix in ("", "_params")]
-        tree = ast.Module(body=[ast.parse(f.read_text()) for f in files if f.is_file()],
-                          type_ignores=[])
-        declared[node] = d_calls(tree) | (shared if calls(tree, "declare_camera_params")
-                                          else set())
+    declared = {node: {f.name for f in dataclasses.fields(params)} | {"autostart"}
+                for node, params in (("rig_odometry", RigOdometryParams),
+                                     ("relocalize", RelocalizeParams),
+                                     ("map_builder", MapBuilderParams))}
     for path in sorted((ROOT / "config").glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
         for key, section in data.items():

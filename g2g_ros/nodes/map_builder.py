@@ -16,7 +16,8 @@ true) does configure + activate at start-up.
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from dataclasses import dataclass
+from typing import List, Optional
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 
@@ -28,11 +29,32 @@ from g2g_ros.diagnostics import diagnostic_status
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION, describe_model, load_pipeline
+from g2g_ros.nodes.camera_params import CameraParams
+from g2g_ros.parameters import param
 from g2g_ros.qos import sensor_qos
 from g2g_ros.spinning import spin_node
 from g2g_ros.tf_buffer import TFBuffer, TFError
 from g2g_ros.tf_listener import TransformListener
 from g2g_ros.timers import steady_timer
+
+
+@dataclass
+class MapBuilderParams(CameraParams):
+    """Every parameter of the map_builder node (read at configure, settable while
+    unconfigured, see ManagedNode; ranges enforced by rclpy)."""
+
+    cameras: List[str] = param(["cam0"], "cameras to record")
+    map_frame: str = param("map", "frame the keyframe poses are expressed in")
+    min_translation_m: float = param(0.2, "keyframe spacing (translation)",
+                                     value_range=(0.0, 1000.0))
+    min_rotation_deg: float = param(10.0, "keyframe spacing (rotation)",
+                                    value_range=(0.0, 180.0))
+    max_keyframes: int = param(20000, "stop recording beyond this", value_range=(1, 10_000_000))
+    checkpoint: str = param("", "G2G checkpoint whose backbone encodes the map")
+    backbone_weights: str = param("", BACKBONE_WEIGHTS_DESCRIPTION)
+    device: str = param("cpu", "torch device")
+    status_period_s: float = param(1.0, "status/diagnostics period", fixed=True,
+                                   value_range=(0.05, 3600.0))
 
 
 class MapBuilderNode(ManagedNode):
@@ -44,22 +66,7 @@ class MapBuilderNode(ManagedNode):
         self.frames_seen = 0
         self.pipeline = self.rig = self.tf_buffer = self.tf_listener = self.inputs = None
         self.srvs: list = []
-        # A 4th argument True: read at configure (settable while unconfigured, see ManagedNode).
-        self.declare_camera_params()
-        d = self.declare
-        d("cameras", ["cam0"], "cameras to record", True)
-        d("map_frame", "map", "frame the keyframe poses are expressed in", True)
-        d("min_translation_m", 0.2, "keyframe spacing (translation)", True,
-          value_range=(0.0, 1000.0))
-        d("min_rotation_deg", 10.0, "keyframe spacing (rotation)", True,
-          value_range=(0.0, 180.0))
-        d("max_keyframes", 20000, "stop recording beyond this", True,
-          value_range=(1, 10_000_000))
-        d("checkpoint", "", "G2G checkpoint whose backbone encodes the map", True)
-        d("backbone_weights", "", BACKBONE_WEIGHTS_DESCRIPTION, True)
-        d("device", "cpu", "torch device", True)
-        d("status_period_s", 1.0, "status/diagnostics period", fixed=True,
-          value_range=(0.05, 3600.0))
+        self.declare_params(MapBuilderParams)
         from diagnostic_msgs.msg import DiagnosticArray
 
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -73,7 +80,7 @@ class MapBuilderNode(ManagedNode):
 
         sensor_qos(self.p["sensor_qos_reliability"])  # raises naming a bad value
         self.tf_buffer = TFBuffer(cache_duration_ns=30 * 10**9)
-        self.tf_listener = TransformListener(self.tf_buffer, self)
+        self.tf_listener = self.owned(TransformListener(self.tf_buffer, self))
         self.rig = None
         if self.p["extrinsics_source"] == "yaml":
             self.rig = load_rig(self.p["calibration_file"], calibration=True)
@@ -85,38 +92,33 @@ class MapBuilderNode(ManagedNode):
         self.builder = MapBuilder(self.pipeline, self.p["min_translation_m"],
                                   self.p["min_rotation_deg"], self.p["max_keyframes"])
         group = ReentrantCallbackGroup()
-        self.srvs = [
-            self.create_service(SaveMap, "~/save_map", self._srv_save, callback_group=group),
-            self.create_service(Trigger, "~/clear", self._srv_clear, callback_group=group)]
+        self.srvs = [self.owned(self.create_service(SaveMap, "~/save_map", self._srv_save,
+                                                    callback_group=group)),
+                     self.owned(self.create_service(Trigger, "~/clear", self._srv_clear,
+                                                    callback_group=group))]
         self.start_worker("g2g_map_builder", maxlen=32, on_error=self._on_error)
 
     def activate(self) -> None:
-        self.inputs = CameraInputs(self, list(self.p["cameras"]), self._on_image,
-                                   self.p["image_topic"], self.p["camera_info_topic"],
-                                   self.p["use_compressed"], self.p["sensor_qos_reliability"],
-                                   max_ahead_s=self.p["max_stamp_ahead_s"],
-                                   on_reject=lambda cam, why: self.report_input(
-                                       f"camera {cam}", why))
+        # Owned: the base unsubscribes them at deactivate (the object stays, a job in
+        # progress may read its intrinsics).
+        self.inputs = self.owned(CameraInputs(
+            self, list(self.p["cameras"]), self._on_image, self.p["image_topic"],
+            self.p["camera_info_topic"], self.p["use_compressed"],
+            self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
+            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why)))
         self.get_logger().info(
             f"recording keyframes of {list(self.p['cameras'])} in frame {self.p['map_frame']}; "
             f"encoder of {describe_model(self.pipeline, self.p['checkpoint'], 'relocalization')}")
 
     def deactivate(self) -> None:
-        # Recording pauses; the keyframes are kept and ~/save_map still works.
-        if self.inputs is not None:
-            self.inputs.destroy()  # the object stays: a job in progress may read intrinsics
+        # Recording pauses (the base unsubscribed the inputs); the keyframes are kept and
+        # ~/save_map still works.
         if self.worker is not None:
             self.worker.discard(("frame",))
             self.worker.wait_idle(timeout=30.0)
 
     def cleanup(self) -> None:
-        self.stop_worker()
-        if self.inputs is not None:
-            self.inputs.destroy()
-        for srv in self.srvs:
-            self.destroy_service(srv)
-        if self.tf_listener is not None:
-            self.tf_listener.destroy()
+        # The worker, services and TF listener were destroyed by the base.
         self.srvs, self.inputs, self.tf_listener = [], None, None
         self.pipeline = self.rig = self.tf_buffer = self.builder = None
 

@@ -43,7 +43,7 @@ from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
-from g2g_ros.nodes.relocalize_params import (check_parameters, declare_parameters, gate_config,
+from g2g_ros.nodes.relocalize_params import (RelocalizeParams, check_parameters, gate_config,
                                              selector_config, verify_cameras)
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
 from g2g_ros.nodes.verify_params import verifier_config
@@ -68,7 +68,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self.frames_dropped = 0
         self.lock = threading.Lock()  # guards pending_initialpose
         self._forget_state()
-        # Created by configure(), released by cleanup().
+        # Created by configure(); what is owned (ManagedNode.owned) is destroyed by the base at
+        # cleanup, and cleanup() forgets the rest.
         self.pipeline = self.rig = None
         self.engine: Optional[Relocalizer] = None
         self.tf_buffer, self.tf_listener = None, None  # TFBuffer, TransformListener
@@ -76,11 +77,9 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self.tf_broadcaster: Optional[TransformBroadcaster] = None
         self.srvs: list = []
         self.odom_sub = None
-        # Created by activate(), removed by deactivate().
+        # Created by activate(), its subscriptions destroyed by the base at deactivate.
         self.inputs: Optional[CameraInputs] = None
-        self.initialpose_sub = None
-        self.timers_active: list = []
-        declare_parameters(self)
+        self.declare_params(RelocalizeParams)
         from diagnostic_msgs.msg import DiagnosticArray
 
         from g2g_msgs.msg import EstimatorStatus
@@ -110,12 +109,12 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             raise ValueError("no camera configured (parameters cameras / reloc_camera)")
         check_parameters(p)
         self.tf_buffer = TFBuffer(cache_duration_ns=30 * 10**9)
-        self.tf_listener = TransformListener(self.tf_buffer, self)
+        self.tf_listener = self.owned(TransformListener(self.tf_buffer, self))
         if p["odom_source"] == "topic":
             from nav_msgs.msg import Odometry
 
-            self.odom_sub = self.create_subscription(Odometry, p["odom_topic"],
-                                                     self._on_odometry, 50)
+            self.odom_sub = self.owned(self.create_subscription(Odometry, p["odom_topic"],
+                                                                self._on_odometry, 50))
         if p["extrinsics_source"] == "yaml":
             self.rig = load_rig(p["calibration_file"], calibration=True)
             self.rig[self.camera]  # raises naming the camera if absent
@@ -146,13 +145,16 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         from g2g_msgs.msg import GroupAlignment
         from g2g_msgs.srv import LoadMap, Localize
 
-        # Outputs: lifecycle publishers, silent unless the node is active.
-        self.pose_pub = self.create_lifecycle_publisher(PoseWithCovarianceStamped, "~/pose", 10)
-        self.align_pub = self.create_lifecycle_publisher(GroupAlignment, "~/alignment", 10)
-        self.processed_pub = self.create_lifecycle_publisher(Header, "~/processed", 50)
-        self.tf_broadcaster = TransformBroadcaster(self, lifecycle=True)
+        # Outputs: lifecycle publishers, silent unless the node is active; all are owned (the
+        # base destroys them at cleanup).
+        pub = self.create_lifecycle_publisher
+        self.pose_pub = self.owned(pub(PoseWithCovarianceStamped, "~/pose", 10))
+        self.align_pub = self.owned(pub(GroupAlignment, "~/alignment", 10))
+        self.processed_pub = self.owned(pub(Header, "~/processed", 50))
+        self.tf_broadcaster = self.owned(TransformBroadcaster(self, lifecycle=True))
         g = self.services_group
-        self.srvs = [self.create_service(t, "~/" + n, cb, callback_group=g) for t, n, cb in (
+        self.srvs = [self.owned(self.create_service(t, "~/" + n, cb, callback_group=g))
+                     for t, n, cb in (
             (LoadMap, "load_map", self._srv_load_map), (Localize, "localize", self._srv_localize),
             (Trigger, "reset", self._srv_reset), (Trigger, "pause", self._srv_pause),
             (Trigger, "resume", self._srv_resume))]
@@ -161,51 +163,33 @@ class RelocalizeNode(QueryInputs, ManagedNode):
     def activate(self) -> None:
         from geometry_msgs.msg import PoseWithCovarianceStamped
 
-        self.inputs = CameraInputs(
+        # All owned: the base destroys them at deactivate (the CameraInputs object stays, a
+        # job in progress may read its intrinsics).
+        self.inputs = self.owned(CameraInputs(
             self, [self.camera] + self.view_cameras, self._on_image, self.p["image_topic"],
             self.p["camera_info_topic"], self.p["use_compressed"],
             self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
-            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why))
-        self.initialpose_sub = self.create_subscription(
-            PoseWithCovarianceStamped, "/initialpose", self._on_initialpose, 10)
-        self.timers_active = [steady_timer(self, 1.0 / self.p["tf_rate_hz"], self._publish_tf,
-                                           "publish_tf")]
+            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why)))
+        self.owned(self.create_subscription(
+            PoseWithCovarianceStamped, "/initialpose", self._on_initialpose, 10))
+        self.owned(steady_timer(self, 1.0 / self.p["tf_rate_hz"], self._publish_tf,
+                                "publish_tf"))
         if self.p["localize_period_s"] > 0 and self.p["localize_pacing"] == "wall":
-            self.timers_active.append(steady_timer(self, self.p["localize_period_s"],
-                                                   self._periodic_localize, "periodic_localize"))
+            self.owned(steady_timer(self, self.p["localize_period_s"], self._periodic_localize,
+                                    "periodic_localize"))
         model = describe_model(self.pipeline, self.p["checkpoint"], "relocalization")
         self.get_logger().info(f"relocalization active on camera {self.camera} ({model}), window "
                                f"{self.p['window_size']}, map {self.engine.map_path or '(none)'}")
 
     def deactivate(self) -> None:
-        # Inputs and timers stop; the map, the correction and the query window are kept. A
-        # ~/localize request already queued still gets its answer.
-        if self.inputs is not None:
-            self.inputs.destroy()  # the object stays: a job in progress may read intrinsics
-        if self.initialpose_sub is not None:
-            self.destroy_subscription(self.initialpose_sub)
-            self.initialpose_sub = None
-        for timer in self.timers_active:
-            self.destroy_timer(timer)
-        self.timers_active = []
+        # Inputs and timers stopped (by the base); the map, the correction and the query
+        # window are kept. A ~/localize request already queued still gets its answer.
         if self.worker is not None:
             self.worker.discard(("frame", "localize"))
             self.worker.wait_idle(timeout=30.0)
 
     def cleanup(self) -> None:
-        self.stop_worker()
-        self.deactivate()
-        for srv in self.srvs:
-            self.destroy_service(srv)
-        if self.odom_sub is not None:
-            self.destroy_subscription(self.odom_sub)
-        if self.tf_listener is not None:
-            self.tf_listener.destroy()
-        if self.tf_broadcaster is not None:
-            self.tf_broadcaster.destroy()
-        for pub in (self.pose_pub, self.align_pub, self.processed_pub):
-            if pub is not None:
-                self.destroy_lifecycle_publisher(pub)
+        # The worker, services, subscriptions and publishers were destroyed by the base.
         self.srvs, self.odom_sub, self.tf_listener, self.tf_broadcaster = [], None, None, None
         self.pose_pub = self.align_pub = self.processed_pub = self.inputs = None
         self.pipeline = self.rig = self.engine = self.tf_buffer = None

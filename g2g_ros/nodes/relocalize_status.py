@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from g2g_ros.diagnostics import publish_estimator_status
+
 
 def relocalize_state(node):
     """``(state, text)`` of a :class:`~g2g_ros.nodes.relocalize.RelocalizeNode`."""
@@ -62,8 +64,8 @@ def publish_relocalize_status(node) -> None:
     if node.active and node.inputs is not None:
         for cam, hz in node.inputs.rates_hz().items():
             values[f"{cam} rate_hz"] = f"{hz:.2f}"
-    node.publish_estimator_status(
-        state, text, values, cameras=[getattr(node, "camera", "")],
+    publish_estimator_status(
+        node, state, text, values, cameras=[getattr(node, "camera", "")],
         processed=gate.accepted if gate else 0,
         dropped=(gate.rejected if gate else 0) + node.frames_dropped,
         diag_name="relocalization", hardware_id="g2g_reloc",

@@ -28,7 +28,7 @@ from g2g_ros.conversions import pose_to_matrix
 from g2g_ros.held_group import HeldGroup
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import describe_model, load_pipeline
-from g2g_ros.nodes.rig_odometry_params import declare_parameters
+from g2g_ros.nodes.rig_odometry_params import RigOdometryParams
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.odometry_core import RigFrames, RigOdometry
 from g2g_ros.pose_msgs import odometry_msg
@@ -53,7 +53,8 @@ class RigOdometryNode(ManagedNode):
         super().__init__("rig_odometry", **kwargs)
         self.stages = StageTimes(STAGES)
         self.state_lock = threading.Lock()
-        # Created by configure(), released by cleanup().
+        # Created by configure(); what is owned (ManagedNode.owned) is destroyed by the base at
+        # cleanup, and cleanup() forgets the rest.
         self.pipeline = self.verifier = None
         self.odometry: Optional[RigOdometry] = None
         self.steps_by_path: Dict[str, int] = collections.Counter()
@@ -65,7 +66,7 @@ class RigOdometryNode(ManagedNode):
         self.odom_pub = None
         self.tf_broadcaster: Optional[TransformBroadcaster] = None
         self.srvs: List = []
-        # Created by activate(); its subscriptions are removed by deactivate().
+        # Created by activate(); its subscriptions are destroyed by the base at deactivate.
         self.inputs: Optional[CameraInputs] = None
         # Every synchronized group ends once: processed, skipped (keyframe_stride) or dropped
         # (counted by reason here, or by the worker's queue as "group" jobs).
@@ -79,7 +80,7 @@ class RigOdometryNode(ManagedNode):
         # The newest group that arrived before the calibration (see g2g_ros.held_group).
         self.held = HeldGroup(lambda reason: self.drops.update([reason]))
         self._held_timer = None
-        declare_parameters(self)  # ranges are enforced by rclpy on every set (g2g_ros.parameters)
+        self.declare_params(RigOdometryParams)  # ranges enforced by rclpy (g2g_ros.parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
         from diagnostic_msgs.msg import DiagnosticArray
 
@@ -114,7 +115,7 @@ class RigOdometryNode(ManagedNode):
         sensor_qos(p["sensor_qos_reliability"])  # raises naming a bad value
         self.cameras, self.min_cameras = cams, min_cams
         self.tf_buffer = TFBuffer()
-        self.tf_listener = TransformListener(self.tf_buffer, self)
+        self.tf_listener = self.owned(TransformListener(self.tf_buffer, self))
         if p["extrinsics_source"] == "yaml":
             self.rig = load_rig(p["calibration_file"], calibration=True)
             missing = [c for c in cams if c not in self.rig.names]
@@ -139,35 +140,37 @@ class RigOdometryNode(ManagedNode):
 
         from g2g_msgs.srv import SetPose
 
-        # Outputs: lifecycle publishers, silent unless the node is active.
-        self.odom_pub = self.create_lifecycle_publisher(Odometry, "odometry", 10)
-        self.tf_broadcaster = TransformBroadcaster(self, lifecycle=True)
-        self.srvs = [self.create_service(Trigger, "~/reset", self._srv_reset),
-                     self.create_service(SetPose, "~/reset_to_pose", self._srv_reset_to_pose)]
+        # Outputs: lifecycle publishers, silent unless the node is active; all are owned (the
+        # base destroys them at cleanup).
+        self.odom_pub = self.owned(self.create_lifecycle_publisher(Odometry, "odometry", 10))
+        self.tf_broadcaster = self.owned(TransformBroadcaster(self, lifecycle=True))
+        self.srvs = [self.owned(self.create_service(Trigger, "~/reset", self._srv_reset)),
+                     self.owned(self.create_service(SetPose, "~/reset_to_pose",
+                                                    self._srv_reset_to_pose))]
         # Room for the groups that arrive while a step is verified (deferral, see _behind).
         self.start_worker("g2g_rig_odometry", maxlen=4, on_error=self._on_worker_error)
 
     def activate(self) -> None:
-        self.inputs = CameraInputs(self, self.cameras, self.sync.add, self.p["image_topic"],
-                                   self.p["camera_info_topic"], self.p["use_compressed"],
-                                   self.p["sensor_qos_reliability"],
-                                   max_ahead_s=self.p["max_stamp_ahead_s"],
-                                   on_reject=lambda cam, why: self.report_input(
-                                       f"camera {cam}", why))
+        # Owned: the base unsubscribes them at deactivate (the object stays, a job in
+        # progress may read its intrinsics).
+        self.inputs = self.owned(CameraInputs(
+            self, self.cameras, self.sync.add, self.p["image_topic"],
+            self.p["camera_info_topic"], self.p["use_compressed"],
+            self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
+            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why)))
         self.get_logger().info(
             f"rig odometry active: cameras {self.cameras} (min {self.min_cameras}), "
             f"keyframe stride {self.p['keyframe_stride']}, model "
             f"{describe_model(self.pipeline, self.p['checkpoint'], 'rig_odometry')} on "
             f"{self.p['device']}")
-        if self._held_timer is None:
-            self._held_timer = steady_timer(self, self.HELD_RETRY_S, self._retry_held,
-                                            "retry_held_group")
+        if self._held_timer is None:  # kept while inactive, destroyed at cleanup
+            self._held_timer = self.owned(steady_timer(self, self.HELD_RETRY_S,
+                                                       self._retry_held, "retry_held_group"),
+                                          until="cleanup")
 
     def deactivate(self) -> None:
-        # No new input, queued groups dropped, the group in progress finishes (and is still
-        # published: the publishers are disabled after this hook).
-        if self.inputs is not None:
-            self.inputs.destroy()  # the object stays: a job in progress may read intrinsics
+        # No new input (the base unsubscribed it), queued groups dropped, the group in progress
+        # finishes (and is still published: the publishers are disabled after this hook).
         if self.sync is not None:
             self.sync.reset()
         if self.worker is not None:
@@ -181,21 +184,9 @@ class RigOdometryNode(ManagedNode):
             self._feature_cache = {}
 
     def cleanup(self) -> None:
-        self.stop_worker()
-        if self._held_timer is not None:
-            self.destroy_timer(self._held_timer)
-            self._held_timer = None
+        # The worker, the retry timer, services and publishers were destroyed by the base.
+        self._held_timer = None
         self.held.drop()
-        if self.inputs is not None:
-            self.inputs.destroy()
-        for srv in self.srvs:
-            self.destroy_service(srv)
-        if self.tf_listener is not None:
-            self.tf_listener.destroy()
-        if self.tf_broadcaster is not None:
-            self.tf_broadcaster.destroy()
-        if self.odom_pub is not None:
-            self.destroy_lifecycle_publisher(self.odom_pub)
         self.srvs, self.inputs, self.tf_listener, self.tf_broadcaster = [], None, None, None
         self.odom_pub = self.pipeline = self.verifier = self.odometry = self.rig = self.sync = None
         self.tf_buffer = None

@@ -3,30 +3,44 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict
 
 from g2g_model.localization.verification import VerifierConfig
+from g2g_ros.parameters import param
+
+MAX_IMAGE_PX = ("an image whose long side is longer is described downscaled to this long side "
+                "(keypoints are given in the camera's pixels); 0 = full size, else at least 64")
+MAX_FEATURES = "at most this many local features per image (the strongest)"
 
 
-def declare_verify_parameters(node, what: str, max_image_px: int = 0,
-                              max_features: int = 2000) -> None:
-    """Declare ``verify``, ``verify_feature``, ``verify_min_inliers``,
-    ``verify_reprojection_px``, ``verify_max_image_px`` and ``verify_max_features`` on a
-    :class:`~g2g_ros.managed_node.ManagedNode` (read at configure); ``what`` says what is
-    verified, for the descriptions; the last two arguments are the node's defaults."""
-    d = node.declare
-    d("verify", True, f"geometric verification and refinement of {what} (local features, "
-      "PoseLib's multi-camera solvers seeded with G2G); false = G2G alone", True)
-    d("verify_feature", "sift", "local features for verification: 'sift' (RootSIFT)", True)
-    d("verify_min_inliers", 30, "fewer geometric inliers: keep G2G's estimate (the reason is in "
-      "~/status)", True, value_range=(6, 100000))
-    d("verify_reprojection_px", 4.0, "inlier threshold of the geometric solver, pixels", True,
-      value_range=(0.1, 100.0))
-    d("verify_max_image_px", max_image_px, "an image whose long side is longer is described "
-      "downscaled to this long side (keypoints are given in the camera's pixels); 0 = full "
-      "size, else at least 64", True, value_range=(0, 16384))
-    d("verify_max_features", max_features, "at most this many local features per image (the "
-      "strongest)", True, value_range=(16, 100000))
+def verify_param(what: str):
+    """The ``verify`` field; ``what`` says what is verified, for its description."""
+    return param(True, f"geometric verification and refinement of {what} (local features, "
+                 "PoseLib's multi-camera solvers seeded with G2G); false = G2G alone")
+
+
+def max_image_px_param(default: int):
+    return param(default, MAX_IMAGE_PX, value_range=(0, 16384))
+
+
+def max_features_param(default: int):
+    return param(default, MAX_FEATURES, value_range=(16, 100000))
+
+
+@dataclass
+class VerifyParams:
+    """``verify`` (declared by each node with :func:`verify_param`), ``verify_feature``,
+    ``verify_min_inliers``, ``verify_reprojection_px``, ``verify_max_image_px`` and
+    ``verify_max_features`` (a node may redeclare the last two with its own defaults)."""
+
+    verify_feature: str = param("sift", "local features for verification: 'sift' (RootSIFT)")
+    verify_min_inliers: int = param(30, "fewer geometric inliers: keep G2G's estimate (the "
+                                    "reason is in ~/status)", value_range=(6, 100000))
+    verify_reprojection_px: float = param(4.0, "inlier threshold of the geometric solver, "
+                                          "pixels", value_range=(0.1, 100.0))
+    verify_max_image_px: int = max_image_px_param(0)
+    verify_max_features: int = max_features_param(2000)
 
 
 def verifier_config(p: Dict) -> VerifierConfig:
