@@ -59,7 +59,7 @@ def asset_path(variant: str) -> Path:
 
 
 def _to_grid(px: torch.Tensor, size: int) -> torch.Tensor:
-    """Pixel coordinates (pixel centres at integers) -> grid_sample's [-1, 1], align_corners=False."""
+    """Pixel coordinates (centres at integers) -> grid_sample coordinates, align_corners=False."""
     return (2.0 * px + 1.0) / size - 1.0
 
 
@@ -139,7 +139,7 @@ class SDDH(nn.Module):
         self.offset_conv = nn.Sequential(nn.Conv2d(dim, 2 * positions, 3), nn.SELU(),
                                          nn.Conv2d(2 * positions, 2 * positions, 1))
         self.sf_conv = nn.Conv2d(dim, dim, 1, bias=False)
-        self.agg_weights = nn.Parameter(torch.zeros(positions, dim, dim))
+        self.agg_weights = nn.Parameter(torch.rand(positions, dim, dim))
 
     def forward(self, feature_map: torch.Tensor, keypoints: torch.Tensor) -> torch.Tensor:
         """``feature_map`` [B, C, H, W], ``keypoints`` [B, N, 2] pixel (x, y) -> [B, N, C]."""
