@@ -240,7 +240,8 @@ def main(argv=None) -> int:
     parser.add_argument("--fit", default="data/sim_val/scene_*")
     parser.add_argument("--test", default="data/sim_test/scene_*")
     parser.add_argument("--season-pairs", type=int, default=15, help="per scene and camera")
-    parser.add_argument("--motion-pairs", type=int, default=60, help="per trajectory")
+    parser.add_argument("--motion-pairs", type=int, default=40,
+                        help="per trajectory (40: the pairs of docs/eval/probe_encoders.json)")
     parser.add_argument("--out", default="docs/eval/probe_encoders.json")
     parser.add_argument("--only", default="", help="comma-separated name parts: run only these "
                         "encoders and merge their rows into --out")
@@ -252,8 +253,18 @@ def main(argv=None) -> int:
     seasons = season_pairs(test_scenes, args.season_pairs, rng)
     fit, test = (motion_pairs(fit_scenes, args.motion_pairs, rng),
                  motion_pairs(test_scenes, args.motion_pairs, rng))
-    results = {}
+    meta = {"season_pairs": len(seasons), "fit_pairs": len(fit), "test_pairs": len(test),
+            "fit": args.fit, "test": args.test, "checkpoint": args.checkpoint}
     only = [word for word in args.only.split(",") if word]
+    kept = {}
+    if only and os.path.isfile(args.out):  # checked before the long run, not after it
+        with open(args.out) as handle:
+            old = json.load(handle)
+        if {key: old["meta"].get(key) for key in meta} != meta:
+            parser.error(f"--only: {args.out} was made with other pairs ({old['meta']}, "
+                         f"these: {meta}; the same --motion-pairs and --season-pairs?)")
+        kept = old["results"]
+    results = {}
     for name, encode in encoders(args.checkpoint).items():
         if only and not any(word in name for word in only):
             continue
@@ -285,14 +296,8 @@ def main(argv=None) -> int:
         }
         print(f"{name:34s} match {within / max(tested, 1):.3f} exact {exact / max(tested, 1):.3f}"
               f"  R2 yaw {scores[0]:+.2f} tx {scores[1]:+.2f} tz {scores[2]:+.2f}", flush=True)
-    meta = {"season_pairs": len(seasons), "fit_pairs": len(fit), "test_pairs": len(test),
-            "fit": args.fit, "test": args.test, "checkpoint": args.checkpoint}
-    if only and os.path.isfile(args.out):
-        with open(args.out) as handle:
-            old = json.load(handle)
-        if {key: old["meta"].get(key) for key in meta} != meta:
-            parser.error(f"--only: {args.out} was made with other pairs ({old['meta']})")
-        results = {**old["results"], **results}
+    if kept:
+        results = {**kept, **results}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as handle:
         json.dump({"meta": meta, "results": results}, handle, indent=1)
