@@ -15,6 +15,14 @@ Two measurements on held-out simulator frames, the same frames for every encoder
 
     python experiments/probe_encoders.py --fit "data/sim_val/scene_*" \
         --test "data/sim_test/scene_*"
+
+``--only ALIKED`` runs just the encoders whose name contains one of the comma-separated words
+and merges their rows into the existing ``--out`` file (the pairs are the same: they are drawn
+from the seed before any encoder runs). The ALIKED rows need the converted weights
+(``python tools/make_aliked_asset.py --variant t16``, then ``n16``) and are left out without
+them; ALIKED reads RGB in [0, 1] at the given size (224 px is the simulator's native size),
+then averages per cell either its dense feature map ("map") or SDDH descriptors computed on a
+4-pixel lattice ("SDDH"), L2-normalised.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import glob
 import json
 import os
 import sys
+import time
 from typing import Callable, Dict, List, Tuple
 
 import numpy as np
@@ -70,7 +79,7 @@ def encoders(checkpoint: str) -> Dict[str, Encoder]:
         grid = side // 16
         return np.eye(grid * grid, dtype=np.float32).reshape(grid, grid, -1)
 
-    return {
+    rows = {
         f"position only (control: same cell, {side} px)": position,
         f"compact tokens (shipped, {side} px)": compact,
         f"MobileNetV2 s16, {side} px": mobilenet(16, side),
@@ -79,6 +88,48 @@ def encoders(checkpoint: str) -> Dict[str, Encoder]:
         f"pixels (control, {side} px)": pixels,
         "pixels (control, 224 px)": lambda image, k: _pixels(image, 224),
     }
+    rows.update(_aliked_encoders(side))
+    return rows
+
+
+def _aliked_encoders(side: int) -> Dict[str, Encoder]:
+    from g2g_model.backbones.aliked import ALIKED, asset_path
+
+    rows: Dict[str, Encoder] = {}
+    for variant in ("t16", "n16"):
+        if not asset_path(variant).is_file():
+            print(f"ALIKED-{variant} left out: no {asset_path(variant)} (see "
+                  f"tools/make_aliked_asset.py)", flush=True)
+            continue
+        net = ALIKED(variant)
+
+        def make(size, grid, head, net=net):
+            def run(image, k):
+                with torch.inference_mode():
+                    return net.cell_descriptors(_resize(image, size), grid, head)[0].numpy()
+            return run
+
+        for head, label in (("map", "feature map"), ("sddh", "SDDH")):
+            for size, grid in ((side, side // 16), (224, 14), (224, 7)):
+                cells = f", {grid} x {grid} cells" if grid != size // 16 else ""
+                rows[f"ALIKED-{variant} {label}, {size} px{cells}"] = make(size, grid, head)
+    return rows
+
+
+class _Timed:
+    """An encoder that keeps the wall time of its calls (image to features, one thread set)."""
+
+    def __init__(self, encode: Encoder) -> None:
+        self.encode, self.total, self.calls = encode, 0.0, 0
+
+    def __call__(self, image, k):
+        start = time.perf_counter()
+        out = self.encode(image, k)
+        self.total, self.calls = self.total + time.perf_counter() - start, self.calls + 1
+        return out
+
+    def mean_ms(self) -> float:
+        return 1000.0 * self.total / max(self.calls, 1)
 
 
 def _pixels(image: np.ndarray, size: int) -> np.ndarray:
@@ -189,17 +240,36 @@ def main(argv=None) -> int:
     parser.add_argument("--fit", default="data/sim_val/scene_*")
     parser.add_argument("--test", default="data/sim_test/scene_*")
     parser.add_argument("--season-pairs", type=int, default=15, help="per scene and camera")
-    parser.add_argument("--motion-pairs", type=int, default=60, help="per trajectory")
+    parser.add_argument("--motion-pairs", type=int, default=40,
+                        help="per trajectory (40: the pairs of docs/eval/probe_encoders.json)")
     parser.add_argument("--out", default="docs/eval/probe_encoders.json")
+    parser.add_argument("--only", default="", help="comma-separated name parts: run only these "
+                        "encoders and merge their rows into --out")
+    parser.add_argument("--threads", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     args = parser.parse_args(argv)
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     test_scenes, fit_scenes = sorted(glob.glob(args.test)), sorted(glob.glob(args.fit))
     seasons = season_pairs(test_scenes, args.season_pairs, rng)
     fit, test = (motion_pairs(fit_scenes, args.motion_pairs, rng),
                  motion_pairs(test_scenes, args.motion_pairs, rng))
+    meta = {"season_pairs": len(seasons), "fit_pairs": len(fit), "test_pairs": len(test),
+            "fit": args.fit, "test": args.test, "checkpoint": args.checkpoint}
+    only = [word for word in args.only.split(",") if word]
+    kept = {}
+    if only and os.path.isfile(args.out):  # checked before the long run, not after it
+        with open(args.out) as handle:
+            old = json.load(handle)
+        if {key: old["meta"].get(key) for key in meta} != meta:
+            parser.error(f"--only: {args.out} was made with other pairs ({old['meta']}, "
+                         f"these: {meta}; the same --motion-pairs and --season-pairs?)")
+        kept = old["results"]
     results = {}
     for name, encode in encoders(args.checkpoint).items():
+        if only and not any(word in name for word in only):
+            continue
+        timed = _Timed(encode)
+        encode = timed
         tested = within = exact = 0
         for ra, rb, cam, fa, fb in seasons:
             k = ra.rig[cam].K
@@ -222,11 +292,12 @@ def main(argv=None) -> int:
             "patches_tested": tested, "match_within_1/8_width": within / max(tested, 1),
             "match_exact_cell": exact / max(tested, 1),
             "r2_yaw": float(scores[0]), "r2_tx": float(scores[1]), "r2_tz": float(scores[2]),
+            "encode_ms": timed.mean_ms(), "threads": args.threads,
         }
         print(f"{name:34s} match {within / max(tested, 1):.3f} exact {exact / max(tested, 1):.3f}"
               f"  R2 yaw {scores[0]:+.2f} tx {scores[1]:+.2f} tz {scores[2]:+.2f}", flush=True)
-    meta = {"season_pairs": len(seasons), "fit_pairs": len(fit), "test_pairs": len(test),
-            "fit": args.fit, "test": args.test, "checkpoint": args.checkpoint}
+    if kept:
+        results = {**kept, **results}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as handle:
         json.dump({"meta": meta, "results": results}, handle, indent=1)
