@@ -120,7 +120,7 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
              "|---|---|---|---|---|---|---|---|"]
     for name, pipe, row in zip(names, pipes, times):
         cfg = (pipe.header or {}).get("backbone", {}).get("config", {})
-        lines.append(f"| `{pathlib.Path(name).name}` | {cfg.get('stem', '?')} | "
+        lines.append(f"| `{'/'.join(pathlib.Path(name).parts[-2:])}` | {cfg.get('stem', '?')} | "
                      f"{cfg.get('image_size', '?')} | {pipe.bf16} | "
                      f"{1e3 * statistics.median(row):.1f} | {1e3 * min(row):.1f} | {len(row)} | "
                      f"{statistics.median(row) / base:.2f}x |")
