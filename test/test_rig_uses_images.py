@@ -1,9 +1,12 @@
 """The rig-odometry default fed the same rig group as A and B must predict no motion.
 
 Issue 18's proof that the model uses its images: B = A gives the identity within 0.5 deg and
-0.02 m. The shipped default does not pass yet (it predicts the simulator's typical keyframe step
-whatever its images; docs/TRAINING.md, "Reading"), so the test is a strict expected failure:
-the day a default passes, it reports XPASS as a failure and the marker must go.
+0.02 m, while a real step two frames later is not mistaken for standing still (translation
+error at most half the true step; a model that always predicts the identity, which a run with
+reversed pairs became, passes the first check only). The shipped default does not pass yet (it
+predicts the simulator's typical keyframe step whatever its images; docs/TRAINING.md), so the
+test is a strict expected failure: the day a default passes, it reports XPASS as a failure and
+the marker must go.
 """
 
 import numpy as np
@@ -23,10 +26,16 @@ def test_rig_default_predicts_identity_for_the_same_group(tmp_path_factory):
     reader = TrajectoryReader(sorted(root.glob("scene_*/traj_00"))[0])
     pipe = G2GPipeline.default("rig_odometry")
     assert not pipe.untrained
-    rotations, translations = [], []
+    anchor = reader.world_T_cam(reader.cameras[0])
+    rotations, translations, step_errors, steps = [], [], [], []
     for frame in (0, 5, 10):
         group = reader.rig_group([frame])
         b0 = pipe.predict(group, group).poses_b[0]
         rotations.append(rotation_angle_deg(b0[:3, :3]))
         translations.append(float(np.linalg.norm(b0[:3, 3])))
+        moved = pipe.predict(group, reader.rig_group([frame + 2])).poses_b[0]
+        truth = np.linalg.inv(anchor[frame]) @ anchor[frame + 2]
+        step_errors.append(float(np.linalg.norm(moved[:3, 3] - truth[:3, 3])))
+        steps.append(float(np.linalg.norm(truth[:3, 3])))
     assert max(rotations) <= 0.5 and max(translations) <= 0.02, (rotations, translations)
+    assert np.mean(step_errors) <= 0.5 * np.mean(steps), (step_errors, steps)
