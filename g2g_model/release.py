@@ -135,7 +135,7 @@ def prepare_release(source: pathlib.Path, out: pathlib.Path, source_info: dict,
         geometric_input_note,
         load_mapanything_v1,
     )
-    from g2g_model.model.cli import convert_official, sha256_of
+    from g2g_model.model.checkpoint import convert_official, sha256_of
 
     source, out = pathlib.Path(source), pathlib.Path(out)
     wanted = [RELEASED[n if n.endswith(".pth") else n + ".pth"] for n in only] if only \
@@ -221,7 +221,7 @@ def _converted_before(dst: pathlib.Path, src: pathlib.Path) -> Optional[dict]:
     """The header of ``dst`` when it is a checkpoint converted from exactly ``src`` (same
     SHA-256): a repeated run reuses it. None otherwise."""
     from g2g_model.model.checkpoint import read_header
-    from g2g_model.model.cli import sha256_of
+    from g2g_model.model.checkpoint import sha256_of
 
     if not dst.is_file():
         return None

@@ -21,7 +21,7 @@ import pathlib
 import sys
 from typing import Dict, List, Optional
 
-from g2g_model.model.cli import sha256_of
+from g2g_model.model.checkpoint import sha256_of
 from g2g_model.release import (
     BACKBONE_FILES,
     HUB_REPO,

@@ -30,7 +30,7 @@ from g2g_msgs.srv import Localize, SaveMap  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.inference import G2GPipeline  # noqa: E402
 from g2g_model.maps import load_map  # noqa: E402
-from g2g_model.model.cli import convert_official  # noqa: E402
+from g2g_model.model.checkpoint import convert_official  # noqa: E402
 from g2g_ros.conversions import matrix_to_pose  # noqa: E402
 from paper_fixtures import tiny_backbone_folder, tiny_official_pth  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402

@@ -57,7 +57,7 @@ def test_full_size_release_through_map_build_and_relocalize(tmp_path):
 
     from benchmarks.bench_backbones import random_backbone
     from g2g_model.backbones.mapanything.config import preset
-    from g2g_model.model.cli import convert_official
+    from g2g_model.model.checkpoint import convert_official
     from g2g_model.model.config import preset as g2g_preset
     from g2g_model.model.g2g import G2GModel
     from sim_fixtures import tiny_trajectories

@@ -92,7 +92,7 @@ def _finetune_pair_verifier(args) -> int:
     from g2g_model.covisibility.image_embedding import load_image_embedding
     from g2g_model.covisibility.pair_verifier import (finetune_pair_verifier, load_pair_verifier,
                                                       save_pair_verifier)
-    from g2g_model.model.cli import sha256_of
+    from g2g_model.model.checkpoint import sha256_of
 
     model, header = load_pair_verifier(args.init)
     embedding = load_image_embedding(args.image_embedding)[0]

@@ -296,3 +296,27 @@ def load_any(
     header = build_header(model.config, training=training)
     header["format"] = "official"
     return LoadedCheckpoint(model=model, header=header)
+
+
+OFFICIAL_BACKBONE = "mapanything_v1"  # the released G2G weights sit on MapAnything V1 features
+
+
+def sha256_of(path: str) -> str:
+    """SHA-256 of a file's bytes (hex), read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def convert_official(src: str, dst: str, max_frames: Optional[int] = None,
+                     num_heads: Optional[int] = None,
+                     backbone_name: str = OFFICIAL_BACKBONE) -> dict:
+    """Convert an official G2G ``.pth`` into our checkpoint; returns the written header."""
+    loaded = load_any(src, max_frames=max_frames, num_heads=num_heads)
+    if loaded.header.get("format") != "official":
+        raise ValueError(f"{src!r} is already a G2G checkpoint; nothing to convert")
+    training = {"source": "official", "source_file": os.path.basename(src),
+                "source_sha256": sha256_of(src)}
+    return save_checkpoint(dst, loaded.model, backbone_name=backbone_name, training=training)

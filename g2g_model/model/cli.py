@@ -8,18 +8,15 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
 import sys
 from typing import List, Optional
 
-from g2g_model.model.checkpoint import load_any, save_checkpoint
+from g2g_model.model.checkpoint import OFFICIAL_BACKBONE, convert_official, load_any
 from g2g_model.model.config import PRESETS, preset
 from g2g_model.model.g2g import G2GModel, count_parameters
-
-OFFICIAL_BACKBONE = "mapanything_v1"  # the released G2G weights sit on MapAnything V1 features
 
 
 def format_counts(counts: dict) -> str:
@@ -89,26 +86,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(handler=_info)
     return _run(parser, argv, lambda args: args.handler(args))
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def convert_official(src: str, dst: str, max_frames: Optional[int] = None,
-                     num_heads: Optional[int] = None,
-                     backbone_name: str = OFFICIAL_BACKBONE) -> dict:
-    """Convert an official G2G ``.pth`` into our checkpoint; returns the written header."""
-    loaded = load_any(src, max_frames=max_frames, num_heads=num_heads)
-    if loaded.header.get("format") != "official":
-        raise ValueError(f"{src!r} is already a G2G checkpoint; nothing to convert")
-    training = {"source": "official", "source_file": os.path.basename(src),
-                "source_sha256": sha256_of(src)}
-    return save_checkpoint(dst, loaded.model, backbone_name=backbone_name, training=training)
 
 
 def _convert(args: argparse.Namespace) -> int:
