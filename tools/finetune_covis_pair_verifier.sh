@@ -5,7 +5,7 @@
 # give triplets (the frame, a better and a worse look-alike, overlaps >= 0.1 apart); 1,500
 # steps of 128 binned pairs + 64 triplets, MSE plus a margin ranking term, batch norm frozen,
 # lr 3e-4; the file stores re-ranking weight 5 (chosen on the validation scenes,
-# docs/COVISIBILITY.md). Then evaluate every window scorer on the held-out test scenes.
+# docs/COVISIBILITY.md). These are the named recipe pair_verifier_finetune. Then evaluate every window scorer on the held-out test scenes.
 # About 25 min on 2 CPU cores (finding the look-alikes 2 min, 1,500 steps 22 min), plus the
 # image data when OUT_DIR/train_images.pt does not exist yet (12 min) and the evaluation (6 min).
 #
@@ -28,10 +28,11 @@ COVIS=("${PYTHON:-python}" -m g2g_model.covisibility.cli -v)
 ASSETS=g2g_model/assets
 
 mkdir -p "$OUT"
-"${COVIS[@]}" finetune-pair-verifier --root "$SIM_ROOT/sim_train" "$SIM_ROOT/sim_train_more" \
-    --workers "${WORKERS:-2}" --data "$OUT/train_images.pt" --init "$INIT" \
+"${COVIS[@]}" finetune-pair-verifier --recipe pair_verifier_finetune \
+    --root "$SIM_ROOT/sim_train" "$SIM_ROOT/sim_train_more" --workers "${WORKERS:-2}" \
+    --data "$OUT/train_images.pt" --init "$INIT" \
     --image-embedding "$ASSETS/covis_image_embedding.safetensors" \
-    --out "$OUT/pair_verifier.safetensors" --weight 5
+    --out "$OUT/pair_verifier.safetensors"
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
     --checkpoint "$ASSETS/covis_compact.safetensors" \
     --embedding "$ASSETS/covis_embedding_compact.safetensors" \

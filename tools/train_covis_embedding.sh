@@ -29,8 +29,9 @@ if [[ ! -f "$OUT/train.safetensors" ]]; then
         --out "$OUT/train.safetensors" --stride 2 --pairs-per-scene 10000 \
         --cache "$OUT/token_cache" --seed 0
 fi
-# 2. Per-scene standardisation, PCA whitening to 256, a 64 x 256 head (cosine -> overlap, MSE).
-"${COVIS[@]}" train-embedding --train "$OUT/train.safetensors" \
+# 2. Recipe embedding_default: per-scene standardisation, PCA whitening to 256, a 64 x 256
+#    head (cosine -> overlap, MSE).
+"${COVIS[@]}" train-embedding --recipe embedding_default --train "$OUT/train.safetensors" \
     --out "$OUT/covis_embedding.safetensors" --quiet
 # 3. Held-out test scenes (seeds 20000+): every scorer, also with a 2 m position hint.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \

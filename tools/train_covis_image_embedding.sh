@@ -25,8 +25,9 @@ COVIS=("$PY" -m g2g_model.covisibility.cli -v)
 
 mkdir -p "$OUT"
 # 1. Every 2nd frame of every traversal/camera of the training scenes, shrunk to 64 px, with the
-#    overlap of every pair of a scene; 3000 steps of 128 pairs (half covisible).
-"${COVIS[@]}" train-image-embedding --root "$SIM_ROOT/sim_train" --workers "${WORKERS:-2}" \
+#    overlap of every pair of a scene; recipe image_embedding_default: 3000 steps of 128
+#    pairs (half covisible).
+"${COVIS[@]}" train-image-embedding --recipe image_embedding_default --root "$SIM_ROOT/sim_train" --workers "${WORKERS:-2}" \
     --data "$OUT/train_images.pt" --out "$OUT/image_embedding.safetensors"
 # 2. Every window scorer on the held-out test scenes.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \

@@ -25,11 +25,12 @@ COVIS=("${PYTHON:-python}" -m g2g_model.covisibility.cli -v)
 ASSETS=g2g_model/assets
 
 mkdir -p "$OUT"
-# 1. Every 2nd frame of the 72 training scenes, 64 px, with the overlap of every pair; 4,000
-#    steps of 128 cross-traversal pairs, equally many from each overlap bin.
-"${COVIS[@]}" train-pair-verifier --root "$SIM_ROOT/sim_train" "$SIM_ROOT/sim_train_more" \
-    --workers "${WORKERS:-2}" --data "$OUT/train_images.pt" --out "$OUT/pair_verifier.safetensors" \
-    --steps 4000 --batch-size 128 --weight 0.5
+# 1. Every 2nd frame of the 72 training scenes, 64 px, with the overlap of every pair; recipe
+#    pair_verifier_cpu: 4,000 steps of 128 cross-traversal pairs, equally many from each
+#    overlap bin, stored re-ranking weight 0.5.
+"${COVIS[@]}" train-pair-verifier --recipe pair_verifier_cpu \
+    --root "$SIM_ROOT/sim_train" "$SIM_ROOT/sim_train_more" --workers "${WORKERS:-2}" \
+    --data "$OUT/train_images.pt" --out "$OUT/pair_verifier.safetensors"
 # 2. The held-out test scenes: every scorer, and the default's windows re-ranked.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
     --checkpoint "$ASSETS/covis_compact.safetensors" \

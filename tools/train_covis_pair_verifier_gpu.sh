@@ -6,7 +6,9 @@
 # 16 CPU cores it took 7 min (rendering 2.6 min, image data 1.9 min, training 2.5 min). It runs
 # on a CPU too (DEVICE=cpu), in several hours. tools/train_covis_pair_verifier.sh is the shorter
 # CPU recipe (72 scenes, 4,000 steps of 128 pairs; less accurate, see docs/COVISIBILITY.md).
-# Evaluate a result on the validation scenes before shipping it.
+# Evaluate a result on the validation scenes before shipping it. The training settings are the
+# named recipe pair_verifier_gpu (g2g_model/covisibility/recipes.py); STEPS, BATCH and DEVICE
+# override its values.
 #
 # Usage: tools/train_covis_pair_verifier_gpu.sh OUT_DIR
 # Environment (defaults in brackets):
@@ -27,10 +29,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:?usage: $0 OUT_DIR}
 SCENES=${SCENES:-96}
 SIZES=${SIZES:-64}
-STEPS=${STEPS:-8500}
-BATCH=${BATCH:-256}
 WORKERS=${WORKERS:-$(nproc)}
-DEVICE=${DEVICE:-cuda}
 WORK=${WORK:-/tmp/g2g_pv}
 PY=${PYTHON:-python3}
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
@@ -39,6 +38,9 @@ start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start )) s] $*"; }
 nsizes=$(wc -w <<<"$SIZES")
 per_size=$(( WORKERS / nsizes > 0 ? WORKERS / nsizes : 1 ))
+TRAIN=(train-pair-verifier --recipe pair_verifier_gpu)
+if [[ -n "${BATCH:-}" ]]; then TRAIN+=(--batch-size "$BATCH"); fi
+if [[ -n "${DEVICE:-}" ]]; then TRAIN+=(--device "$DEVICE"); fi
 
 stamp "rendering $SCENES training scenes with $WORKERS workers"
 "$PY" -m g2g_model.data.sim.cli --out "$WORK/sim" --split train --num-scenes "$SCENES" \
@@ -46,9 +48,9 @@ stamp "rendering $SCENES training scenes with $WORKERS workers"
     > "$WORK/sim.log" 2>&1
 stamp "building the image data of sizes $SIZES ($per_size workers each)"
 for size in $SIZES; do
-    "$PY" -m g2g_model.covisibility.cli train-pair-verifier --root "$WORK/sim" --size "$size" \
+    "$PY" -m g2g_model.covisibility.cli "${TRAIN[@]}" --root "$WORK/sim" --size "$size" \
         --workers "$per_size" --data "$WORK/images_$size.pt" --out "$WORK/calib_$size.safetensors" \
-        --steps 50 --batch-size "$BATCH" --device "$DEVICE" --no-resume -q \
+        --steps 50 --no-resume -q \
         > "$WORK/calib_$size.log" 2>&1 &
 done
 wait
@@ -58,7 +60,7 @@ if [[ -n "$seconds" && -n "${DEADLINE:-}" ]]; then
     seconds=$(( left < seconds ? left : seconds ))
 fi
 for size in $SIZES; do
-    steps=$STEPS
+    steps=${STEPS:-}
     if [[ -n "$seconds" ]]; then
         steps=$("$PY" - "$WORK/calib_$size.safetensors" "$seconds" <<'EOF'
 import sys
@@ -68,10 +70,12 @@ print(max(100, int(float(sys.argv[2]) / seconds) // 100 * 100))
 EOF
 )
     fi
-    stamp "size $size: $steps steps of $BATCH pairs on $DEVICE"
-    "$PY" -m g2g_model.covisibility.cli -v train-pair-verifier --root "$WORK/sim" --size "$size" \
+    steps_arg=()
+    if [[ -n "$steps" ]]; then steps_arg=(--steps "$steps"); fi
+    stamp "size $size: ${TRAIN[*]:1} ${steps_arg[*]}"
+    "$PY" -m g2g_model.covisibility.cli -v "${TRAIN[@]}" --root "$WORK/sim" --size "$size" \
         --data "$WORK/images_$size.pt" --out "$OUT/pair_verifier_$size.safetensors" \
-        --steps "$steps" --batch-size "$BATCH" --device "$DEVICE" --no-resume -q \
+        "${steps_arg[@]}" --no-resume -q \
         > "$OUT/train_$size.log" 2>&1 &
 done
 wait

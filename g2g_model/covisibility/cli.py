@@ -6,6 +6,8 @@ Examples::
     g2g-covis synth --out /tmp/synth_val.safetensors --frames-per-place 6 --seed 1
     g2g-covis train --train /tmp/synth_train.safetensors --val /tmp/synth_val.safetensors \\
         --preset tiny --train-preset smoke --out /tmp/covis_run
+    g2g-covis train --train train.safetensors --val val.safetensors --out run \\
+        --recipe decoder_default
     g2g-covis eval --checkpoint /tmp/covis_run/covisibility.safetensors \\
         --samples /tmp/synth_val.safetensors
     g2g-covis info --checkpoint /tmp/covis_run/covisibility.safetensors
@@ -15,7 +17,9 @@ Examples::
         --checkpoint covisibility.safetensors --json test.json
 
 The window scorers' training commands (``train-embedding``, ``train-image-embedding``,
-``train-pair-verifier``, ``finetune-pair-verifier``) are in :mod:`.cli_scorers`.
+``train-pair-verifier``, ``finetune-pair-verifier``) are in :mod:`.cli_scorers`. Every
+training command takes ``--recipe NAME``, the named settings of a ``tools/`` recipe
+(:mod:`.recipes`); flags given with it override them.
 
 Sample files are described in :mod:`g2g_model.covisibility.samples`. The decoder's ``in_dim``
 and token grid are taken from the sample file (a square grid unless ``--grid H W`` is given).
@@ -36,6 +40,7 @@ from g2g_model.covisibility.checkpoint import load_checkpoint, read_checkpoint_m
 from g2g_model.covisibility.cli_scorers import add_scorer_commands
 from g2g_model.covisibility.evaluate import evaluate
 from g2g_model.covisibility.model import COVISIBILITY_PRESETS, build_covisibility_model
+from g2g_model.covisibility.recipes import add_recipe_arg
 from g2g_model.covisibility.samples import load_samples, save_samples
 from g2g_model.covisibility.synthetic import synthetic_samples
 from g2g_model.covisibility.train import TRAIN_PRESETS, train_covisibility
@@ -53,20 +58,16 @@ def _grid(num_patches: int, grid: Optional[List[int]]) -> tuple:
     return (side, side)
 
 
-def _train(args) -> int:
-    train_set = load_samples(args.train)
-    val_set = load_samples(args.val, expect_encoder=train_set.encoder) if args.val else None
-    _, p, d = train_set.frames.shape
-    arch = {"in_dim": d, "grid_hw": _grid(p, args.grid)}
+def train_settings(args, num_patches: int, in_dim: int) -> tuple:
+    """The decoder overrides (``arch``) and :class:`TrainConfig` that ``train``'s arguments
+    give for tokens of ``num_patches`` x ``in_dim``."""
+    arch = {"in_dim": in_dim, "grid_hw": _grid(num_patches, args.grid)}
     if args.pool:
         arch["pool"] = args.pool
     if args.dense_subdiv:
         arch["dense_subdiv"] = args.dense_subdiv
     if args.input_norm:
         arch["input_norm"] = True
-    model = build_covisibility_model(args.preset, **arch)
-    if args.input_norm and not (pathlib.Path(args.out) / "last.safetensors").exists():
-        model.set_input_statistics(train_set.frames)
     overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size),
                                    ("lr", args.lr), ("seed", args.seed),
                                    ("eval_every", args.eval_every)) if v is not None}
@@ -76,6 +77,17 @@ def _train(args) -> int:
     if args.scalar_loss:
         config = dataclasses.replace(
             config, loss=dataclasses.replace(config.loss, scalar_loss=args.scalar_loss))
+    return arch, config
+
+
+def _train(args) -> int:
+    train_set = load_samples(args.train)
+    val_set = load_samples(args.val, expect_encoder=train_set.encoder) if args.val else None
+    _, p, d = train_set.frames.shape
+    arch, config = train_settings(args, p, d)
+    model = build_covisibility_model(args.preset, **arch)
+    if args.input_norm and not (pathlib.Path(args.out) / "last.safetensors").exists():
+        model.set_input_statistics(train_set.frames)
     print(f"covisibility decoder {args.preset!r}: {model.num_parameters():,} parameters, "
           f"{len(train_set)} training pairs, {config.steps} steps")
     result = train_covisibility(
@@ -183,7 +195,9 @@ def _info(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(recipe: Optional[str] = None) -> argparse.ArgumentParser:
+    """The ``g2g-covis`` parser; with ``recipe`` (a name in :data:`.recipes.RECIPES`) its
+    command's defaults are that recipe's values."""
     parser = argparse.ArgumentParser(prog="g2g-covis", description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -211,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--no-resume", action="store_true", help="ignore out/last.safetensors")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=_train)
+    add_recipe_arg(tr, "train", recipe)
 
     ev = sub.add_parser("eval", help="held-out metrics of a checkpoint")
     ev.add_argument("--checkpoint", required=True)
@@ -220,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", help="also write the metrics to this file")
     ev.set_defaults(func=_eval)
 
-    add_scorer_commands(sub)
+    add_scorer_commands(sub, recipe)
 
     sy = sub.add_parser("synth", help="write a synthetic sample file (sanity checks)")
     sy.add_argument("--out", required=True)
@@ -276,8 +291,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parse ``argv``; with ``--recipe NAME`` parse again with that recipe's values as the
+    defaults, so that flags given with it override the recipe."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "recipe", None):
+        args = build_parser(args.recipe).parse_args(argv)
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

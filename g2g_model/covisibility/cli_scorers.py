@@ -16,6 +16,7 @@ from typing import Optional
 from g2g_model.covisibility.embedding import EMBEDDING_DEFAULTS
 from g2g_model.covisibility.image_embedding import IMAGE_EMBEDDING_DEFAULTS
 from g2g_model.covisibility.pair_verifier import FINETUNE_DEFAULTS, PAIR_VERIFIER_DEFAULTS
+from g2g_model.covisibility.recipes import add_recipe_arg
 from g2g_model.covisibility.samples import load_samples
 from g2g_model.covisibility.sim_data import image_training_data
 
@@ -148,8 +149,9 @@ def _schedule_args(sp: argparse.ArgumentParser, defaults: dict) -> None:
     sp.add_argument("--lr", type=float, default=defaults["lr"])
 
 
-def add_scorer_commands(sub) -> None:
-    """Add the scorer training subcommands to ``g2g-covis``'s subparsers."""
+def add_scorer_commands(sub, recipe: Optional[str] = None) -> None:
+    """Add the scorer training subcommands to ``g2g-covis``'s subparsers (``recipe``: as
+    :func:`g2g_model.covisibility.cli.build_parser`'s)."""
     te = sub.add_parser("train-embedding",
                         help="train the covisibility embedding (per-frame descriptors) on a "
                              "sample file")
@@ -163,6 +165,7 @@ def add_scorer_commands(sub) -> None:
     te.add_argument("--seed", type=int, default=0)
     te.add_argument("--quiet", action="store_true", help="no progress bar")
     te.set_defaults(func=_train_embedding)
+    add_recipe_arg(te, "train-embedding", recipe)
 
     ti = sub.add_parser("train-image-embedding",
                         help="train the image covisibility embedding (a small CNN on the "
@@ -173,6 +176,7 @@ def add_scorer_commands(sub) -> None:
     ti.add_argument("--seed", type=int, default=0)
     ti.add_argument("-q", "--quiet", action="store_true")
     ti.set_defaults(func=_train_image_embedding)
+    add_recipe_arg(ti, "train-image-embedding", recipe)
 
     tv = sub.add_parser("train-pair-verifier",
                         help="train the pair verifier (a small CNN that re-ranks the window "
@@ -188,6 +192,7 @@ def add_scorer_commands(sub) -> None:
     tv.add_argument("--seed", type=int, default=0)
     tv.add_argument("-q", "--quiet", action="store_true")
     tv.set_defaults(func=_train_pair_verifier)
+    add_recipe_arg(tv, "train-pair-verifier", recipe)
 
     tf = sub.add_parser("finetune-pair-verifier",
                         help="fine-tune a pair verifier on the confusable pairs it must order "
@@ -212,3 +217,4 @@ def add_scorer_commands(sub) -> None:
     tf.add_argument("--seed", type=int, default=0)
     tf.add_argument("-q", "--quiet", action="store_true")
     tf.set_defaults(func=_finetune_pair_verifier)
+    add_recipe_arg(tf, "finetune-pair-verifier", recipe)
