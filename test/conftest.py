@@ -8,7 +8,20 @@ Child processes started by the tests inherit these variables.
 import os
 import random
 
+import pytest
+
 # Domain ids 1..100 are safe with Fast DDS default ports; vary by pid so parallel runs differ.
 os.environ["ROS_DOMAIN_ID"] = str(1 + (os.getpid() + random.randrange(1000)) % 100)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+
+
+@pytest.fixture
+def context():
+    """A fresh rclpy context for in-process node tests, shut down afterwards."""
+    import rclpy
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    rclpy.shutdown(context=ctx)

@@ -18,14 +18,6 @@ NODES = {"rig_odometry": "RigOdometryNode", "relocalize": "RelocalizeNode",
          "map_builder": "MapBuilderNode"}
 
 
-@pytest.fixture
-def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.shutdown(context=ctx)
-
-
 def _make(name, context, **params):
     cls = getattr(importlib.import_module(f"g2g_ros.nodes.{name}"), NODES[name])
     # Own namespace: the node process tests use the plain names in the same ROS domain.

@@ -58,14 +58,6 @@ class Probe(ManagedNode):
         self.hooks.append(("cleanup", list(self.log)))
 
 
-@pytest.fixture
-def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.shutdown(context=ctx)
-
-
 def _has(entities, entity):
     return any(e is entity for e in entities)
 
