@@ -4,21 +4,27 @@
 # overlaps, mined window pairs), train stage 1 (compact_mnv2_pretrain) in bf16, then the
 # relocalization and rig-odometry G2G models side by side on the same GPU, evaluate both on the
 # held-out test scenes against "no motion", and leave checkpoints, logs and evaluations in
-# OUT_DIR (a few MB). Each training stage gets a share of the budget: it first times a few steps,
-# then sets its schedule (warm-up + cosine decay) to the steps that fit. Runs on a CPU too
-# (DEVICE=cpu), and at a tiny scale in seconds (TINY=1; test/test_train_defaults_gpu.py runs it
-# that way).
+# OUT_DIR (a few MB). Each training stage gets a share of the budget: it first times a few steps
+# (which also builds its feature cache), then sets its schedule (warm-up + cosine decay) to the
+# steps that fit before its deadline. With HEDGE_BACKBONE, a third run trains rig odometry on that
+# given stage-1 backbone from the start, beside the others (g2g_rig_mnv2_hedge.safetensors).
+# Runs on a CPU too (DEVICE=cpu), and at a tiny scale in seconds (TINY=1;
+# test/test_train_defaults_gpu.py runs it that way).
 #
 # Usage: tools/train_defaults_gpu.sh OUT_DIR
 # Environment (defaults in brackets):
 #   BUDGET [480]        seconds for the whole script; rendering and labelling take what they
-#                       take, the three trainings share what is left (stage 1 half, the G2G
-#                       models a quarter each, run in parallel), 40 s are kept for evaluation
-#   SCENES [48]         training-split scenes (3 traversals, 100 frames, ring4 rig)
+#                       take, stage 1 gets half of what is left, then the two G2G models share
+#                       the GPU for the other half; 40 s are kept for evaluation
+#   SCENES [48]         training-split scenes (100 frames, ring4 rig)
+#   TRAVERSALS [3]      traversals per training scene
 #   TEST_SCENES [4]     test-split scenes (2 traversals): the held-out split of docs/TRAINING.md
 #   LABEL_SCENES [24]   training scenes that get overlap labels (relocalization pairs)
 #   BATCH [32]          groups (stage 1) and pairs (G2G) per step
-#   WORKERS [nproc]     rendering / labelling processes
+#   RIG_PAIRS [100000]  rig-odometry training pairs at most (keyframes 0-3 frames apart: a
+#                       quarter are standstills, the rig twice at one frame)
+#   HEDGE_BACKBONE      a stage-1 backbone.safetensors for the third run (none: no third run)
+#   WORKERS [nproc]     rendering / labelling processes; image-loading threads per training
 #   DEVICE [cuda]       where the networks train
 #   WORK [/tmp/g2g_defaults]  rendered data and feature caches (large; not in OUT_DIR)
 #   TINY                1: 2 + 1 scenes of 12 frames at 64 px, 2 steps per stage (a dry run)
@@ -28,6 +34,9 @@ cd "$(dirname "$0")/.."
 OUT=${1:?usage: $0 OUT_DIR}
 BUDGET=${BUDGET:-480}
 SCENES=${SCENES:-48}
+TRAVERSALS=${TRAVERSALS:-3}
+RIG_PAIRS=${RIG_PAIRS:-100000}
+HEDGE=${HEDGE_BACKBONE:-}
 TEST_SCENES=${TEST_SCENES:-4}
 LABEL_SCENES=${LABEL_SCENES:-24}
 BATCH=${BATCH:-32}
@@ -54,7 +63,7 @@ DATA="$PY -m g2g_model.data.cli"
 TRAIN="$PY -m g2g_model.training.cli"
 
 stamp "rendering $SCENES training and $TEST_SCENES test scenes with $WORKERS workers"
-$SIM --out "$WORK/sim_train" --split train --num-scenes "$SCENES" --traversals 3 \
+$SIM --out "$WORK/sim_train" --split train --num-scenes "$SCENES" --traversals "$TRAVERSALS" \
     "${SIM_ARGS[@]}" --workers "$WORKERS" > "$WORK/sim.log" 2>&1
 $SIM --out "$WORK/sim_test" --split test --num-scenes "$TEST_SCENES" --traversals 2 \
     "${SIM_ARGS[@]}" --workers "$WORKERS" >> "$WORK/sim.log" 2>&1
@@ -62,26 +71,32 @@ $SIM --out "$WORK/sim_test" --split test --num-scenes "$TEST_SCENES" --traversal
 stamp "labelling (rig pairs, overlaps of $LABEL_SCENES scenes, mined windows)"
 for split in train test; do
     root="$WORK/sim_$split"
-    $DATA rig-pairs "$root" --max-distance 3 --max-frame-gap 3 --max-pairs 400 \
-        --out "$root/rig_odom_pairs.csv" >> "$WORK/labels.log" 2>&1
+    # Held-out: consecutive keyframes 1-3 frames apart (docs/TRAINING.md); training: 0-3, so the
+    # model also sees the rig standing still (it must answer the identity when B = A).
+    gap=1; [[ $split == train ]] && gap=0
+    $DATA rig-pairs "$root" --max-distance 3 --min-frame-gap $gap --max-frame-gap 3 \
+        --max-pairs 400 --out "$root/rig_odom_pairs.csv" >> "$WORK/labels.log" 2>&1
     ls -d "$root"/scene_* | head -n "$LABEL_SCENES" | xargs -P "$WORKERS" -I{} \
         $DATA overlap {} --cam-pairs same --size 28 >> "$WORK/labels.log" 2>&1
     $DATA mine "$root" --window 5 --top-k 10 --min-score 0.1 >> "$WORK/labels.log" 2>&1
 done
 
-# train NAME OUT SECONDS [--set ...]: time 5 steps, then run the schedule that fits SECONDS.
+# train NAME OUT DEADLINE [--set ...]: time 5 steps (building the feature cache, if any), then
+# run the schedule that ends by DEADLINE (seconds since the start of this script).
 train() {
-    local name=$1 dir=$2 seconds=$3; shift 3
+    local name=$1 dir=$2 deadline=$3 seconds tag=${2##*/}; shift 3
     local common=(--set device="$DEVICE" --set bf16=auto --set "data.root=$WORK/sim_train"
                   --set optim.batch_size="$BATCH" --set checkpoint_every=100000
+                  --set num_workers="$WORKERS"
                   --set "model.backbone_overrides={image_size: [$SIZE, $SIZE]}" "$@")
     local steps=2
     [[ "${TINY:-0}" == 1 ]] && common+=(--set log_every=1)
     if [[ "${TINY:-0}" != 1 ]]; then
-        $TRAIN "$name" --out "$WORK/timing_$name" "${common[@]}" --set optim.max_steps=6 \
+        $TRAIN "$name" --out "$WORK/timing_$tag" "${common[@]}" --set optim.max_steps=6 \
             --set log_every=1 --set optim.warmup_steps=1 --set optim.decay_steps=5 -q \
-            > "$WORK/timing_$name.log" 2>&1
-        steps=$($PY - "$WORK/timing_$name/train_log.csv" "$seconds" <<'PYEOF'
+            > "$WORK/timing_$tag.log" 2>&1
+        seconds=$(( deadline - $(elapsed) ))
+        steps=$($PY - "$WORK/timing_$tag/train_log.csv" "$seconds" <<'PYEOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 per_step = statistics.median(float(r["sec_per_step"]) for r in rows[-3:])
@@ -94,25 +109,35 @@ PYEOF
     # The curriculum's plateau levels (0.50 -> 0.10, 9 levels) end by 45 % of the steps, so the
     # cosine decay always runs.
     [[ "$name" == reloc_mnv2 ]] && extra=(--set curriculum.max_steps_per_level=$(( steps / 20 + 1 )))
-    stamp "$name: $steps steps in about $seconds s"
+    stamp "$name: $steps steps until $deadline s"
     $TRAIN "$name" --out "$dir" "${common[@]}" --set optim.warmup_steps="$warmup" \
         --set optim.decay_steps=$(( steps - warmup )) --set optim.max_steps="$steps" \
-        "${extra[@]}" -q > "$OUT/$name.log" 2>&1
-    cp "$dir/train_log.csv" "$OUT/${name}_train_log.csv"
-    cp "$dir"/*.png "$OUT/" 2>/dev/null || true
+        "${extra[@]}" -q > "$OUT/$tag.log" 2>&1
+    cp "$dir/train_log.csv" "$OUT/${tag}_train_log.csv"
+    for png in "$dir"/*.png; do [[ -f $png ]] && cp "$png" "$OUT/${tag}_${png##*/}"; done
+    return 0
 }
 
-left=$(( BUDGET - $(elapsed) - 40 ))
-train compact_mnv2_pretrain "$WORK/stage1" $(( left / 2 ))
+end=$(( BUDGET - 40 ))
+rig_sets=(--set data.max_pairs="$RIG_PAIRS"
+          --set model.g2g_overrides.feature_norm_patches=$(( (SIZE / 16) ** 2 )))
+if [[ -n $HEDGE ]]; then
+    train rig_odom_mnv2 "$WORK/rig_hedge" "$end" --set "model.backbone_weights=$HEDGE" \
+        --set "cache.dir=$WORK/cache_rig_hedge" "${rig_sets[@]}" &
+fi
+train compact_mnv2_pretrain "$WORK/stage1" $(( $(elapsed) + (end - $(elapsed)) / 2 ))
 cp "$WORK/stage1/backbone.safetensors" "$OUT/compact_mnv2_backbone.safetensors"
-left=$(( BUDGET - $(elapsed) - 40 ))
 weights=(--set "model.backbone_weights=$WORK/stage1/backbone.safetensors")
-train reloc_mnv2 "$WORK/reloc" "$left" "${weights[@]}" --set "cache.dir=$WORK/cache_reloc" &
-train rig_odom_mnv2 "$WORK/rig" "$left" "${weights[@]}" --set "cache.dir=$WORK/cache_rig" \
-    --set model.g2g_overrides.feature_norm_patches=$(( (SIZE / 16) ** 2 )) &
+train reloc_mnv2 "$WORK/reloc" "$end" "${weights[@]}" --set "cache.dir=$WORK/cache_reloc" &
+train rig_odom_mnv2 "$WORK/rig" "$end" "${weights[@]}" --set "cache.dir=$WORK/cache_rig" \
+    "${rig_sets[@]}" &
 wait
 cp "$WORK/reloc/model.safetensors" "$OUT/g2g_reloc_mnv2.safetensors"
 cp "$WORK/rig/model.safetensors" "$OUT/g2g_rig_mnv2.safetensors"
+if [[ -n $HEDGE ]] && ! cp "$WORK/rig_hedge/model.safetensors" "$OUT/g2g_rig_mnv2_hedge.safetensors"
+then
+    stamp "the run on HEDGE_BACKBONE failed (rig_hedge.log)"; HEDGE=
+fi
 
 stamp "evaluating on the held-out test scenes"
 $PY -m g2g_model.training.eval_cli --task reloc --root "$WORK/sim_test" --index pairs_w5.json \
@@ -121,4 +146,10 @@ $PY -m g2g_model.training.eval_cli --task reloc --root "$WORK/sim_test" --index 
 $PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
     --checkpoint "$OUT/g2g_rig_mnv2.safetensors" --identity --max-pairs 100 \
     --device "$DEVICE" --out "$OUT/eval_rig" -q > "$OUT/eval_rig.log" 2>&1
+if [[ -n $HEDGE ]]; then
+    $PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" \
+        --index rig_odom_pairs.csv --checkpoint "$OUT/g2g_rig_mnv2_hedge.safetensors" \
+        --max-pairs 100 --device "$DEVICE" --out "$OUT/eval_rig_hedge" -q \
+        > "$OUT/eval_rig_hedge.log" 2>&1
+fi
 stamp "done; results in $OUT"

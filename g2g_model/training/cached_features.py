@@ -117,6 +117,7 @@ def build_feature_cache(specs: Sequence[GroupSpec], store: TrajectoryStore,
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     backbone.eval()
+    device = next(backbone.parameters()).device
     identity = cache_identity(backbone, noise, variants, seed, dtype)
     folder = Path(cache_dir) / identity_hash(identity)
     folder.mkdir(parents=True, exist_ok=True)
@@ -138,7 +139,7 @@ def build_feature_cache(specs: Sequence[GroupSpec], store: TrajectoryStore,
         rows = []
         for start in range(0, len(chunk), batch_size):
             part = chunk[start:start + batch_size]
-            groups = [store.load(s) for s in part]
+            groups = store.load_many(part)
             sizes = {g.images.shape[0] for g in groups}
             if len(sizes) != 1:
                 raise ValueError(f"groups of different sizes {sorted(sizes)} in one cache")
@@ -154,7 +155,8 @@ def build_feature_cache(specs: Sequence[GroupSpec], store: TrajectoryStore,
                         perturb_poses(clean[b], noise,
                                       variant_generator(keys[start + b], v, seed))
                         for b in range(len(part))])
-                per_variant.append(backbone(images, ks, poses).to(DTYPES[dtype]))
+                per_variant.append(backbone(images.to(device), ks.to(device), poses.to(device))
+                                   .to(DTYPES[dtype]).cpu())
             rows.append(torch.stack(per_variant, dim=1))  # [b, V, N, P, D]
             bar.update(len(part))
         tensor = torch.cat(rows).contiguous()

@@ -56,5 +56,5 @@ class PretrainDataset:
 
     def load_batch(self, kind: str, indices: List[int]) -> Dict[str, torch.Tensor]:
         """``images [B,N,3,H,W]``, ``intrinsics``, ``cam_to_anchor`` (clean), ``depth``."""
-        groups = [self.store.load(self.specs[kind][i], with_depth=True) for i in indices]
+        groups = self.store.load_many([self.specs[kind][i] for i in indices], with_depth=True)
         return stack_groups(groups)

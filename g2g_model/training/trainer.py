@@ -91,7 +91,7 @@ class Trainer:
         cfg = self.config
         self.backbone = build_backbone(cfg.model)
         image_size = tuple(self.backbone.image_size)
-        self.store = TrajectoryStore(cfg.data.root, image_size)
+        self.store = TrajectoryStore(cfg.data.root, image_size, workers=cfg.num_workers)
         if cfg.task == "pretrain":
             self.module, self.dataset, self.samplers = pretrain_task(
                 cfg, self.backbone, self.store, self.info.rank, self.info.world_size)
@@ -159,6 +159,7 @@ class Trainer:
             ddp.barrier(self.info)
         table = build_feature_cache(specs, self.store, self.backbone, cache_dir, self.noise,
                                     variants, cfg.seed, cfg.cache.dtype,
+                                    batch_size=64 if self.device.type == "cuda" else 8,
                                     progress=self.progress)
         if self.info.is_main:
             ddp.barrier(self.info)

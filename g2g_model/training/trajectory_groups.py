@@ -15,7 +15,9 @@ the group exactly the identity) and the world pose of the anchor, from which pai
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -77,23 +79,40 @@ class TrajectoryStore:
         root: collection root.
         image_size: (H, W) the groups are resized to.
         max_open: readers kept open.
+        workers: threads of :meth:`load_many` (0 or 1: in the caller's thread). Image decoding
+            and resizing release the GIL, so threads keep a GPU fed where one thread cannot.
     """
 
-    def __init__(self, root: str | Path, image_size: Tuple[int, int], max_open: int = 64):
+    def __init__(self, root: str | Path, image_size: Tuple[int, int], max_open: int = 64,
+                 workers: int = 0):
         self.root = Path(root)
         if not self.root.is_dir():
             raise ValueError(f"dataset root {self.root} is not a directory")
+        if workers < 0:
+            raise ValueError(f"workers must be >= 0, got {workers}")
         self.image_size = (int(image_size[0]), int(image_size[1]))
         self.max_open = max_open
+        self.workers = int(workers)
         self._readers: "OrderedDict[str, TrajectoryReader]" = OrderedDict()
+        self._lock = threading.Lock()
+        self._pool: Optional[ThreadPoolExecutor] = None
 
     def reader(self, traj: str) -> TrajectoryReader:
-        if traj not in self._readers:
-            self._readers[traj] = TrajectoryReader(self.root / traj)
-            while len(self._readers) > self.max_open:
-                self._readers.popitem(last=False)
-        self._readers.move_to_end(traj)
-        return self._readers[traj]
+        with self._lock:
+            if traj not in self._readers:
+                self._readers[traj] = TrajectoryReader(self.root / traj)
+                while len(self._readers) > self.max_open:
+                    self._readers.popitem(last=False)
+            self._readers.move_to_end(traj)
+            return self._readers[traj]
+
+    def load_many(self, specs: list, with_depth: bool = False) -> list:
+        """:meth:`load` of each spec, in order, on ``workers`` threads."""
+        if self.workers <= 1 or len(specs) <= 1:
+            return [self.load(s, with_depth) for s in specs]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="g2g-load")
+        return list(self._pool.map(lambda s: self.load(s, with_depth), specs))
 
     def frames(self, spec: GroupSpec) -> list:
         """``[(camera, frame index)]`` of a group spec."""
