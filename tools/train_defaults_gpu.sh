@@ -76,9 +76,12 @@ for split in train test; do
     gap=1; [[ $split == train ]] && gap=0
     $DATA rig-pairs "$root" --max-distance 3 --min-frame-gap $gap --max-frame-gap 3 \
         --max-pairs 400 --out "$root/rig_odom_pairs.csv" >> "$WORK/labels.log" 2>&1
+    stamp "  $split: rig pairs written"
     ls -d "$root"/scene_* | head -n "$LABEL_SCENES" | xargs -P "$WORKERS" -I{} \
         $DATA overlap {} --cam-pairs same --size 28 >> "$WORK/labels.log" 2>&1
+    stamp "  $split: overlaps computed"
     $DATA mine "$root" --window 5 --top-k 10 --min-score 0.1 >> "$WORK/labels.log" 2>&1
+    stamp "  $split: windows mined"
 done
 
 # train NAME OUT DEADLINE [--set ...]: time 5 steps (building the feature cache, if any), then

@@ -9,6 +9,7 @@ Subcommands (all resumable: finished outputs are skipped unless ``--overwrite``)
     g2g-data mine data/sim --window 5    # window pairs index (JSON / CSV) + score histogram
     g2g-data rig-pairs data/sim --max-distance 1.0
     g2g-data stats data/sim              # counts + overlap histogram PNG
+    g2g-data merge data/a data/b --out data/ab --index rig_odom_pairs.csv   # one training root
 
 Overlap matrices are stored next to the trajectories as
 ``<scene>/overlap/<traj_a>__<traj_b>__<cam_a>__<cam_b>.npy`` (float16, ``[T_A,T_B]``).
@@ -225,6 +226,15 @@ def cmd_convert_tum(args: argparse.Namespace) -> dict:
     return {"trajectory": str(path), "frames": TrajectoryReader(path).num_frames}
 
 
+def cmd_merge(args: argparse.Namespace) -> dict:
+    from g2g_model.data.merge import merge_collections
+
+    try:
+        return merge_collections(args.out, args.roots, args.index)
+    except ValueError as exc:
+        raise SystemExit(f"g2g-data merge: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="g2g-data", description=__doc__.split("\n")[0])
     p.add_argument("-v", "--verbose", action="store_true")
@@ -298,6 +308,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="counts and overlap histogram")
     s.add_argument("root", type=Path)
     s.set_defaults(func=cmd_stats)
+
+    g = sub.add_parser("merge", help="one training root from several collections (scene links "
+                                     "+ concatenated pair indexes)")
+    g.add_argument("roots", type=Path, nargs="+")
+    g.add_argument("--out", type=Path, required=True)
+    g.add_argument("--index", action="append", default=[],
+                   help="index file every root holds (.csv / .json); repeat for several")
+    g.set_defaults(func=cmd_merge)
     return p
 
 
