@@ -12,7 +12,7 @@ An R^2 near 0 means the features, as the G2G modules see them, say little about 
 control: the probes can find the yaw where the input shows it).
 
     python experiments/probe_rig_features.py \
-        --checkpoint g2g_model/assets/g2g_rig_compact.safetensors \
+        --checkpoint g2g_model/assets/g2g_rig_mnv2.safetensors \
         --train 'data/sim_train/scene_*/traj_*' --test 'data/sim_test/scene_*/traj_*'
 """
 

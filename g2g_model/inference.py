@@ -34,7 +34,7 @@ LOG = logging.getLogger(__name__)
 ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
 DEFAULT_CHECKPOINTS = {
     "relocalization": ASSETS / "g2g_reloc_compact.safetensors",
-    "rig_odometry": ASSETS / "g2g_rig_compact.safetensors",
+    "rig_odometry": ASSETS / "g2g_rig_mnv2.safetensors",
     "covisibility": ASSETS / "covis_compact.safetensors",
     "covisibility_embedding": ASSETS / "covis_embedding_compact.safetensors",
     "covisibility_image_embedding": ASSETS / "covis_image_embedding.safetensors",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The long, resumable CPU run of the compact_mnv2 default models (docs/TRAINING.md, "Encoders"):
-# stage 1 (compact_mnv2_pretrain), then relocalization (reloc_mnv2) and rig odometry
-# (rig_odom_mnv2). Stop it at any time (Ctrl-C, kill, end of a session); re-running the same
+# stage 1 (compact_mnv2_pretrain, STAGE1_STEPS of its 3,000-step schedule, 700 for the shipped
+# rig default), relocalization (reloc_mnv2 on the pairs of all 24 labelled scenes), then rig
+# odometry started from it (rig_odom_mnv2_ft: the shipped g2g_rig_mnv2). Stop it at any time (Ctrl-C, kill, end of a session); re-running the same
 # command continues every stage from its state.pt, and a finished stage is skipped. Each stretch
 # appends one line per stage to outputs/mnv2_stretches.log: when it ran and from which step to
 # which step it got. Data: tools/make_default_data.sh (sim_train with labels). Run from the
@@ -24,8 +25,8 @@ stopped() {  # stopped PRESET OUT_DIR: the stretch line of a stage that did not 
         "(resumes from its last checkpoint)" >> "$LOG"
 }
 
-stage() {  # stage PRESET OUT_DIR EXPORT_FILE
-    local preset=$1 dir=$2 export_file=$3
+stage() {  # stage PRESET OUT_DIR EXPORT_FILE [--set ...]
+    local preset=$1 dir=$2 export_file=$3; shift 3
     if [[ -f "$dir/$export_file" && -f "$dir/summary.json" ]] \
         && grep -q '"interrupted": false' "$dir/summary.json"; then
         echo "$(date -u +%FT%TZ) $preset: finished earlier, skipped" >> "$LOG"
@@ -38,11 +39,14 @@ stage() {  # stage PRESET OUT_DIR EXPORT_FILE
     trap "stopped $preset $dir" EXIT
     trap 'exit 143' TERM
     trap 'exit 130' INT
-    $PY -m g2g_model.training.cli "$preset" -q --threads "${THREADS:-2}"
+    $PY -m g2g_model.training.cli "$preset" -q --threads "${THREADS:-2}" "$@"
     trap - EXIT
     echo "$(date -u +%FT%TZ) $preset: finished at step $(last_step "$dir")" >> "$LOG"
 }
 
-stage compact_mnv2_pretrain outputs/compact_mnv2_pretrain backbone.safetensors
-stage reloc_mnv2 outputs/reloc_mnv2 model.safetensors
-stage rig_odom_mnv2 outputs/rig_odom_mnv2 model.safetensors
+stage compact_mnv2_pretrain outputs/compact_mnv2_pretrain backbone.safetensors \
+    --set optim.max_steps="${STAGE1_STEPS:-700}"
+stage reloc_mnv2 outputs/reloc_mnv2 model.safetensors --set data.index=pairs_w5_all.json
+stage rig_odom_mnv2_ft outputs/rig_odom_mnv2_ft model.safetensors
+install -m 644 outputs/rig_odom_mnv2_ft/model.safetensors g2g_model/assets/g2g_rig_mnv2.safetensors
+echo "rig-odometry default written to g2g_model/assets/g2g_rig_mnv2.safetensors"
