@@ -45,6 +45,7 @@ def test_named_presets_load_and_validate_fields():
     ({"task": "segmentation"}, "task must be one of"),
     ({"model": {"init_from": "/no/model.safetensors"}}, "init_from"),
     ({"model": {"backbone_weights": ""}}, "backbone_weights is required"),
+    ({"num_workers": -1}, "num_workers must be >= 0"),
 ])
 def test_bad_config_is_refused_before_work(smoke, tmp_path, change, message, capsys):
     cfg = smoke_config(smoke, tmp_path / "out")

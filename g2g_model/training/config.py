@@ -270,6 +270,9 @@ def validate(config: TrainConfig) -> TrainConfig:
         value = getattr(config.model, name)
         if value and not Path(value).is_file():
             raise ValueError(f"model.{name}: file {value!r} does not exist")
+    if config.num_workers < 0:
+        raise ValueError(f"num_workers must be >= 0 (image-loading threads), got "
+                         f"{config.num_workers}")
     if config.optim.batch_size < 1:
         raise ValueError(f"optim.batch_size must be >= 1, got {config.optim.batch_size}")
     if config.optim.warmup_steps < 0 or config.optim.decay_steps < 0:
