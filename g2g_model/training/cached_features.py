@@ -105,7 +105,7 @@ def build_feature_cache(specs: Sequence[GroupSpec], store: TrajectoryStore,
     """Encode every group once per noise variant (skipping finished shards) and load them.
 
     Args:
-        specs: the groups (all with the same number of frames).
+        specs: the groups (of any sizes: each shard holds one size).
         store: trajectories at the backbone's image size.
         backbone: the frozen encoder (eval mode is set here).
         cache_dir: parent directory of the cache.
@@ -123,7 +123,13 @@ def build_feature_cache(specs: Sequence[GroupSpec], store: TrajectoryStore,
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "identity.json").write_text(json.dumps(identity, indent=1, sort_keys=True))
     shards = []
-    chunks = [list(specs[k:k + shard_size]) for k in range(0, len(specs), shard_size)]
+    # A shard holds groups of one size; the sizes are cut separately, each in the given order
+    # (with one size, the shards are those of earlier versions, so existing caches stay valid).
+    by_size: Dict[int, List[GroupSpec]] = {}
+    for spec in specs:
+        by_size.setdefault(len(store.frames(spec)), []).append(spec)
+    chunks = [part[k:k + shard_size] for _, part in sorted(by_size.items())
+              for k in range(0, len(part), shard_size)]
     bar = tqdm(total=len(specs), desc="cache features", unit="group", disable=not progress)
     for chunk in chunks:
         keys = [group_key(s) for s in chunk]
@@ -142,7 +148,7 @@ def build_feature_cache(specs: Sequence[GroupSpec], store: TrajectoryStore,
             groups = store.load_many(part)
             sizes = {g.images.shape[0] for g in groups}
             if len(sizes) != 1:
-                raise ValueError(f"groups of different sizes {sorted(sizes)} in one cache")
+                raise ValueError(f"groups of different sizes {sorted(sizes)} in one shard")
             images = torch.stack([g.images for g in groups])
             ks = torch.stack([g.intrinsics for g in groups])
             clean = torch.stack([g.cam_to_anchor for g in groups])

@@ -5,11 +5,18 @@ ranks exactly as :class:`torch.utils.data.DistributedSampler` does (it is used f
 that in a DDP run every rank sees different pairs. The state (threshold, epoch, position) is
 saved with the training state; a resumed run draws the very same batches. A threshold change
 starts a new epoch over the new eligible set.
+
+Buckets: when the pairs carry a bucket label (their groups' sizes, e.g. 4- and 5-camera rigs in
+one training set), every batch holds one bucket only, because a batch is one stacked tensor.
+The epoch's permutation is then cut into full batches bucket by bucket and the batches are
+shuffled (seeded by seed and epoch); each bucket's last, incomplete batch of an epoch is left out
+(the next epoch's permutation draws other pairs). With a single bucket the batches are exactly
+those without buckets.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, Hashable, List, Optional, Sequence
 
 import numpy as np
 from torch.utils.data import DistributedSampler
@@ -31,13 +38,17 @@ class CurriculumSampler:
         batch_size: per-rank batch size.
         rank / world_size: DDP position (0 / 1 without DDP).
         seed: permutation seed (same on every rank).
+        buckets: optional label per pair; a batch never mixes labels.
     """
 
     def __init__(self, scores: np.ndarray, batch_size: int, rank: int = 0, world_size: int = 1,
-                 seed: int = 0) -> None:
+                 seed: int = 0, buckets: Optional[Sequence[Hashable]] = None) -> None:
         self.scores = np.asarray(scores, dtype=np.float64)
         if self.scores.size == 0:
             raise ValueError("the sampler needs at least one pair")
+        if buckets is not None and len(buckets) != self.scores.size:
+            raise ValueError(f"{len(buckets)} bucket labels for {self.scores.size} pairs")
+        self.buckets = list(buckets) if buckets is not None else None
         self.batch_size = int(batch_size)
         self.rank, self.world_size, self.seed = int(rank), int(world_size), int(seed)
         self.threshold = None
@@ -57,6 +68,20 @@ class CurriculumSampler:
                                    rank=self.rank, shuffle=True, seed=self.seed, drop_last=False)
         split.set_epoch(self.epoch)
         self._order = [int(eligible[i]) for i in split]
+        if self.buckets is not None and len({self.buckets[i] for i in self._order}) > 1:
+            self._order = self._bucketed(self._order)
+
+    def _bucketed(self, order: List[int]) -> List[int]:
+        """``order`` re-cut into full one-bucket batches in a seeded random order (flattened)."""
+        members: Dict[Hashable, List[int]] = {}
+        for i in order:
+            members.setdefault(self.buckets[i], []).append(i)
+        bs = self.batch_size
+        batches = [m[k:k + bs] for m in members.values() for k in range(0, len(m) - bs + 1, bs)]
+        if not batches:  # no bucket fills a batch: the largest one, repeated by next_batch
+            return max(members.values(), key=len)
+        rng = np.random.default_rng([self.seed, self.epoch])
+        return [i for b in rng.permutation(len(batches)) for i in batches[b]]
 
     def set_threshold(self, threshold: float) -> None:
         """Sample from pairs with score >= ``threshold`` from now on (new epoch on a change)."""

@@ -1,8 +1,8 @@
 """A tiny simulator collection (64 x 64 images) for smoke runs and tests of the training code.
 
-``make_smoke_collection(root)`` renders one small scene with two traversals of the ``ring4`` rig,
-labels overlap (same camera), mines W = 3 window pairs and lists rig pairs; it takes a few
-seconds and is skipped when ``root`` already holds it.
+``make_smoke_collection(root)`` renders one small scene with two traversals of the ``ring4`` rig
+(or another ``rig_preset``), labels overlap (same camera), mines W = 3 window pairs and lists rig
+pairs; it takes a few seconds and is skipped when ``root`` already holds it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ SMOKE_WINDOW = 3
 
 
 def make_smoke_collection(root: str | Path, frames: int = 16, image_size: int = 64,
-                          split: str = "train", num_scenes: int = 1) -> Path:
+                          split: str = "train", num_scenes: int = 1,
+                          rig_preset: str = "ring4") -> Path:
     """Build (or reuse) the collection; returns ``root``."""
     from g2g_model.data import cli as data_cli
     from g2g_model.data.sim import cli as sim_cli
@@ -27,7 +28,7 @@ def make_smoke_collection(root: str | Path, frames: int = 16, image_size: int = 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         sim_cli.main(["--out", str(root), "--split", split, "--num-scenes", str(num_scenes),
                       "--traversals", "2", "--frames", str(frames), "--scene-preset", "small",
-                      "--rig-preset", "ring4", "--image-size", str(image_size)])
+                      "--rig-preset", rig_preset, "--image-size", str(image_size)])
         data_cli.main(["overlap", str(root), "--cam-pairs", "same"])
         data_cli.main(["mine", str(root), "--window", str(SMOKE_WINDOW), "--top-k", "10",
                        "--min-score", "0.0"])

@@ -117,9 +117,12 @@ class Trainer:
             self.targets = [self.dataset.targets(i) for i in range(len(self.dataset))]
             self.module = PairTrainModule(self.g2g, LOSS_PRESETS[cfg.loss]).to(self.device)
             self.noise = NOISE_PRESETS[cfg.noise]
+            # A batch stacks its groups: pairs of other group sizes (4- and 5-camera rigs)
+            # go into separate batches.
+            sizes = [(len(ta), len(tb)) for ta, tb in self.targets]
             self.samplers = {"pairs": CurriculumSampler(self.dataset.scores, cfg.optim.batch_size,
                                                         self.info.rank, self.info.world_size,
-                                                        cfg.seed)}
+                                                        cfg.seed, buckets=sizes)}
             self.table = self._build_cache() if cfg.cache.enabled else None
         curriculum_cfg = cfg.curriculum
         if cfg.task == "pretrain" and curriculum_cfg.enabled:
