@@ -8,19 +8,38 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+from safetensors.torch import load_file
+
 from g2g_model.inference import G2GPipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_recipe_runs_end_to_end_at_tiny_scale(tmp_path):
-    out = tmp_path / "out"
-    env = dict(os.environ, TINY="1", DEVICE="cpu", WORKERS="2", WORK=str(tmp_path / "work"),
-               PYTHON=sys.executable)
+def _run_recipe(out, work, **extra):
+    env = dict(os.environ, TINY="1", DEVICE="cpu", WORKERS="2", WORK=str(work),
+               PYTHON=sys.executable, **extra)
     run = subprocess.run([str(ROOT / "tools" / "train_defaults_gpu.sh"), str(out)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    log = (out / "recipe.log").read_text()
+    return (out / "recipe.log").read_text()
+
+
+def _methods(out, task):
+    with open(out / f"eval_{task}" / "comparison.csv") as handle:
+        return [row[0] for row in csv.reader(handle)][1:]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("gpu_recipe")
+    log = _run_recipe(base / "out", base / "work")
+    return base / "out", log
+
+
+def test_recipe_runs_end_to_end_at_tiny_scale(first_run):
+    out, log = first_run
     for stage in ("rendering", "labelling", "compact_mnv2_pretrain:", "reloc_mnv2:",
                   "rig_odom_mnv2:", "evaluating", "done"):
         assert stage in log
@@ -28,8 +47,31 @@ def test_recipe_runs_end_to_end_at_tiny_scale(tmp_path):
         pipe = G2GPipeline.from_checkpoint(str(out / f"{name}.safetensors"))
         assert pipe.backbone.config.stem == "mobilenetv2"
     for task, name in (("reloc", "g2g_reloc_mnv2"), ("rig", "g2g_rig_mnv2")):
-        with open(out / f"eval_{task}" / "comparison.csv") as handle:
-            methods = [row[0] for row in csv.reader(handle)][1:]
+        methods = _methods(out, task)
         assert "identity" in methods and name in methods
     total = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
     assert total < 64 * 2 ** 20  # what the GPU machine may return
+
+
+def test_recipe_fine_tunes_given_models_with_five_camera_rigs(first_run, tmp_path):
+    """A second lease: stage 1 skipped (given backbone), both models start from checkpoints
+    (the rig one from the relocalization model, as the shipped rig default did), and 5-camera
+    scenes join the rig training set."""
+    first, _ = first_run
+    out = tmp_path / "out"
+    log = _run_recipe(out, tmp_path / "work",
+                      BACKBONE=str(first / "compact_mnv2_backbone.safetensors"),
+                      INIT_RELOC=str(first / "g2g_reloc_mnv2.safetensors"),
+                      INIT_RIG=str(first / "g2g_reloc_mnv2.safetensors"), RING5_SCENES="1")
+    assert "stage 1 skipped" in log and "compact_mnv2_pretrain:" not in log
+    assert "five-camera rig pairs merged" in log and "done" in log
+    assert not (out / "compact_mnv2_backbone.safetensors").exists()
+    config = torch.load(tmp_path / "work" / "rig" / "state.pt", weights_only=False)["config"]
+    assert config["data"]["root"].endswith("sim_rig")
+    assert config["model"]["init_from"] == str(first / "g2g_reloc_mnv2.safetensors")
+    assert config["model"]["backbone_weights"] == str(first / "compact_mnv2_backbone.safetensors")
+    shards = (tmp_path / "work" / "cache_rig").glob("*/shard_*.safetensors")
+    sizes = {load_file(str(path))["features"].shape[2] for path in shards}
+    assert sizes == {4, 5}  # the rig model trained on 4- and 5-camera groups
+    for task in ("reloc", "rig"):
+        assert "identity" in _methods(out, task)

@@ -8,6 +8,9 @@
 # (which also builds its feature cache), then sets its schedule (warm-up + cosine decay) to the
 # steps that fit before its deadline. With HEDGE_BACKBONE, a third run trains rig odometry on that
 # given stage-1 backbone from the start, beside the others (g2g_rig_mnv2_hedge.safetensors).
+# With BACKBONE, stage 1 is skipped and both G2G models train on that backbone; with INIT_RELOC /
+# INIT_RIG they start from those checkpoints (same configuration; fine-tuning at half the
+# learning rate). With RING5_SCENES, 5-camera rig scenes join the rig-odometry training set.
 # Runs on a CPU too (DEVICE=cpu), and at a tiny scale in seconds (TINY=1;
 # test/test_train_defaults_gpu.py runs it that way).
 #
@@ -24,6 +27,9 @@
 #   RIG_PAIRS [100000]  rig-odometry training pairs at most (keyframes 0-3 frames apart: a
 #                       quarter are standstills, the rig twice at one frame)
 #   HEDGE_BACKBONE      a stage-1 backbone.safetensors for the third run (none: no third run)
+#   BACKBONE            a stage-1 backbone.safetensors for both models (none: stage 1 trains)
+#   INIT_RELOC, INIT_RIG  G2G checkpoints the two models start from (none: from nothing)
+#   RING5_SCENES [0]    extra 5-camera (ring5) training scenes for rig odometry
 #   WORKERS [nproc]     rendering / labelling processes; image-loading threads per training
 #   DEVICE [cuda]       where the networks train
 #   WORK [/tmp/g2g_defaults]  rendered data and feature caches (large; not in OUT_DIR)
@@ -37,6 +43,10 @@ SCENES=${SCENES:-48}
 TRAVERSALS=${TRAVERSALS:-3}
 RIG_PAIRS=${RIG_PAIRS:-100000}
 HEDGE=${HEDGE_BACKBONE:-}
+BACKBONE=${BACKBONE:-}
+INIT_RELOC=${INIT_RELOC:-}
+INIT_RIG=${INIT_RIG:-}
+RING5=${RING5_SCENES:-0}
 TEST_SCENES=${TEST_SCENES:-4}
 LABEL_SCENES=${LABEL_SCENES:-24}
 BATCH=${BATCH:-32}
@@ -51,11 +61,12 @@ start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 stamp() { echo "[$(elapsed) s] $*" | tee -a "$OUT/recipe.log"; }
 
-SIM_ARGS=(--scene-preset small --rig-preset ring4 --frames 100)
+SIM_ARGS=(--scene-preset small --frames 100)
 SIZE=112
 if [[ "${TINY:-0}" == 1 ]]; then
     SCENES=2; TEST_SCENES=1; LABEL_SCENES=2; BATCH=2
-    SIM_ARGS=(--scene-preset small --rig-preset ring4 --frames 12 --image-size 64)
+    [[ $RING5 -gt 0 ]] && RING5=1
+    SIM_ARGS=(--scene-preset small --frames 12 --image-size 64)
     SIZE=64
 fi
 SIM="$PY -m g2g_model.data.sim.cli"
@@ -64,9 +75,15 @@ TRAIN="$PY -m g2g_model.training.cli"
 
 stamp "rendering $SCENES training and $TEST_SCENES test scenes with $WORKERS workers"
 $SIM --out "$WORK/sim_train" --split train --num-scenes "$SCENES" --traversals "$TRAVERSALS" \
-    "${SIM_ARGS[@]}" --workers "$WORKERS" > "$WORK/sim.log" 2>&1
+    --rig-preset ring4 "${SIM_ARGS[@]}" --workers "$WORKERS" > "$WORK/sim.log" 2>&1
 $SIM --out "$WORK/sim_test" --split test --num-scenes "$TEST_SCENES" --traversals 2 \
-    "${SIM_ARGS[@]}" --workers "$WORKERS" >> "$WORK/sim.log" 2>&1
+    --rig-preset ring4 "${SIM_ARGS[@]}" --workers "$WORKERS" >> "$WORK/sim.log" 2>&1
+if [[ $RING5 -gt 0 ]]; then
+    stamp "rendering $RING5 five-camera training scenes"
+    $SIM --out "$WORK/sim_train5" --split train --offset "$SCENES" --num-scenes "$RING5" \
+        --traversals "$TRAVERSALS" --rig-preset ring5 "${SIM_ARGS[@]}" --workers "$WORKERS" \
+        >> "$WORK/sim.log" 2>&1
+fi
 
 stamp "labelling (rig pairs, overlaps of $LABEL_SCENES scenes, mined windows)"
 for split in train test; do
@@ -83,6 +100,16 @@ for split in train test; do
     $DATA mine "$root" --window 5 --top-k 10 --min-score 0.1 >> "$WORK/labels.log" 2>&1
     stamp "  $split: windows mined"
 done
+RIG_ROOT=$WORK/sim_train
+if [[ $RING5 -gt 0 ]]; then
+    $DATA rig-pairs "$WORK/sim_train5" --max-distance 3 --min-frame-gap 0 --max-frame-gap 3 \
+        --max-pairs 400 --out "$WORK/sim_train5/rig_odom_pairs.csv" >> "$WORK/labels.log" 2>&1
+    rm -rf "$WORK/sim_rig"
+    $DATA merge "$WORK/sim_train" "$WORK/sim_train5" --out "$WORK/sim_rig" \
+        --index rig_odom_pairs.csv >> "$WORK/labels.log" 2>&1
+    RIG_ROOT=$WORK/sim_rig
+    stamp "  five-camera rig pairs merged into $RIG_ROOT"
+fi
 
 # train NAME OUT DEADLINE [--set ...]: time 5 steps (building the feature cache, if any), then
 # run the schedule that ends by DEADLINE (seconds since the start of this script).
@@ -124,16 +151,28 @@ PYEOF
 end=$(( BUDGET - 40 ))
 rig_sets=(--set data.max_pairs="$RIG_PAIRS"
           --set model.g2g_overrides.feature_norm_patches=$(( (SIZE / 16) ** 2 )))
+reloc_init=() rig_init=()
+# init_from needs the checkpoint's configuration: the shipped mnv2 models keep
+# feature_norm_patches at 0, as reloc_mnv2 does.
+[[ -n $INIT_RELOC ]] && reloc_init=(--set "model.init_from=$INIT_RELOC" --set optim.lr=1.5e-4)
+[[ -n $INIT_RIG ]] && rig_init=(--set "model.init_from=$INIT_RIG" --set optim.lr=1.5e-4
+                                --set model.g2g_overrides.feature_norm_patches=0)
 if [[ -n $HEDGE ]]; then
     train rig_odom_mnv2 "$WORK/rig_hedge" "$end" --set "model.backbone_weights=$HEDGE" \
         --set "cache.dir=$WORK/cache_rig_hedge" "${rig_sets[@]}" &
 fi
-train compact_mnv2_pretrain "$WORK/stage1" $(( $(elapsed) + (end - $(elapsed)) / 2 ))
-cp "$WORK/stage1/backbone.safetensors" "$OUT/compact_mnv2_backbone.safetensors"
-weights=(--set "model.backbone_weights=$WORK/stage1/backbone.safetensors")
-train reloc_mnv2 "$WORK/reloc" "$end" "${weights[@]}" --set "cache.dir=$WORK/cache_reloc" &
+if [[ -n $BACKBONE ]]; then
+    stamp "stage 1 skipped: backbone $BACKBONE"
+    weights=(--set "model.backbone_weights=$BACKBONE")
+else
+    train compact_mnv2_pretrain "$WORK/stage1" $(( $(elapsed) + (end - $(elapsed)) / 2 ))
+    cp "$WORK/stage1/backbone.safetensors" "$OUT/compact_mnv2_backbone.safetensors"
+    weights=(--set "model.backbone_weights=$WORK/stage1/backbone.safetensors")
+fi
+train reloc_mnv2 "$WORK/reloc" "$end" "${weights[@]}" --set "cache.dir=$WORK/cache_reloc" \
+    "${reloc_init[@]}" &
 train rig_odom_mnv2 "$WORK/rig" "$end" "${weights[@]}" --set "cache.dir=$WORK/cache_rig" \
-    "${rig_sets[@]}" &
+    "${rig_sets[@]}" "${rig_init[@]}" --set "data.root=$RIG_ROOT" &
 wait
 cp "$WORK/reloc/model.safetensors" "$OUT/g2g_reloc_mnv2.safetensors"
 cp "$WORK/rig/model.safetensors" "$OUT/g2g_rig_mnv2.safetensors"
