@@ -62,7 +62,8 @@ def test_recipe_fine_tunes_given_models_with_five_camera_rigs(first_run, tmp_pat
     log = _run_recipe(out, tmp_path / "work",
                       BACKBONE=str(first / "compact_mnv2_backbone.safetensors"),
                       INIT_RELOC=str(first / "g2g_reloc_mnv2.safetensors"),
-                      INIT_RIG=str(first / "g2g_reloc_mnv2.safetensors"), RING5_SCENES="1")
+                      INIT_RIG=str(first / "g2g_reloc_mnv2.safetensors"), RING5_SCENES="1",
+                      OFFSET="5")
     assert "stage 1 skipped" in log and "compact_mnv2_pretrain:" not in log
     assert "five-camera rig pairs merged" in log and "done" in log
     assert not (out / "compact_mnv2_backbone.safetensors").exists()
@@ -70,6 +71,8 @@ def test_recipe_fine_tunes_given_models_with_five_camera_rigs(first_run, tmp_pat
     assert config["data"]["root"].endswith("sim_rig")
     assert config["model"]["init_from"] == str(first / "g2g_reloc_mnv2.safetensors")
     assert config["model"]["backbone_weights"] == str(first / "compact_mnv2_backbone.safetensors")
+    scenes = sorted(p.name for p in (tmp_path / "work" / "sim_rig").glob("scene_*"))
+    assert scenes == ["scene_00005", "scene_00006", "scene_00007"]  # OFFSET, then ring5
     shards = (tmp_path / "work" / "cache_rig").glob("*/shard_*.safetensors")
     sizes = {load_file(str(path))["features"].shape[2] for path in shards}
     assert sizes == {4, 5}  # the rig model trained on 4- and 5-camera groups

@@ -20,6 +20,8 @@
 #                       take, stage 1 gets half of what is left, then the two G2G models share
 #                       the GPU for the other half; 40 s are kept for evaluation
 #   SCENES [48]         training-split scenes (100 frames, ring4 rig)
+#   OFFSET [0]          index of the first training scene (to skip scenes a model to be
+#                       fine-tuned has seen: the CPU chain renders 0-71, and 72-95 with ring5)
 #   TRAVERSALS [3]      traversals per training scene
 #   TEST_SCENES [4]     test-split scenes (2 traversals): the held-out split of docs/TRAINING.md
 #   LABEL_SCENES [24]   training scenes that get overlap labels (relocalization pairs)
@@ -47,6 +49,7 @@ BACKBONE=${BACKBONE:-}
 INIT_RELOC=${INIT_RELOC:-}
 INIT_RIG=${INIT_RIG:-}
 RING5=${RING5_SCENES:-0}
+OFFSET=${OFFSET:-0}
 TEST_SCENES=${TEST_SCENES:-4}
 LABEL_SCENES=${LABEL_SCENES:-24}
 BATCH=${BATCH:-32}
@@ -74,14 +77,14 @@ DATA="$PY -m g2g_model.data.cli"
 TRAIN="$PY -m g2g_model.training.cli"
 
 stamp "rendering $SCENES training and $TEST_SCENES test scenes with $WORKERS workers"
-$SIM --out "$WORK/sim_train" --split train --num-scenes "$SCENES" --traversals "$TRAVERSALS" \
-    --rig-preset ring4 "${SIM_ARGS[@]}" --workers "$WORKERS" > "$WORK/sim.log" 2>&1
+$SIM --out "$WORK/sim_train" --split train --offset "$OFFSET" --num-scenes "$SCENES" \
+    --traversals "$TRAVERSALS" --rig-preset ring4 "${SIM_ARGS[@]}" --workers "$WORKERS" > "$WORK/sim.log" 2>&1
 $SIM --out "$WORK/sim_test" --split test --num-scenes "$TEST_SCENES" --traversals 2 \
     --rig-preset ring4 "${SIM_ARGS[@]}" --workers "$WORKERS" >> "$WORK/sim.log" 2>&1
 if [[ $RING5 -gt 0 ]]; then
     stamp "rendering $RING5 five-camera training scenes"
-    $SIM --out "$WORK/sim_train5" --split train --offset "$SCENES" --num-scenes "$RING5" \
-        --traversals "$TRAVERSALS" --rig-preset ring5 "${SIM_ARGS[@]}" --workers "$WORKERS" \
+    $SIM --out "$WORK/sim_train5" --split train --offset $(( OFFSET + SCENES )) \
+        --num-scenes "$RING5" --traversals "$TRAVERSALS" --rig-preset ring5 "${SIM_ARGS[@]}" --workers "$WORKERS" \
         >> "$WORK/sim.log" 2>&1
 fi
 
