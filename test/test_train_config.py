@@ -46,6 +46,8 @@ def test_named_presets_load_and_validate_fields():
     ({"model": {"init_from": "/no/model.safetensors"}}, "init_from"),
     ({"model": {"backbone_weights": ""}}, "backbone_weights is required"),
     ({"num_workers": -1}, "num_workers must be >= 0"),
+    ({"optim": {"lr": "fast"}}, "optim.lr: expected a number, got 'fast'"),
+    ({"optim": {"batch_size": 2.5}}, "optim.batch_size: expected an integer"),
 ])
 def test_bad_config_is_refused_before_work(smoke, tmp_path, change, message, capsys):
     cfg = smoke_config(smoke, tmp_path / "out")
@@ -78,3 +80,16 @@ def test_empty_index_and_foreign_checkpoint(smoke, tmp_path):
     with pytest.raises(ValueError, match="config.hidden_dim: checkpoint 32, expected 64"):
         Trainer(validate(cfg), progress=False)
     assert not (tmp_path / "out2" / "train_log.csv").exists()
+
+
+def test_exponent_without_dot_is_a_number_and_print_config_trains_nothing(smoke, tmp_path,
+                                                                           capsys):
+    """YAML 1.1 reads ``1e-4`` as text (an optimizer error deep in torch before); and
+    ``--print-config`` prints the resolved config, then exits without training."""
+    cfg = smoke_config(smoke, tmp_path / "out")
+    path = tmp_path / "run.yaml"
+    path.write_text(json.dumps(cfg.to_dict()))
+    assert train_main([str(path), "--set", "optim.lr=1e-4", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["optim"]["lr"] == 1e-4 and isinstance(printed["optim"]["lr"], float)
+    assert not (tmp_path / "out").exists()  # nothing was trained or written

@@ -9,7 +9,8 @@
 #   OUT_DIR   run directory (samples, token cache, embedding, metrics); default:
 #             outputs/covis_embedding
 # Environment: PIPELINE (G2G checkpoint whose backbone encodes; default: the embedded
-#   relocalization default), INSTALL=1 copies the result to
+#   relocalization default), DECODER (covisibility decoder of the same encoder, evaluated
+#   beside it; default: the embedded one), INSTALL=1 copies the result to
 #   g2g_model/assets/covis_embedding_compact.safetensors. About 6 min on 2 CPU cores (samples
 #   5 min, training 10 s, evaluation 1 min).
 set -euo pipefail
@@ -18,6 +19,7 @@ cd "$(dirname "$0")/.."
 SIM_ROOT=${1:-data}
 OUT=${2:-outputs/covis_embedding}
 PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_compact.safetensors}
+DECODER=${DECODER:-g2g_model/assets/covis_compact.safetensors}
 PY=${PYTHON:-python}
 COVIS=("$PY" -m g2g_model.covisibility.cli -v)
 
@@ -35,7 +37,7 @@ fi
     --out "$OUT/covis_embedding.safetensors" --quiet
 # 3. Held-out test scenes (seeds 20000+): every scorer, also with a 2 m position hint.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
-    --checkpoint g2g_model/assets/covis_compact.safetensors \
+    --checkpoint "$DECODER" \
     --embedding "$OUT/covis_embedding.safetensors" --stride 2 --pairs-per-scene 2000 \
     --window 4 --hint-radius 2 --hint-sigma 0.5 --cache "$OUT/token_cache" \
     --json "$OUT/test_metrics.json"

@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (overrides out_dir)")
     p.add_argument("--no-resume", action="store_true", help="ignore an existing state.pt")
     p.add_argument("--list", action="store_true", help="list the presets and exit")
-    p.add_argument("--print-config", action="store_true", help="print the resolved config")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config and exit (nothing is trained)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -58,6 +59,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=1))
+        return 0
     from g2g_model.training.trainer import Trainer
 
     try:

@@ -158,7 +158,28 @@ def _fill(cls, values: Mapping[str, Any], where: str):
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
-    return dict(values)
+    out = dict(values)
+    for f in dataclasses.fields(cls):
+        if f.name in out and str(f.type) in ("float", "int"):
+            out[f.name] = _number(out[f.name], str(f.type), f"{where}.{f.name}")
+    return out
+
+
+def _number(value: Any, kind: str, where: str):
+    """A float / int field's value; YAML 1.1 reads ``1e-4`` (no dot) as text, accepted here."""
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: expected a number, got {value!r}")
+    if kind == "float" and isinstance(value, (int, float)):
+        return float(value)
+    if kind == "int" and isinstance(value, int):
+        return value
+    if kind == "float" and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ValueError(f"{where}: expected {'a number' if kind == 'float' else 'an integer'}, "
+                     f"got {value!r}")
 
 
 def config_from_dict(values: Mapping[str, Any], where: str = "config") -> TrainConfig:
