@@ -43,5 +43,22 @@ for split in train train_more; do
   $G2GDATA rig-pairs "$DATA/sim_$split" --max-distance 3 --min-frame-gap 0 --max-frame-gap 3 \
     --max-pairs 500 --out "$DATA/sim_$split/rig_odom_pairs0.csv"
 done
+# The 48 sim_train_more scenes labelled and mined as well: the relocalization default
+# (reloc_mnv2_72) trains on the window pairs of all 72 scenes.
+for scene in "$DATA"/sim_train_more/scene_*; do
+  $G2GDATA overlap "$scene" --cam-pairs same --size 28
+done
+$G2GDATA mine "$DATA/sim_train_more" --window 5 --top-k 10 --min-score 0.1 \
+  --out "$DATA/sim_train_more/pairs_w5_all.json"
+rm -rf "$DATA/sim_train72"
 $G2GDATA merge "$DATA/sim_train" "$DATA/sim_train_more" --out "$DATA/sim_train72" \
+  --index rig_odom_pairs0.csv --index pairs_w5_all.json
+# 24 five-camera (ring5) training scenes, seeds 72-95: with the 72 four-camera ones they are the
+# rig-odometry default's training set (rig_odom_mnv2_mixed, data/sim_train96).
+$SIM --out "$DATA/sim_train_ring5" --split train --offset 72 --num-scenes 24 --traversals 3 \
+  --scene-preset small --rig-preset ring5 --frames 100
+$G2GDATA rig-pairs "$DATA/sim_train_ring5" --max-distance 3 --min-frame-gap 0 \
+  --max-frame-gap 3 --max-pairs 500 --out "$DATA/sim_train_ring5/rig_odom_pairs0.csv"
+rm -rf "$DATA/sim_train96"
+$G2GDATA merge "$DATA/sim_train72" "$DATA/sim_train_ring5" --out "$DATA/sim_train96" \
   --index rig_odom_pairs0.csv

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # The long, resumable CPU run of the compact_mnv2 default models (docs/TRAINING.md, "Encoders"):
 # stage 1 (compact_mnv2_pretrain, STAGE1_STEPS of its 3,000-step schedule, 700 for the shipped
-# rig default), relocalization (reloc_mnv2 on the pairs of all 24 labelled scenes), then rig
-# odometry started from it (rig_odom_mnv2_ft: the shipped g2g_rig_mnv2). Stop it at any time (Ctrl-C, kill, end of a session); re-running the same
-# command continues every stage from its state.pt, and a finished stage is skipped. Each stretch
-# appends one line per stage to outputs/mnv2_stretches.log: when it ran and from which step to
-# which step it got. Data: tools/make_default_data.sh (sim_train with labels). Run from the
+# defaults); relocalization on the 24 labelled sim_train scenes (reloc_mnv2), rig odometry
+# started from it (rig_odom_mnv2_ft), then fine-tuned on 4- and 5-camera rigs
+# (rig_odom_mnv2_mixed: the shipped g2g_rig_mnv2); relocalization on all 72 scenes
+# (reloc_mnv2_72: the shipped g2g_reloc_mnv2). Stop it at any time (Ctrl-C, kill, end of a
+# session); re-running the same command continues every stage from its state.pt, and a finished
+# stage is skipped. Each stretch appends one line per stage to outputs/mnv2_stretches.log: when
+# it ran and from which step to which step it got. Data: tools/make_default_data.sh. Run from the
 # repository root, in the background on a shared machine:
 #
 #   nohup nice -n 19 tools/train_mnv2_cpu.sh > outputs/mnv2_cpu.out 2>&1 &
+#
+# The covisibility models read the same encoder's tokens: tools/train_covis_default.sh and
+# tools/train_covis_embedding.sh with PIPELINE=g2g_model/assets/g2g_reloc_mnv2.safetensors
+# (docs/COVISIBILITY.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -48,5 +54,9 @@ stage compact_mnv2_pretrain outputs/compact_mnv2_pretrain backbone.safetensors \
     --set optim.max_steps="${STAGE1_STEPS:-700}"
 stage reloc_mnv2 outputs/reloc_mnv2 model.safetensors --set data.index=pairs_w5_all.json
 stage rig_odom_mnv2_ft outputs/rig_odom_mnv2_ft model.safetensors
-install -m 644 outputs/rig_odom_mnv2_ft/model.safetensors g2g_model/assets/g2g_rig_mnv2.safetensors
-echo "rig-odometry default written to g2g_model/assets/g2g_rig_mnv2.safetensors"
+stage rig_odom_mnv2_mixed outputs/rig_odom_mnv2_mixed model.safetensors
+stage reloc_mnv2_72 outputs/reloc_mnv2_72 model.safetensors
+install -m 644 outputs/rig_odom_mnv2_mixed/model.safetensors \
+    g2g_model/assets/g2g_rig_mnv2.safetensors
+install -m 644 outputs/reloc_mnv2_72/model.safetensors g2g_model/assets/g2g_reloc_mnv2.safetensors
+echo "defaults written to g2g_model/assets/g2g_rig_mnv2.safetensors and g2g_reloc_mnv2.safetensors"
