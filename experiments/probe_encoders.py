@@ -236,7 +236,7 @@ def season_pairs(scenes: List[str], per_scene: int, rng) -> List[Tuple]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", default="g2g_model/assets/g2g_reloc_compact.safetensors")
+    parser.add_argument("--checkpoint", default="g2g_model/assets/g2g_reloc_mnv2.safetensors")
     parser.add_argument("--fit", default="data/sim_val/scene_*")
     parser.add_argument("--test", default="data/sim_test/scene_*")
     parser.add_argument("--season-pairs", type=int, default=15, help="per scene and camera")

@@ -33,10 +33,10 @@ LOG = logging.getLogger(__name__)
 
 ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
 DEFAULT_CHECKPOINTS = {
-    "relocalization": ASSETS / "g2g_reloc_compact.safetensors",
+    "relocalization": ASSETS / "g2g_reloc_mnv2.safetensors",
     "rig_odometry": ASSETS / "g2g_rig_mnv2.safetensors",
-    "covisibility": ASSETS / "covis_compact.safetensors",
-    "covisibility_embedding": ASSETS / "covis_embedding_compact.safetensors",
+    "covisibility": ASSETS / "covis_mnv2.safetensors",
+    "covisibility_embedding": ASSETS / "covis_embedding_mnv2.safetensors",
     "covisibility_image_embedding": ASSETS / "covis_image_embedding.safetensors",
     "covisibility_pair_verifier": ASSETS / "covis_pair_verifier.safetensors",
 }

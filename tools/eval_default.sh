@@ -6,7 +6,7 @@
 set -euo pipefail
 PY=${PY:-python}
 EVAL="$PY -m g2g_model.training.eval_cli"
-RELOC=${RELOC:-g2g_model/assets/g2g_reloc_compact.safetensors}
+RELOC=${RELOC:-g2g_model/assets/g2g_reloc_mnv2.safetensors}
 RIG=${RIG:-g2g_model/assets/g2g_rig_mnv2.safetensors}
 N=${N:-100}
 N_EXTRA=${N_EXTRA:-60}

@@ -4,7 +4,7 @@
 # "no motion" reference, the classical baseline and (VERIFY=1, the default) G2G + geometric
 # verification and the verification alone. Build the set first with tools/make_real_val.py.
 #
-#   tools/eval_real_val.sh                              # the shipped g2g_reloc_compact
+#   tools/eval_real_val.sh                              # the shipped g2g_reloc_mnv2
 #   tools/eval_real_val.sh outputs/new/model.safetensors [more checkpoints ...]
 #
 # Environment: PY (python, default .venv/bin/python), ROOT (default data/real_val),
@@ -25,7 +25,7 @@ for w in $WINDOWS; do
   fi
 done
 ckpts=("$@")
-if [ ${#ckpts[@]} -eq 0 ]; then ckpts=(g2g_model/assets/g2g_reloc_compact.safetensors); fi
+if [ ${#ckpts[@]} -eq 0 ]; then ckpts=(g2g_model/assets/g2g_reloc_mnv2.safetensors); fi
 args=()
 for c in "${ckpts[@]}"; do args+=(--checkpoint "$c"); done
 extra=()

@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 INIT=${1:?usage: $0 INIT [SIM_ROOT] [OUT_DIR]}
 SIM_ROOT=${2:-data}
 OUT=${3:-outputs/covis_pair_verifier_ft}
-PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_compact.safetensors}
+PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_mnv2.safetensors}
 COVIS=("${PYTHON:-python}" -m g2g_model.covisibility.cli -v)
 ASSETS=g2g_model/assets
 
@@ -34,8 +34,8 @@ mkdir -p "$OUT"
     --image-embedding "$ASSETS/covis_image_embedding.safetensors" \
     --out "$OUT/pair_verifier.safetensors"
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
-    --checkpoint "$ASSETS/covis_compact.safetensors" \
-    --embedding "$ASSETS/covis_embedding_compact.safetensors" \
+    --checkpoint "$ASSETS/covis_mnv2.safetensors" \
+    --embedding "$ASSETS/covis_embedding_mnv2.safetensors" \
     --image-embedding "$ASSETS/covis_image_embedding.safetensors" \
     --pair-verifier "$OUT/pair_verifier.safetensors" \
     --window 4 --cache "$OUT/token_cache" --json "$OUT/test_metrics.json"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Train the default covisibility front-end (g2g_model/assets/covis_compact.safetensors) on
+# Train the default covisibility front-end (g2g_model/assets/covis_mnv2.safetensors) on
 # simulator scenes with tokens of the embedded default backbone, then evaluate it on the held-out
 # test scenes. See docs/COVISIBILITY.md for the measured numbers.
 #
@@ -9,14 +9,14 @@
 #   OUT_DIR   run directory (samples, token cache, log, checkpoints); default: outputs/covis_default
 # Environment: PIPELINE (G2G checkpoint whose backbone encodes; default: the embedded
 #   relocalization default), STEPS and BATCH (override the recipe's 3000 and 64), TRAIN_SCENES
-#   (all), INSTALL=1 copies the result to g2g_model/assets/covis_compact.safetensors.
+#   (all), INSTALL=1 copies the result to g2g_model/assets/covis_mnv2.safetensors.
 # The training settings are the named recipe decoder_default (g2g_model/covisibility/recipes.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIM_ROOT=${1:-data}
 OUT=${2:-outputs/covis_default}
-PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_compact.safetensors}
+PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_mnv2.safetensors}
 PY=${PYTHON:-python}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 COVIS=("$PY" -m g2g_model.covisibility.cli -v)
@@ -47,6 +47,6 @@ mkdir -p "$OUT"
     --window 4 --hint-radius 2 --hint-sigma 0.5 --cache "$OUT/token_cache" \
     --json "$OUT/test_metrics.json"
 if [[ "${INSTALL:-0}" == 1 ]]; then
-    cp "$OUT/run/covisibility.safetensors" g2g_model/assets/covis_compact.safetensors
-    echo "installed g2g_model/assets/covis_compact.safetensors"
+    cp "$OUT/run/covisibility.safetensors" g2g_model/assets/covis_mnv2.safetensors
+    echo "installed g2g_model/assets/covis_mnv2.safetensors"
 fi

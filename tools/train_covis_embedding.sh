@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Train the default covisibility embedding (g2g_model/assets/covis_embedding_compact.safetensors,
+# Train the default covisibility embedding (g2g_model/assets/covis_embedding_mnv2.safetensors,
 # the relocalize node's default window scorer) on simulator scenes with tokens of the embedded
 # default backbone, then evaluate every window scorer on the held-out test scenes.
 # See docs/COVISIBILITY.md for the measured numbers.
@@ -11,15 +11,15 @@
 # Environment: PIPELINE (G2G checkpoint whose backbone encodes; default: the embedded
 #   relocalization default), DECODER (covisibility decoder of the same encoder, evaluated
 #   beside it; default: the embedded one), INSTALL=1 copies the result to
-#   g2g_model/assets/covis_embedding_compact.safetensors. About 6 min on 2 CPU cores (samples
+#   g2g_model/assets/covis_embedding_mnv2.safetensors. About 6 min on 2 CPU cores (samples
 #   5 min, training 10 s, evaluation 1 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIM_ROOT=${1:-data}
 OUT=${2:-outputs/covis_embedding}
-PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_compact.safetensors}
-DECODER=${DECODER:-g2g_model/assets/covis_compact.safetensors}
+PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_mnv2.safetensors}
+DECODER=${DECODER:-g2g_model/assets/covis_mnv2.safetensors}
 PY=${PYTHON:-python}
 COVIS=("$PY" -m g2g_model.covisibility.cli -v)
 
@@ -42,6 +42,6 @@ fi
     --window 4 --hint-radius 2 --hint-sigma 0.5 --cache "$OUT/token_cache" \
     --json "$OUT/test_metrics.json"
 if [[ "${INSTALL:-0}" == 1 ]]; then
-    cp "$OUT/covis_embedding.safetensors" g2g_model/assets/covis_embedding_compact.safetensors
-    echo "installed g2g_model/assets/covis_embedding_compact.safetensors"
+    cp "$OUT/covis_embedding.safetensors" g2g_model/assets/covis_embedding_mnv2.safetensors
+    echo "installed g2g_model/assets/covis_embedding_mnv2.safetensors"
 fi

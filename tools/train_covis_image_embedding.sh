@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 SIM_ROOT=${1:-data}
 OUT=${2:-outputs/covis_image_embedding}
-PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_compact.safetensors}
+PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_mnv2.safetensors}
 PY=${PYTHON:-python}
 COVIS=("$PY" -m g2g_model.covisibility.cli -v)
 
@@ -31,8 +31,8 @@ mkdir -p "$OUT"
     --data "$OUT/train_images.pt" --out "$OUT/image_embedding.safetensors"
 # 2. Every window scorer on the held-out test scenes.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
-    --checkpoint g2g_model/assets/covis_compact.safetensors \
-    --embedding g2g_model/assets/covis_embedding_compact.safetensors \
+    --checkpoint g2g_model/assets/covis_mnv2.safetensors \
+    --embedding g2g_model/assets/covis_embedding_mnv2.safetensors \
     --image-embedding "$OUT/image_embedding.safetensors" \
     --window 4 --hint-radius 2 --hint-sigma 0.5 --cache "$OUT/token_cache" \
     --json "$OUT/test_metrics.json"

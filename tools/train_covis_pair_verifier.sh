@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SIM_ROOT=${1:-data}
 OUT=${2:-outputs/covis_pair_verifier}
-PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_compact.safetensors}
+PIPELINE=${PIPELINE:-g2g_model/assets/g2g_reloc_mnv2.safetensors}
 COVIS=("${PYTHON:-python}" -m g2g_model.covisibility.cli -v)
 ASSETS=g2g_model/assets
 
@@ -33,8 +33,8 @@ mkdir -p "$OUT"
     --data "$OUT/train_images.pt" --out "$OUT/pair_verifier.safetensors"
 # 2. The held-out test scenes: every scorer, and the default's windows re-ranked.
 "${COVIS[@]}" sim-eval --root "$SIM_ROOT/sim_test" --pipeline "$PIPELINE" \
-    --checkpoint "$ASSETS/covis_compact.safetensors" \
-    --embedding "$ASSETS/covis_embedding_compact.safetensors" \
+    --checkpoint "$ASSETS/covis_mnv2.safetensors" \
+    --embedding "$ASSETS/covis_embedding_mnv2.safetensors" \
     --image-embedding "$ASSETS/covis_image_embedding.safetensors" \
     --pair-verifier "$OUT/pair_verifier.safetensors" \
     --window 4 --cache "$OUT/token_cache" --json "$OUT/test_metrics.json"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Train the embedded relocalization default, g2g_reloc_compact (docs/TRAINING.md; the rig
-# default comes from tools/train_mnv2_cpu.sh). Every stage resumes where it stopped:
+# Train the first compact-encoder models, g2g_reloc_compact and rig_odom_compact (docs/TRAINING.md).
+# Neither is shipped any more: both defaults come from tools/train_mnv2_cpu.sh; this chain stays
+# for comparison and writes its models under outputs/ only. Every stage resumes where it stopped:
 # re-run the script after an interruption (a finished stage only re-exports its model). Run from
 # the repository root after tools/make_default_data.sh.
 set -euo pipefail
@@ -15,9 +16,4 @@ $TRAIN reloc_compact -q --threads 1
 # Rig odometry (consecutive keyframes of one traversal), starting from the relocalization model.
 $TRAIN rig_odom_compact -q --threads 1
 
-mkdir -p g2g_model/assets
-install -m 644 outputs/reloc_compact/model.safetensors \
-  g2g_model/assets/g2g_reloc_compact.safetensors
-# The rig-odometry default is no longer this chain's rig_odom_compact (left in outputs/ for
-# comparison) but g2g_rig_mnv2, from tools/train_mnv2_cpu.sh.
-echo "relocalization default written to g2g_model/assets/"
+echo "models in outputs/reloc_compact and outputs/rig_odom_compact (not installed)"

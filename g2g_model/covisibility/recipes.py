@@ -26,7 +26,7 @@ RECIPES: Dict[str, Recipe] = {
         {"preset": "cpu_fast", "pool": 1, "dense_subdiv": 2, "input_norm": True,
          "train_preset": "cpu_short", "scalar_loss": "mse", "lr": 5e-4, "steps": 3000,
          "batch_size": 64},
-        "the shipped decoder covis_compact (tools/train_covis_default.sh): cpu_fast over the "
+        "the shipped decoder covis_mnv2 (tools/train_covis_default.sh): cpu_fast over the "
         "backbone's token grid, pool 1, dense subdiv 2, input norm; cpu_short, MSE ratios, "
         "lr 5e-4, 3000 steps of 64"),
     "embedding_default": Recipe(

@@ -3,7 +3,7 @@
 Examples::
 
     g2g-eval --task reloc --root data/sim_test --index pairs_w5.json \
-        --checkpoint g2g_model/assets/g2g_reloc_compact.safetensors --classical default \
+        --checkpoint g2g_model/assets/g2g_reloc_mnv2.safetensors --classical default \
         --ablation --out outputs/eval_reloc
     g2g-eval --task rig --root data/sim_test --index rig_pairs.csv --checkpoint rig.safetensors \
         --mode noisy --out outputs/eval_rig_noisy
