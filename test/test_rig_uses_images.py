@@ -6,8 +6,8 @@ error at most half the true step; a model that always predicts the identity, whi
 reversed pairs became, passes the first check only). The shipped default (g2g_rig_mnv2,
 fine-tuned on 4- and 5-camera rigs) gives 0.06 / 0.16 / 0.04 deg and 0.013 / 0.012 / 0.012 m on
 this collection, and a 0.52 m step is off by 0.18 m on average; docs/TRAINING.md reports the
-same check over 15 groups of held-out scene 20001. The previous default failed it narrowly (0.70 deg on the
-third group), so the test was a strict expected failure until this one.
+same check over 15 groups of held-out scene 20001. The previous default failed it narrowly
+(0.70 deg on the third group), so the test was a strict expected failure until this one.
 """
 
 import numpy as np

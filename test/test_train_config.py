@@ -82,8 +82,8 @@ def test_empty_index_and_foreign_checkpoint(smoke, tmp_path):
     assert not (tmp_path / "out2" / "train_log.csv").exists()
 
 
-def test_exponent_without_dot_is_a_number_and_print_config_trains_nothing(smoke, tmp_path,
-                                                                           capsys):
+def test_exponent_without_dot_is_a_number_and_print_config_trains_nothing(
+        smoke, tmp_path, capsys):
     """YAML 1.1 reads ``1e-4`` as text (an optimizer error deep in torch before); and
     ``--print-config`` prints the resolved config, then exits without training."""
     cfg = smoke_config(smoke, tmp_path / "out")
