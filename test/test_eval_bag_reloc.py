@@ -46,7 +46,12 @@ CHECKPOINT = default_checkpoint("relocalization")
 NODE_PARAMS = {"consistency_count": 1, "max_fusion_spread_m": 1000.0,
                "max_jump_translation_m": 1000.0, "max_jump_rotation_deg": 180.0,
                "localize_period_s": 0.3, "window_size": 4, "window_scorer": "whitened"}
-ROT_TOL_DEG, TRANS_TOL_M = 1e-4, 1e-6
+# The node and g2g-eval run the same model on the same images in two processes; float32
+# kernels may sum in another order there (oneDNN picks by thread count and batch), so the
+# errors agree to about 1e-4 deg with the compact_mnv2 default (1.6e-4 measured once), not
+# bit for bit. A shifted window changes them by degrees (SHIFTED_MIN_*).
+ROT_TOL_DEG, TRANS_TOL_M = 1e-3, 1e-5
+SHIFTED_MIN_DEG, SHIFTED_MIN_M = 1.0, 1e-2
 COMPARED = ("rot_err_mean", "rot_err_median", "trans_err_mean", "trans_err_median",
             "rta_mean", "rta_median")
 
@@ -180,4 +185,4 @@ def test_same_numbers_as_g2g_eval_on_the_same_windows(replays, tmp_path):
     bad = write_index([shifted(r, ("frames_b", "frames_a")[k % 2]) for k, r in enumerate(rows)],
                       tmp_path / "shifted.json")
     deg, m = _max_differences(predicted, _g2g_eval(root, bad, tmp_path / "eval_shifted"))
-    assert deg > 1e4 * ROT_TOL_DEG and m > 1e4 * TRANS_TOL_M, (deg, m)
+    assert deg > SHIFTED_MIN_DEG and m > SHIFTED_MIN_M, (deg, m)
