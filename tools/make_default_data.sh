@@ -31,25 +31,19 @@ for split in train test; do
   done
   $G2GDATA mine "$root" --window 5 --top-k 10 --min-score 0.1
 done
-# The compact_mnv2 chain (tools/train_mnv2_cpu.sh): relocalization pairs mined over all 24
-# training scenes (pairs_w5_all.json), rig-odometry pairs 0-3 frames apart (a quarter are
-# standstills) in both training splits, merged into one root of 72 scenes (data/sim_train72).
-for scene in "$DATA"/sim_train/scene_*; do
-  $G2GDATA overlap "$scene" --cam-pairs same --size 28
-done
-$G2GDATA mine "$DATA/sim_train" --window 5 --top-k 10 --min-score 0.1 \
-  --out "$DATA/sim_train/pairs_w5_all.json"
+# The compact_mnv2 chain (tools/train_mnv2_cpu.sh): every scene of both training splits
+# labelled and mined (pairs_w5_all.json: the relocalization default trains on the window pairs
+# of all 72 scenes), rig-odometry pairs 0-3 frames apart (a quarter are standstills), merged
+# into one root of 72 scenes (data/sim_train72).
 for split in train train_more; do
+  for scene in "$DATA"/sim_$split/scene_*; do
+    $G2GDATA overlap "$scene" --cam-pairs same --size 28
+  done
+  $G2GDATA mine "$DATA/sim_$split" --window 5 --top-k 10 --min-score 0.1 \
+    --out "$DATA/sim_$split/pairs_w5_all.json"
   $G2GDATA rig-pairs "$DATA/sim_$split" --max-distance 3 --min-frame-gap 0 --max-frame-gap 3 \
     --max-pairs 500 --out "$DATA/sim_$split/rig_odom_pairs0.csv"
 done
-# The 48 sim_train_more scenes labelled and mined as well: the relocalization default
-# (reloc_mnv2_72) trains on the window pairs of all 72 scenes.
-for scene in "$DATA"/sim_train_more/scene_*; do
-  $G2GDATA overlap "$scene" --cam-pairs same --size 28
-done
-$G2GDATA mine "$DATA/sim_train_more" --window 5 --top-k 10 --min-score 0.1 \
-  --out "$DATA/sim_train_more/pairs_w5_all.json"
 rm -rf "$DATA/sim_train72"
 $G2GDATA merge "$DATA/sim_train" "$DATA/sim_train_more" --out "$DATA/sim_train72" \
   --index rig_odom_pairs0.csv --index pairs_w5_all.json
