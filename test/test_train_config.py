@@ -36,6 +36,40 @@ def test_named_presets_load_and_validate_fields():
         load_config("reloc_compact", ["optim.lr_typo=1"])
 
 
+def test_preset_base_is_merged_section_by_section(tmp_path):
+    import yaml
+
+    from g2g_model.training.config import read_preset
+
+    # The shipped derived presets resolve through their base: stated values win, the rest is kept.
+    mixed, ft = read_preset("rig_odom_mnv2_mixed"), read_preset("rig_odom_mnv2_ft")
+    assert "base" not in mixed and mixed["optim"]["lr"] == 1.5e-4
+    assert mixed["optim"]["batch_size"] == ft["optim"]["batch_size"] == 16
+    assert mixed["data"]["index"] == ft["data"]["index"]
+    assert mixed["data"]["root"] == "data/sim_train96"
+    # A mapping value is replaced whole: rig_odom_mnv2_ft drops feature_norm_patches of its base.
+    assert "feature_norm_patches" in read_preset("rig_odom_mnv2")["model"]["g2g_overrides"]
+    assert "feature_norm_patches" not in ft["model"]["g2g_overrides"]
+    # A base given as a path is relative to the preset's folder; overrides apply on top.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "parent.yaml").write_text(yaml.safe_dump(
+        {"base": "reloc_compact", "optim": {"lr": 1.0e-3}}))
+    (tmp_path / "child.yaml").write_text(yaml.safe_dump(
+        {"base": "sub/parent.yaml", "optim": {"batch_size": 3}}))
+    cfg = load_config(str(tmp_path / "child.yaml"),
+                      ["data.root=.", "data.index=setup.py", "model.backbone_weights=setup.py",
+                       "optim.warmup_steps=1"])
+    assert (cfg.optim.lr, cfg.optim.batch_size, cfg.optim.warmup_steps) == (1.0e-3, 3, 1)
+    assert cfg.curriculum.enabled and cfg.task == "reloc"  # from reloc_compact
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(ValueError, match="cycle"):
+        load_config(str(tmp_path / "a.yaml"))
+    (tmp_path / "c.yaml").write_text("base: no_such_preset\n")
+    with pytest.raises(ValueError, match="c.yaml: base 'no_such_preset': unknown training preset"):
+        load_config(str(tmp_path / "c.yaml"))
+
+
 @pytest.mark.parametrize("change, message", [
     ({"model": {"backbone": "resnet"}}, "unknown backbone 'resnet'"),
     ({"model": {"g2g_preset": "huge"}}, "unknown G2G preset 'huge'"),

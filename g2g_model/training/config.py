@@ -4,6 +4,11 @@ A preset is a YAML file ``configs/<name>.yaml`` (or any path). :func:`load_confi
 applies ``section.key=value`` overrides and checks every field, so that a typo, an unknown
 backbone / G2G preset or a missing dataset path is a ``ValueError`` before any work starts.
 
+A preset may start from another with ``base: <preset name or path>`` (a path relative to the
+preset's own folder) and state only what differs: sections are merged key by key, the preset's
+values win (a mapping value such as ``model.g2g_overrides`` is replaced whole), and bases may
+chain (a cycle is a ``ValueError``).
+
 Tasks:
     ``pretrain``: stage 1 of the compact backbone (single groups, depth + hidden relative poses).
     ``reloc``: G2G on temporal window pairs (mined index with overlap scores).
@@ -238,14 +243,49 @@ def apply_overrides(values: Dict[str, Any], overrides: List[str]) -> Dict[str, A
     return values
 
 
-def load_config(name_or_path: str, overrides: Optional[List[str]] = None) -> TrainConfig:
-    """Read a preset (name or YAML path), apply overrides and validate (:func:`validate`)."""
+def _merge(base: Dict[str, Any], top: Mapping[str, Any]) -> Dict[str, Any]:
+    """``top`` over ``base``: sections merged key by key; a value, even a mapping such as
+    ``model.g2g_overrides``, replaced whole (so a preset can drop an override of its base)."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def read_preset(name_or_path: str, _seen: Optional[List[Path]] = None) -> Dict[str, Any]:
+    """The values of a preset with its ``base:`` chain resolved (no overrides, no checks)."""
     path = resolve_preset(name_or_path)
+    seen = list(_seen or [])
+    if path.resolve() in seen:
+        chain = " -> ".join(str(p) for p in seen + [path.resolve()])
+        raise ValueError(f"preset bases form a cycle: {chain}")
     try:
         values = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid YAML: {exc}") from exc
-    values = apply_overrides(values, overrides or [])
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: a preset must be a mapping of sections")
+    base = values.pop("base", None)
+    if base is None:
+        return values
+    if not isinstance(base, str) or not base:
+        raise ValueError(f"{path}: base must be a preset name or a YAML path, got {base!r}")
+    if Path(base).suffix in (".yaml", ".yml") and not Path(base).is_absolute():
+        base = str(path.parent / base)
+    try:
+        parent = read_preset(base, seen + [path.resolve()])
+    except ValueError as exc:
+        raise ValueError(f"{path}: base {base!r}: {exc}") from exc
+    return _merge(parent, values)
+
+
+def load_config(name_or_path: str, overrides: Optional[List[str]] = None) -> TrainConfig:
+    """Read a preset (name or YAML path, ``base:`` resolved), apply overrides, validate."""
+    path = resolve_preset(name_or_path)
+    values = apply_overrides(read_preset(name_or_path), overrides or [])
     config = config_from_dict(values, where=str(path))
     validate(config)
     return config
