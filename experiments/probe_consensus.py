@@ -16,24 +16,12 @@ import argparse
 
 import numpy as np
 import torch
-from scipy.spatial.transform import Rotation
 
+from g2g_model.geometry import fuse_poses, invert_pose
+from g2g_model.metrics.errors import rotation_error_deg, translation_error_m
 from g2g_model.training.evaluate import G2GMethod
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
 from g2g_model.training.trajectory_groups import TrajectoryStore
-
-
-def mean_pose(poses):
-    out = np.eye(4)
-    out[:3, :3] = Rotation.from_matrix(np.stack([p[:3, :3] for p in poses])).mean().as_matrix()
-    out[:3, 3] = np.mean([p[:3, 3] for p in poses], axis=0)
-    return out
-
-
-def pose_error(pred, gt):
-    delta = np.linalg.inv(gt) @ pred
-    return (np.degrees(Rotation.from_matrix(delta[:3, :3]).magnitude()),
-            float(np.linalg.norm(pred[:3, 3] - gt[:3, 3])))
 
 
 def main():
@@ -56,14 +44,16 @@ def main():
         intra_a, intra_b = ga.cam_to_anchor, gb.cam_to_anchor
         _, pred_b = method.predict(ga, gb, intra_a, intra_b)
         _, pred_a_swapped = method.predict(gb, ga, intra_b, intra_a)  # T_{B0<-Aj}
-        from_b = [pred_b[j] @ np.linalg.inv(intra_b[j].double().numpy())
+        from_b = [pred_b[j] @ invert_pose(intra_b[j].double().numpy())
                   for j in range(len(pred_b))]
-        from_a = [np.linalg.inv(pred_a_swapped[j] @ np.linalg.inv(intra_a[j].double().numpy()))
+        from_a = [invert_pose(pred_a_swapped[j] @ invert_pose(intra_a[j].double().numpy()))
                   for j in range(len(pred_a_swapped))]
-        estimates = {"raw": pred_b[0], "b frames": mean_pose(from_b),
-                     "swap": mean_pose([pred_b[0], from_a[0]]), "both": mean_pose(from_b + from_a)}
+        estimates = {"raw": pred_b[0], "b frames": fuse_poses(from_b),
+                     "swap": fuse_poses([pred_b[0], from_a[0]]),
+                     "both": fuse_poses(from_b + from_a)}
         for name, pose in estimates.items():
-            errors[name].append(pose_error(pose, gt_b0))
+            errors[name].append((float(rotation_error_deg(pose, gt_b0)),
+                                 float(translation_error_m(pose, gt_b0))))
     print(f"{len(items)} pairs of {args.root}/{args.index}, {args.checkpoint}")
     for name, rows in errors.items():
         e = np.array(rows)
