@@ -6,11 +6,15 @@ wrong encoding is reported there (per camera) without blocking the executor.
 
 An image stamped more than ``max_ahead_s`` ahead of the node's ROS time is dropped here and
 counted (``rejected_future``): one such stamp would otherwise become the camera's "last stamp"
-and make the per-camera order checks downstream reject every later, correct image.
+and make the per-camera order checks downstream reject every later, correct image. Before the
+first /clock (``use_sim_time`` and a ROS time of 0) no stamp can be judged, so images are held
+(the newest ``HELD_BEFORE_CLOCK`` per camera) and checked in order once the time is known;
+letting them through raced the player's first /clock and let a future stamp in.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
@@ -23,6 +27,9 @@ from g2g_ros.conversions import stamp_ns
 from g2g_ros.qos import sensor_qos
 
 
+HELD_BEFORE_CLOCK = 10
+
+
 class CameraInputs:
     """Subscribe ``<cam>/<image_topic>`` and ``<cam>/<camera_info_topic>`` for every camera.
 
@@ -32,8 +39,8 @@ class CameraInputs:
         sink: ``sink(camera, stamp_ns, message)`` called from the subscription callback.
         compressed: subscribe ``CompressedImage`` on ``<cam>/<image_topic>/compressed``.
         reliability: ``best_effort`` (default for sensors) or ``reliable``.
-        max_ahead_s: drop images stamped further ahead of the node's ROS time (None or 0: off;
-            not checked while the ROS time is 0, i.e. before the first /clock).
+        max_ahead_s: drop images stamped further ahead of the node's ROS time (None or 0: off);
+            while the ROS time is 0 (before the first /clock) images are held, not judged.
         on_reject: ``on_reject(camera, reason)`` for every dropped image (e.g. to report it).
     """
 
@@ -55,6 +62,8 @@ class CameraInputs:
         self.last_wall: Dict[str, Optional[float]] = {c: None for c in cameras}
         self._stamped: Dict[str, int] = {c: 0 for c in cameras}  # images since first_stamp
         self.rejected_future: Dict[str, int] = {c: 0 for c in cameras}
+        self._held: Dict[str, collections.deque] = {
+            c: collections.deque(maxlen=HELD_BEFORE_CLOCK) for c in cameras}
         self._clock = node.get_clock()
         self._max_ahead_ns = int(max_ahead_s * 1e9) if max_ahead_s else None
         self._on_reject = on_reject
@@ -82,25 +91,44 @@ class CameraInputs:
     def _image_cb(self, cam: str):
         def cb(msg):
             stamp = stamp_ns(msg.header.stamp)
-            ahead = self._ahead_ns(stamp)
-            with self._lock:
-                self.received[cam] += 1
-                if ahead is not None:
-                    self.rejected_future[cam] += 1
-                if ahead is None and self.first_stamp[cam] is None:
-                    self.first_stamp[cam] = stamp
-                if ahead is None:
-                    self._stamped[cam] += 1
-                    self.last_stamp[cam] = stamp
-                    self.last_wall[cam] = time.monotonic()
-            if ahead is not None:
-                if self._on_reject is not None:
-                    self._on_reject(cam, f"image stamped {ahead * 1e-9:.1f} s ahead of the ROS "
-                                    f"time dropped (max_stamp_ahead_s "
-                                    f"{self._max_ahead_ns * 1e-9:g})")
+            if self._max_ahead_ns is not None and self._clock.now().nanoseconds == 0:
+                self._hold(cam, stamp, msg)
                 return
-            self._sink(cam, stamp, msg)
+            with self._lock:
+                held = list(self._held[cam])
+                self._held[cam].clear()
+            for item in held + [(stamp, msg)]:
+                self._take(cam, *item)
         return cb
+
+    def _hold(self, cam: str, stamp: int, msg) -> None:
+        """Keep an image until the ROS time is known; report when the oldest is pushed out."""
+        with self._lock:
+            full = len(self._held[cam]) == self._held[cam].maxlen
+            self._held[cam].append((stamp, msg))
+        if full and self._on_reject is not None:
+            self._on_reject(cam, f"no ROS time yet (use_sim_time is set and no /clock arrived): "
+                            f"only the newest {HELD_BEFORE_CLOCK} images are kept")
+
+    def _take(self, cam: str, stamp: int, msg) -> None:
+        ahead = self._ahead_ns(stamp)
+        with self._lock:
+            self.received[cam] += 1
+            if ahead is not None:
+                self.rejected_future[cam] += 1
+            if ahead is None and self.first_stamp[cam] is None:
+                self.first_stamp[cam] = stamp
+            if ahead is None:
+                self._stamped[cam] += 1
+                self.last_stamp[cam] = stamp
+                self.last_wall[cam] = time.monotonic()
+        if ahead is not None:
+            if self._on_reject is not None:
+                self._on_reject(cam, f"image stamped {ahead * 1e-9:.1f} s ahead of the ROS "
+                                f"time dropped (max_stamp_ahead_s "
+                                f"{self._max_ahead_ns * 1e-9:g})")
+            return
+        self._sink(cam, stamp, msg)
 
     def _ahead_ns(self, stamp: int) -> Optional[int]:
         """How far ``stamp`` is ahead of the ROS time when that is too far, else None."""
@@ -108,7 +136,7 @@ class CameraInputs:
             return None
         now = self._clock.now().nanoseconds
         ahead = stamp - now
-        return ahead if now > 0 and ahead > self._max_ahead_ns else None
+        return ahead if ahead > self._max_ahead_ns else None
 
     def reset_stamps(self) -> None:
         """Forget the stamp history (rates) after a jump back of time; counters are kept."""
@@ -116,6 +144,7 @@ class CameraInputs:
             for cam in self.cameras:
                 self.first_stamp[cam] = self.last_stamp[cam] = None
                 self._stamped[cam] = 0
+                self._held[cam].clear()
 
     def _info_cb(self, cam: str):
         def cb(msg):

@@ -179,12 +179,20 @@ class TFBuffer:
             reason = "denormalized_quaternion"
         elif stamp_ns < 0:
             reason = "negative_stamp"
-        elif not static and self.clock_ns is not None:
-            now = self.clock_ns()
-            if now > 0 and stamp_ns > now + self.max_ahead_ns:
-                reason = "future"
+        now = self.clock_ns() if not static and self.clock_ns is not None else 0
+        if reason is None and now > 0 and stamp_ns > now + self.max_ahead_ns:
+            reason = "future"
         with self._lock:
             edge = self._edges.get(child)
+            if (edge is not None and not edge.static and now > 0 and edge.stamps
+                    and edge.stamps[-1] > now + self.max_ahead_ns):
+                # Samples taken before the first /clock (nothing to judge them by) that turn
+                # out to lie in the future: forget them, or they make every sample "old_data".
+                logger.warning("TF %s -> %s: forgot samples up to %s, ahead of the ROS time %s "
+                               "(received before the first /clock)", edge.parent, child,
+                               _fmt_ns(edge.stamps[-1]), _fmt_ns(now))
+                del self._edges[child]
+                edge = None
             if reason is None and edge is not None and not static:
                 if edge.static:
                     reason = "conflicts_with_static"

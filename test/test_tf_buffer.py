@@ -231,3 +231,17 @@ def test_far_future_dynamic_transform_is_rejected_without_poisoning_the_edge():
     assert buf.stats()["rejected"] == {"future": 1}
     now["ns"] = 0  # before the first /clock: not checked
     assert buf.set_transform("odom", "base_link", 200 * 10**9, [2, 0, 0], [0, 0, 0, 1]) is None
+
+
+def test_future_sample_taken_before_the_first_clock_is_forgotten_once_the_time_is_known():
+    # The race the replay test hit: the player's first /tf (stamped a day ahead) reached the
+    # node before its first /clock, was stored unjudged and made every later sample "old_data".
+    now = {"ns": 0}
+    buf = TFBuffer(cache_duration_ns=10**9, clock_ns=lambda: now["ns"])
+    assert buf.set_transform("odom", "base_link", (100 + 86400) * 10**9, [9, 0, 0],
+                             [0, 0, 0, 1]) is None  # unjudged: no ROS time yet
+    now["ns"] = 100 * 10**9
+    assert buf.set_transform("odom", "base_link", now["ns"], [1, 0, 0], [0, 0, 0, 1]) is None
+    np.testing.assert_allclose(buf.lookup_transform("odom", "base_link", now["ns"])[:3, 3],
+                               [1, 0, 0])
+    assert buf.stats()["rejected"] == {}
