@@ -78,3 +78,12 @@ def test_recipe_fine_tunes_given_models_with_five_camera_rigs(first_run, tmp_pat
     assert sizes == {4, 5}  # the rig model trained on 4- and 5-camera groups
     for task in ("reloc", "rig"):
         assert "identity" in _methods(out, task)
+
+
+def test_image_size_not_a_multiple_of_the_patch_is_refused_before_any_work(tmp_path):
+    env = dict(os.environ, TINY="1", DEVICE="cpu", IMAGE_SIZE="50", WORK=str(tmp_path / "w"),
+               PYTHON=sys.executable)
+    run = subprocess.run([str(ROOT / "tools" / "train_defaults_gpu.sh"), str(tmp_path / "o")],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "IMAGE_SIZE must be a multiple of 16, got 50" in run.stderr
+    assert not (tmp_path / "w" / "sim_train").exists()

@@ -26,6 +26,9 @@
 #   TEST_SCENES [4]     test-split scenes (2 traversals): the held-out split of docs/TRAINING.md
 #   LABEL_SCENES [24]   training scenes that get overlap labels (relocalization pairs)
 #   BATCH [32]          groups (stage 1) and pairs (G2G) per step
+#   IMAGE_SIZE [112]    square input side in pixels (multiple of 16): 112 gives 7 x 7 tokens
+#                       per frame, 224 gives 14 x 14 (a stage-1 backbone trained at another
+#                       size still loads: its patch position table is interpolated)
 #   RIG_PAIRS [100000]  rig-odometry training pairs at most (keyframes 0-3 frames apart: a
 #                       quarter are standstills, the rig twice at one frame)
 #   HEDGE_BACKBONE      a stage-1 backbone.safetensors for the third run (none: no third run)
@@ -65,12 +68,13 @@ elapsed() { echo $(( $(date +%s) - start )); }
 stamp() { echo "[$(elapsed) s] $*" | tee -a "$OUT/recipe.log"; }
 
 SIM_ARGS=(--scene-preset small --frames 100)
-SIZE=112
+SIZE=${IMAGE_SIZE:-112}
+if (( SIZE % 16 )); then echo "IMAGE_SIZE must be a multiple of 16, got $SIZE" >&2; exit 2; fi
 if [[ "${TINY:-0}" == 1 ]]; then
     SCENES=2; TEST_SCENES=1; LABEL_SCENES=2; BATCH=2
     [[ $RING5 -gt 0 ]] && RING5=1
     SIM_ARGS=(--scene-preset small --frames 12 --image-size 64)
-    SIZE=64
+    SIZE=${IMAGE_SIZE:-64}
 fi
 SIM="$PY -m g2g_model.data.sim.cli"
 DATA="$PY -m g2g_model.data.cli"
