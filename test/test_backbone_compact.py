@@ -314,6 +314,19 @@ def test_checkpoint_round_trip_and_strict_errors(tmp_path):
                                    rtol=0, atol=0)
     with pytest.raises(ValueError, match=r"depth \(file 2, expected 3\)"):
         load_compact_checkpoint(path, expected_config=compact_config("compact_xs", depth=3))
+    # Another input size only when asked for, and then the same features as the file's model
+    # run at that size (its positions interpolated in the forward pass).
+    wider = compact_config("compact_xs", image_size=(128, 128))
+    with pytest.raises(ValueError, match=r"image_size \(file \[64, 64\], expected \[128, 128\]"):
+        load_compact_checkpoint(path, expected_config=wider)
+    resized = load_compact_checkpoint(path, expected_config=wider, allow_image_size=True).eval()
+    assert resized.pos_embed.shape[-2:] == (8, 8) and resized.image_size == (128, 128)
+    images, k, poses = random_group(1, 3, size=128)
+    with torch.no_grad():
+        torch.testing.assert_close(resized(images, k, poses), model(images, k, poses))
+    with pytest.raises(ValueError, match=r"depth \(file 2, expected 3\), image_size"):
+        load_compact_checkpoint(path, expected_config=compact_config(
+            "compact_xs", depth=3, image_size=(128, 128)), allow_image_size=True)
     state = load_file(str(path))
     state.pop("anchor_embed")
     state["extra.weight"] = torch.zeros(1)

@@ -145,13 +145,18 @@ class CompactBackbone(Backbone):
         if not bool(torch.isfinite(intrinsics).all()) or not bool((focal > 0).all()):
             raise ValueError("intrinsics must be finite with positive fx, fy")
 
-    def _position_table(self, grid_h: int, grid_w: int) -> torch.Tensor:
-        """``[1, P, D]`` learned patch positions, bicubically resized for other grid sizes."""
+    def position_grid(self, grid_h: int, grid_w: int) -> torch.Tensor:
+        """``[1, D, grid_h, grid_w]`` learned patch positions, bicubically resized for other
+        grid sizes (also used to move a checkpoint to another input size)."""
         table = self.pos_embed
         if table.shape[-2:] != (grid_h, grid_w):
             table = F.interpolate(table, size=(grid_h, grid_w), mode="bicubic",
                                   align_corners=False)
-        return table.flatten(2).transpose(1, 2)
+        return table
+
+    def _position_table(self, grid_h: int, grid_w: int) -> torch.Tensor:
+        """``[1, P, D]`` learned patch positions (:meth:`position_grid`, flattened)."""
+        return self.position_grid(grid_h, grid_w).flatten(2).transpose(1, 2)
 
     def embed(
         self,

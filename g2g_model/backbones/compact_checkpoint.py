@@ -56,20 +56,28 @@ def read_checkpoint_config(path: Union[str, Path]) -> CompactConfig:
 
 
 def load_compact_checkpoint(path: Union[str, Path],
-                            expected_config: Optional[CompactConfig] = None) -> CompactBackbone:
+                            expected_config: Optional[CompactConfig] = None,
+                            allow_image_size: bool = False) -> CompactBackbone:
     """Build a :class:`CompactBackbone` from the file's config and load its weights strictly.
 
     Args:
         path: a file written by :func:`save_compact_checkpoint`.
         expected_config: if given, the stored config must equal it (``ValueError`` naming the
             differing fields otherwise).
+        allow_image_size: accept an ``expected_config`` that differs in ``image_size`` only:
+            the weights are loaded at the file's size, then the patch position table is
+            resampled to the expected grid, as the forward pass does for other input sizes
+            (logged; e.g. a stage-1 backbone trained at 112 px used at 224 px).
     """
     config = read_checkpoint_config(path)
+    resize = False
     if expected_config is not None and expected_config != config:
         stored, wanted = config.to_dict(), expected_config.to_dict()
-        diff = [f"{key} (file {stored[key]}, expected {wanted[key]})"
-                for key in sorted(stored) if stored[key] != wanted[key]]
-        raise ValueError(f"{path}: config differs: {', '.join(diff)}")
+        keys = [key for key in sorted(stored) if stored[key] != wanted[key]]
+        resize = allow_image_size and keys == ["image_size"]
+        if not resize:
+            diff = [f"{key} (file {stored[key]}, expected {wanted[key]})" for key in keys]
+            raise ValueError(f"{path}: config differs: {', '.join(diff)}")
     model = CompactBackbone(config)
     try:
         _, state = read_safetensors(path)
@@ -85,4 +93,13 @@ def load_compact_checkpoint(path: Union[str, Path],
                          f"unexpected {unexpected}, mis-shaped {mis_shaped}")
     model.load_state_dict(state, strict=True)
     logger.info("loaded compact backbone (%s) from %s", config.fingerprint(), path)
+    if resize:
+        resized = CompactBackbone(expected_config)
+        state = dict(model.state_dict(), pos_embed=model.position_grid(
+            *expected_config.grid_size).detach())
+        resized.load_state_dict(state, strict=True)
+        logger.info("%s: trained at %s px, patch positions resampled %s -> %s for %s px", path,
+                    list(config.image_size), list(config.grid_size),
+                    list(expected_config.grid_size), list(expected_config.image_size))
+        return resized
     return model

@@ -55,7 +55,10 @@ def load_backbone_weights(backbone: Backbone, path: str) -> None:
             return
         from g2g_model.backbones.compact_checkpoint import load_compact_checkpoint
 
-        trained = load_compact_checkpoint(path, expected_config=backbone.config)
+        # A stage-1 file trained at another input size is used at the configured one (its
+        # patch position table resampled, logged); any other difference is refused.
+        trained = load_compact_checkpoint(path, expected_config=backbone.config,
+                                          allow_image_size=True)
         backbone.load_state_dict(trained.state_dict(), strict=True)
         return
     backbone.load_weights(path)
