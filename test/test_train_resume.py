@@ -77,3 +77,20 @@ def test_resume_refuses_another_configuration(smoke, tmp_path):
     other.optim.batch_size = 3
     with pytest.raises(ValueError, match="another configuration: optim.batch_size"):
         _run(other)
+
+
+def test_resume_across_a_configuration_field_added_since(smoke, tmp_path):
+    # A state written before a field existed (here data.reverse_fraction) resumes when the
+    # field keeps its default, and is refused when it does not.
+    cfg = _config(smoke, tmp_path / "run", tmp_path / "cache")
+    _run(cfg, stop_after=4)
+    state_path = tmp_path / "run" / "state.pt"
+    state = torch.load(state_path, weights_only=False)
+    del state["config"]["data"]["reverse_fraction"]
+    torch.save(state, state_path)
+    changed = _config(smoke, tmp_path / "run", tmp_path / "cache")
+    changed.data.reverse_fraction = 0.5
+    with pytest.raises(ValueError, match="another configuration: data"):
+        _run(changed)
+    _run(_config(smoke, tmp_path / "run", tmp_path / "cache"))
+    assert [r["step"] for r in CsvLog(tmp_path / "run" / LOG_FILE).read()][-1] == "10"

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from g2g_model.model.checkpoint import save_checkpoint
+from g2g_model.training.config import config_from_dict
 from g2g_model.training.models import backbone_config_dict
 
 STATE_FILE = "state.pt"
@@ -31,7 +32,13 @@ RESUME_OPTIM_KEYS = ("batch_size", "lr", "warmup_steps", "decay_steps")
 
 def check_resume_config(saved: Dict, current: Dict, state_path: Path) -> None:
     """Raise ``ValueError`` when ``state_path`` (config ``saved``) was written by a configuration
-    that differs from ``current`` in what a resumed run depends on."""
+    that differs from ``current`` in what a resumed run depends on. Fields added to the
+    configuration after ``saved`` was written take their defaults (which keep the earlier
+    behaviour), so a long run resumes across such an update."""
+    try:
+        saved = config_from_dict(saved, where=str(state_path)).to_dict()
+    except (TypeError, ValueError):
+        pass  # fields since removed or renamed: compared as they are, and reported
     problems = []
     for section in RESUME_SECTIONS:
         if saved.get(section) != current.get(section):
