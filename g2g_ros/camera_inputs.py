@@ -7,14 +7,15 @@ wrong encoding is reported there (per camera) without blocking the executor.
 An image stamped more than ``max_ahead_s`` ahead of the node's ROS time is dropped here and
 counted (``rejected_future``): one such stamp would otherwise become the camera's "last stamp"
 and make the per-camera order checks downstream reject every later, correct image. Before the
-first /clock (``use_sim_time`` and a ROS time of 0) no stamp can be judged, so images are held
-(the newest ``HELD_BEFORE_CLOCK`` per camera) and checked in order once the time is known;
-letting them through raced the player's first /clock and let a future stamp in.
+first /clock (``use_sim_time`` and a ROS time of 0) no stamp can be judged, so images are dropped
+and counted (``dropped_no_clock``), reported once ``NO_CLOCK_REPORT_AFTER`` of a camera's
+images were: letting them through raced the player's first /clock and let a future stamp in.
+Dropping, not holding, keeps the contract of an evaluation replay, which sends a group again
+when no node answered it (``g2g_ros/bags/player.py``): an image no node used.
 """
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
@@ -27,7 +28,7 @@ from g2g_ros.conversions import stamp_ns
 from g2g_ros.qos import sensor_qos
 
 
-HELD_BEFORE_CLOCK = 10
+NO_CLOCK_REPORT_AFTER = 10
 
 
 class CameraInputs:
@@ -40,7 +41,7 @@ class CameraInputs:
         compressed: subscribe ``CompressedImage`` on ``<cam>/<image_topic>/compressed``.
         reliability: ``best_effort`` (default for sensors) or ``reliable``.
         max_ahead_s: drop images stamped further ahead of the node's ROS time (None or 0: off);
-            while the ROS time is 0 (before the first /clock) images are held, not judged.
+            while the ROS time is 0 (before the first /clock) images are dropped, not judged.
         on_reject: ``on_reject(camera, reason)`` for every dropped image (e.g. to report it).
     """
 
@@ -62,8 +63,7 @@ class CameraInputs:
         self.last_wall: Dict[str, Optional[float]] = {c: None for c in cameras}
         self._stamped: Dict[str, int] = {c: 0 for c in cameras}  # images since first_stamp
         self.rejected_future: Dict[str, int] = {c: 0 for c in cameras}
-        self._held: Dict[str, collections.deque] = {
-            c: collections.deque(maxlen=HELD_BEFORE_CLOCK) for c in cameras}
+        self.dropped_no_clock: Dict[str, int] = {c: 0 for c in cameras}
         self._clock = node.get_clock()
         self._max_ahead_ns = int(max_ahead_s * 1e9) if max_ahead_s else None
         self._on_reject = on_reject
@@ -92,23 +92,19 @@ class CameraInputs:
         def cb(msg):
             stamp = stamp_ns(msg.header.stamp)
             if self._max_ahead_ns is not None and self._clock.now().nanoseconds == 0:
-                self._hold(cam, stamp, msg)
+                self._no_clock(cam)
                 return
-            with self._lock:
-                held = list(self._held[cam])
-                self._held[cam].clear()
-            for item in held + [(stamp, msg)]:
-                self._take(cam, *item)
+            self._take(cam, stamp, msg)
         return cb
 
-    def _hold(self, cam: str, stamp: int, msg) -> None:
-        """Keep an image until the ROS time is known; report when the oldest is pushed out."""
+    def _no_clock(self, cam: str) -> None:
+        """Drop an image that arrived before the ROS time is known; report a persistent lack."""
         with self._lock:
-            full = len(self._held[cam]) == self._held[cam].maxlen
-            self._held[cam].append((stamp, msg))
-        if full and self._on_reject is not None:
-            self._on_reject(cam, f"no ROS time yet (use_sim_time is set and no /clock arrived): "
-                            f"only the newest {HELD_BEFORE_CLOCK} images are kept")
+            self.dropped_no_clock[cam] += 1
+            count = self.dropped_no_clock[cam]
+        if count % NO_CLOCK_REPORT_AFTER == 0 and self._on_reject is not None:
+            self._on_reject(cam, f"{count} images dropped: no ROS time yet (use_sim_time is "
+                            f"set and no /clock arrived)")
 
     def _take(self, cam: str, stamp: int, msg) -> None:
         ahead = self._ahead_ns(stamp)
@@ -144,7 +140,6 @@ class CameraInputs:
             for cam in self.cameras:
                 self.first_stamp[cam] = self.last_stamp[cam] = None
                 self._stamped[cam] = 0
-                self._held[cam].clear()
 
     def _info_cb(self, cam: str):
         def cb(msg):

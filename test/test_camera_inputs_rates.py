@@ -40,9 +40,10 @@ class _Clock:
         return self
 
 
-def test_images_before_the_first_clock_are_held_then_judged_in_order():
+def test_images_before_the_first_clock_are_dropped_and_a_lasting_lack_reported():
     # The race a replay test hit: a day-ahead image reached the node before its first /clock,
-    # passed unjudged and made the synchronizer reject every later, correct image.
+    # passed unjudged and made the synchronizer reject every later, correct image. Dropped
+    # instead (an evaluation replay sends an unanswered group again: it must be unused).
     ros = Listener("g2g_test_camera_inputs_clock")
     try:
         got, rejects = [], []
@@ -52,20 +53,21 @@ def test_images_before_the_first_clock_are_held_then_judged_in_order():
         cb = inputs._image_cb("cam0")
         rgb = np.zeros((4, 4, 3), np.uint8)
         day = 86400 * 10**9
-        cb(image_msg(rgb, "cam0_optical_frame", 10**9 + day))  # no ROS time yet: held
+        cb(image_msg(rgb, "cam0_optical_frame", 10**9 + day))  # no ROS time yet: dropped
         assert got == [] and inputs.received["cam0"] == 0 and rejects == []
+        assert inputs.dropped_no_clock["cam0"] == 1
         clock.nanoseconds = 2 * 10**9
+        cb(image_msg(rgb, "cam0_optical_frame", 2 * 10**9 + day))  # judged: too far ahead
         cb(image_msg(rgb, "cam0_optical_frame", 2 * 10**9))
         assert got == [2 * 10**9] and inputs.rejected_future["cam0"] == 1
         assert len(rejects) == 1 and "ahead of the ROS time dropped" in rejects[0]
-        # No /clock ever (use_sim_time without --clock): the newest images wait, and once the
-        # oldest is pushed out that is reported.
+        # No /clock at all (use_sim_time without --clock): reported every 10 dropped images.
         clock.nanoseconds = 0
-        for i in range(12):
+        for i in range(19):
             cb(image_msg(rgb, "cam0_optical_frame", (3 + i) * 10**9))
-        assert len(got) == 1 and "no /clock arrived" in rejects[-1]
-        clock.nanoseconds = 20 * 10**9
-        cb(image_msg(rgb, "cam0_optical_frame", 15 * 10**9))
-        assert got[1:] == [(5 + i) * 10**9 for i in range(11)]
+        assert got == [2 * 10**9] and inputs.dropped_no_clock["cam0"] == 20
+        assert [r.split(":")[0] for r in rejects[1:]] == ["10 images dropped",
+                                                          "20 images dropped"]
+        assert "no ROS time yet (use_sim_time is set and no /clock arrived)" in rejects[-1]
     finally:
         ros.close()
