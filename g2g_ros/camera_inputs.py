@@ -91,10 +91,30 @@ class CameraInputs:
     def _image_cb(self, cam: str):
         def cb(msg):
             stamp = stamp_ns(msg.header.stamp)
-            if self._max_ahead_ns is not None and self._clock.now().nanoseconds == 0:
+            now = self._clock.now().nanoseconds
+            if self._max_ahead_ns is not None and now == 0:
                 self._no_clock(cam)
                 return
-            self._take(cam, stamp, msg)
+            ahead = stamp - now
+            ahead = ahead if self._max_ahead_ns is not None and ahead > self._max_ahead_ns \
+                else None
+            with self._lock:
+                self.received[cam] += 1
+                if ahead is not None:
+                    self.rejected_future[cam] += 1
+                if ahead is None and self.first_stamp[cam] is None:
+                    self.first_stamp[cam] = stamp
+                if ahead is None:
+                    self._stamped[cam] += 1
+                    self.last_stamp[cam] = stamp
+                    self.last_wall[cam] = time.monotonic()
+            if ahead is not None:
+                if self._on_reject is not None:
+                    self._on_reject(cam, f"image stamped {ahead * 1e-9:.1f} s ahead of the ROS "
+                                    f"time dropped (max_stamp_ahead_s "
+                                    f"{self._max_ahead_ns * 1e-9:g})")
+                return
+            self._sink(cam, stamp, msg)
         return cb
 
     def _no_clock(self, cam: str) -> None:
@@ -105,34 +125,6 @@ class CameraInputs:
         if count % NO_CLOCK_REPORT_AFTER == 0 and self._on_reject is not None:
             self._on_reject(cam, f"{count} images dropped: no ROS time yet (use_sim_time is "
                             f"set and no /clock arrived)")
-
-    def _take(self, cam: str, stamp: int, msg) -> None:
-        ahead = self._ahead_ns(stamp)
-        with self._lock:
-            self.received[cam] += 1
-            if ahead is not None:
-                self.rejected_future[cam] += 1
-            if ahead is None and self.first_stamp[cam] is None:
-                self.first_stamp[cam] = stamp
-            if ahead is None:
-                self._stamped[cam] += 1
-                self.last_stamp[cam] = stamp
-                self.last_wall[cam] = time.monotonic()
-        if ahead is not None:
-            if self._on_reject is not None:
-                self._on_reject(cam, f"image stamped {ahead * 1e-9:.1f} s ahead of the ROS "
-                                f"time dropped (max_stamp_ahead_s "
-                                f"{self._max_ahead_ns * 1e-9:g})")
-            return
-        self._sink(cam, stamp, msg)
-
-    def _ahead_ns(self, stamp: int) -> Optional[int]:
-        """How far ``stamp`` is ahead of the ROS time when that is too far, else None."""
-        if self._max_ahead_ns is None:
-            return None
-        now = self._clock.now().nanoseconds
-        ahead = stamp - now
-        return ahead if ahead > self._max_ahead_ns else None
 
     def reset_stamps(self) -> None:
         """Forget the stamp history (rates) after a jump back of time; counters are kept."""
