@@ -310,6 +310,8 @@ class BagPlayer(Node):
                         self.pubs[topic].publish(raw)
                         skip.add(topic)
             self._wait_for_nodes(spin)
+            # Again, now that the nodes are matched: a node without a ROS time drops images.
+            self.publish_clock(first)
             end = time.monotonic() + 1.0
             while time.monotonic() < end:
                 spin(0.05)
