@@ -144,7 +144,8 @@ class TFBuffer:
         self.cache_duration_ns = int(cache_duration_ns)
         #: ``clock_ns()``: the current (ROS) time; with it, a dynamic transform stamped more
         #: than ``max_ahead_ns`` ahead is rejected ("future"): as the newest sample of its edge
-        #: it would make every later, correct sample "old_data". Not checked while it is 0.
+        #: it would make every later, correct sample "old_data". Not checked while it is 0;
+        #: samples stored then that turn out to be that far ahead are forgotten once it is not.
         self.clock_ns = clock_ns
         self.max_ahead_ns = int(max_ahead_ns)
         self._lock = threading.Lock()
