@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("rosbags")
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose  # noqa: E402
 from g2g_ros.bags.evaluation import (  # noqa: E402
-    GroundTruth, Outputs, alignment_pairs, evaluate_latency, evaluate_relocalization,
-    odometry_pairs,
+    GroundTruth, Outputs, alignment_pairs, corrected_trajectory, evaluate_latency,
+    evaluate_relocalization, fix_corrections, odometry_pairs,
 )
 from g2g_ros.bags.report import markdown  # noqa: E402
 from g2g_ros.bags.typestore import bag_typestore  # noqa: E402
@@ -46,8 +46,6 @@ def test_relocalization_metrics_on_known_errors(gt):
         odometry=[], alignments=[],
         reloc_poses=[(int(truth.stamps[4]), truth.world_T_base[4]),
                      (int(truth.stamps[8]), shift @ truth.world_T_base[8])],
-        map_T_odom=[(int(truth.stamps[4]), map_T_odom), (int(truth.stamps[8]),
-                                                         shift @ map_T_odom)],
         diagnostics={"relocalize: relocalization": {"accepted_corrections": "2",
                                                     "rejected_corrections": "2"}},
         stage_latency_ms={})
@@ -64,6 +62,42 @@ def test_relocalization_metrics_on_known_errors(gt):
               "replay": {"mode": "paced", "groups": 10, "wait_timeouts": 0},
               "relocalization": rel, "latency": evaluate_latency(out, [])}
     assert "nan" not in markdown(report).lower()
+
+
+def _alignment(stamps_b):
+    return T["g2g_msgs/msg/GroupAlignment"](
+        header=T["std_msgs/msg/Header"](stamp=_time(stamps_b[0]),
+                                        frame_id="cam0_optical_frame@map"),
+        group_a_id="a", group_b_id="b", stamps_a=[], stamps_b=[_time(s) for s in stamps_b],
+        poses_a=[], poses_b=[], overlap_score=float("nan"), inference_time_ms=1.0, path="g2g",
+        inliers=0)
+
+
+def test_correction_counts_from_the_query_newest_frame(gt):
+    # The fix at B0 = frame 2 was computed on the query frames 2..5: the corrected trajectory
+    # starts at frame 5, with the correction recovered from the fix and the odometry input.
+    truth, map_T_odom = gt
+    out = Outputs(odometry=[], reloc_poses=[(int(truth.stamps[2]), truth.world_T_base[2])],
+                  alignments=[_alignment([int(s) for s in truth.stamps[2:6]])],
+                  diagnostics={}, stage_latency_ms={})
+    (start, corr), = fix_corrections(out, truth.odom_input)
+    assert start == int(truth.stamps[5])
+    np.testing.assert_allclose(corr, map_T_odom, atol=1e-9)
+    stamps, poses = corrected_trajectory(truth, out, truth.odom_input)
+    assert list(stamps) == [int(s) for s in truth.stamps[5:]]
+    np.testing.assert_allclose(poses, truth.world_T_base[5:], atol=1e-9)
+
+
+def test_fix_between_odometry_samples_is_interpolated(gt):
+    truth, map_T_odom = gt
+    odom = {s: P for s, P in truth.odom_input.items() if s != int(truth.stamps[3])}
+    out = Outputs(odometry=[], reloc_poses=[(int(truth.stamps[3]), truth.world_T_base[3]),
+                                            (-5, truth.world_T_base[0])],  # before the odometry
+                  alignments=[], diagnostics={}, stage_latency_ms={})
+    (start, corr), = fix_corrections(out, odom)
+    assert start == int(truth.stamps[3])
+    # Constant turn rate and speed: interpolating the odometry at frame 3 is exact.
+    np.testing.assert_allclose(corr, map_T_odom, atol=1e-9)
 
 
 def test_alignment_pairs_against_map_and_ground_truth(gt):
@@ -90,7 +124,7 @@ def test_alignment_pairs_against_map_and_ground_truth(gt):
 
     err = pose_errors(np.stack(pairs["b_all"][0]), np.stack(pairs["b_all"][1]))
     np.testing.assert_allclose(err.rot_deg, [10.0, 0, 0], atol=1e-4)
-    lat = evaluate_latency(Outputs([], [], [msg], [], {}, {}), [0.1, 0.3])
+    lat = evaluate_latency(Outputs([], [], [msg], {}, {}), [0.1, 0.3])
     assert lat["reloc_inference_ms"]["mean"] == pytest.approx(12.0)
     assert lat["replay_wait_ms"]["mean"] == pytest.approx(200.0)
 

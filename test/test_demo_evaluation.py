@@ -51,7 +51,7 @@ def replay(monkeypatch, tmp_path):
         poses_b=[_pose(_rot([0, 1, 0], 10.0) @ gt_b[0])] + [_pose(M) for M in gt_b[1:]],
         overlap_score=0.5, inference_time_ms=12.0, path="verified", inliers=50)
     out = Outputs(odometry=odometry, reloc_poses=[(sb[0], world[2])], alignments=[msg],
-                  map_T_odom=[(sb[0], np.eye(4))], diagnostics={}, stage_latency_ms={})
+                  diagnostics={}, stage_latency_ms={})
     monkeypatch.setattr(eval_bag, "load_ground_truth", lambda bag: gt)
     monkeypatch.setattr(eval_bag, "load_outputs", lambda bag: out)
     monkeypatch.setattr(evaluation, "map_frames_by_camera_stamp",

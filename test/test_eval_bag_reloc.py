@@ -119,7 +119,7 @@ def test_replay_in_eval_mode_is_deterministic(replays):
         kind, map_id, camera, first = group_a_id.split(":")
         assert (kind, camera[:3], int(first)) == ("map", "cam", stamps_a[0]) and map_id, group_a_id
     # The whole relocalization report: fixes, attempts, success rate, fix errors, corrected
-    # trajectory (map->odom logged at the clock of the group that produced it), predicted.
+    # trajectory (from the fixes, never from when /tf reached the recorder), predicted.
     assert json.dumps(rep1["relocalization"], sort_keys=True) == json.dumps(
         rep2["relocalization"], sort_keys=True)
 

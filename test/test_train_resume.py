@@ -7,7 +7,7 @@ import torch
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.inference import G2GPipeline
 
-from g2g_model.model.checkpoint import load_checkpoint
+from g2g_model.model.checkpoint import load_checkpoint, sha256_of
 from g2g_model.training.logs import CsvLog
 from g2g_model.training.smoke_data import make_smoke_collection, smoke_config
 from g2g_model.training.run_files import LOG_FILE, MODEL_FILE, STATE_FILE
@@ -94,3 +94,23 @@ def test_resume_across_a_configuration_field_added_since(smoke, tmp_path):
         _run(changed)
     _run(_config(smoke, tmp_path / "run", tmp_path / "cache"))
     assert [r["step"] for r in CsvLog(tmp_path / "run" / LOG_FILE).read()][-1] == "10"
+
+
+def test_resume_refuses_a_backbone_file_with_other_bytes(smoke, tmp_path):
+    # The same backbone_weights path, re-exported with other weights (a longer stage 1): the
+    # saved state was trained on the old file, so resuming is refused and says why.
+    cfg = _config(smoke, tmp_path / "run", tmp_path / "cache")
+    _run(cfg, stop_after=4)
+    state = torch.load(tmp_path / "run" / STATE_FILE, weights_only=False)
+    weights = cfg.model.backbone_weights
+    assert set(state["inputs"]) == {"backbone_weights"}
+    assert state["inputs"]["backbone_weights"] == sha256_of(weights)
+    from g2g_model.backbones.compact import CompactBackbone
+    from g2g_model.backbones.compact_checkpoint import save_compact_checkpoint
+
+    torch.manual_seed(1)
+    save_compact_checkpoint(CompactBackbone("compact_xs"), weights)
+    with pytest.raises(ValueError, match="other weight files: model.backbone_weights"):
+        _run(_config(smoke, tmp_path / "run", tmp_path / "cache"))
+    summary, _ = _run(_config(smoke, tmp_path / "run", tmp_path / "cache"), resume=False)
+    assert summary["inputs_sha256"]["backbone_weights"] == sha256_of(weights)

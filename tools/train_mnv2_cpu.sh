@@ -6,9 +6,12 @@
 # (rig_odom_mnv2_mixed: the shipped g2g_rig_mnv2); relocalization on all 72 scenes
 # (reloc_mnv2_72: the shipped g2g_reloc_mnv2). Stop it at any time (Ctrl-C, kill, end of a
 # session); re-running the same command continues every stage from its state.pt, and a finished
-# stage is skipped. Each stretch appends one line per stage to outputs/mnv2_stretches.log: when
-# it ran and from which step to which step it got. Data: tools/make_default_data.sh. Run from the
-# repository root, in the background on a shared machine:
+# stage is skipped if it was trained on today's stage-1 backbone (a longer STAGE1_STEPS
+# re-exports that file; a later stage trained on the old one is then refused with a message,
+# here and by g2g-train on resume). Each stretch appends one line per stage to
+# outputs/mnv2_stretches.log: when it ran and from which step to which step it got. Data:
+# tools/make_default_data.sh. Run from the repository root, in the background on a shared
+# machine:
 #
 #   nohup nice -n 19 tools/train_mnv2_cpu.sh > outputs/mnv2_cpu.out 2>&1 &
 #
@@ -31,10 +34,22 @@ stopped() {  # stopped PRESET OUT_DIR: the stretch line of a stage that did not 
         "(resumes from its last checkpoint)" >> "$LOG"
 }
 
-stage() {  # stage PRESET OUT_DIR EXPORT_FILE [--set ...]
-    local preset=$1 dir=$2 export_file=$3; shift 3
+BACKBONE=outputs/compact_mnv2_pretrain/backbone.safetensors
+
+stage() {  # stage PRESET OUT_DIR EXPORT_FILE STEPS [--set ...] (STEPS: the stage's last step,
+    # empty for the preset's own); stages after the first start from $BACKBONE
+    local preset=$1 dir=$2 export_file=$3 steps=$4; shift 4
     if [[ -f "$dir/$export_file" && -f "$dir/summary.json" ]] \
-        && grep -q '"interrupted": false' "$dir/summary.json"; then
+        && grep -q '"interrupted": false' "$dir/summary.json" \
+        && [[ -z "$steps" || $(last_step "$dir") -ge $steps ]]; then
+        # A finished stage is kept only if it was trained on today's stage-1 backbone (its
+        # sha256 is in the summary); an unfinished one is checked by g2g-train on resume.
+        if [[ $preset != compact_mnv2_pretrain ]] \
+            && ! grep -q "$(sha256sum "$BACKBONE" | cut -c1-64)" "$dir/summary.json"; then
+            echo "error: $dir was trained on another stage-1 backbone than $BACKBONE (or" \
+                "before backbones were recorded): move $dir away to retrain it" >&2
+            exit 1
+        fi
         echo "$(date -u +%FT%TZ) $preset: finished earlier, skipped" >> "$LOG"
         return
     fi
@@ -51,11 +66,11 @@ stage() {  # stage PRESET OUT_DIR EXPORT_FILE [--set ...]
 }
 
 stage compact_mnv2_pretrain outputs/compact_mnv2_pretrain backbone.safetensors \
-    --set optim.max_steps="${STAGE1_STEPS:-700}"
-stage reloc_mnv2 outputs/reloc_mnv2 model.safetensors --set data.index=pairs_w5_all.json
-stage rig_odom_mnv2_ft outputs/rig_odom_mnv2_ft model.safetensors
-stage rig_odom_mnv2_mixed outputs/rig_odom_mnv2_mixed model.safetensors
-stage reloc_mnv2_72 outputs/reloc_mnv2_72 model.safetensors
+    "${STAGE1_STEPS:-700}" --set optim.max_steps="${STAGE1_STEPS:-700}"
+stage reloc_mnv2 outputs/reloc_mnv2 model.safetensors "" --set data.index=pairs_w5_all.json
+stage rig_odom_mnv2_ft outputs/rig_odom_mnv2_ft model.safetensors ""
+stage rig_odom_mnv2_mixed outputs/rig_odom_mnv2_mixed model.safetensors ""
+stage reloc_mnv2_72 outputs/reloc_mnv2_72 model.safetensors ""
 install -m 644 outputs/rig_odom_mnv2_mixed/model.safetensors \
     g2g_model/assets/g2g_rig_mnv2.safetensors
 install -m 644 outputs/reloc_mnv2_72/model.safetensors g2g_model/assets/g2g_reloc_mnv2.safetensors

@@ -26,6 +26,7 @@ LOG_FILE = "train_log.csv"
 PLOT_FILE = "training.png"
 
 # What must not change between a run and its resumption.
+INPUT_FILES = ("backbone_weights", "init_from")    # model.<key>: weights a run starts from
 RESUME_SECTIONS = ("task", "model", "data", "seed", "loss", "noise", "cache")
 RESUME_OPTIM_KEYS = ("batch_size", "lr", "warmup_steps", "decay_steps")
 
@@ -51,6 +52,31 @@ def check_resume_config(saved: Dict, current: Dict, state_path: Path) -> None:
     if problems:
         raise ValueError(f"{state_path} was written by another configuration: "
                          + "; ".join(problems) + " (use another out_dir or --no-resume)")
+
+
+def input_digests(model_config) -> Dict[str, str]:
+    """sha256 of the weight files a run starts from (``model.backbone_weights``,
+    ``model.init_from``, where set): kept in the state, the summary and the exported header."""
+    from g2g_model.model.checkpoint import sha256_of
+
+    return {key: sha256_of(getattr(model_config, key)) for key in INPUT_FILES
+            if getattr(model_config, key, "")}
+
+
+def check_resume_inputs(saved: Optional[Dict], current: Dict, state_path: Path) -> None:
+    """Raise ``ValueError`` when a weight file the run started from has other bytes now (a
+    stage-1 backbone re-exported by a longer run, say): resuming would continue training on
+    weights that the saved state was not trained with. A state written before the digests were
+    recorded (``saved`` None) is not checked."""
+    if saved is None:
+        return
+    changed = [f"model.{key}: sha256 {str(saved.get(key))[:12]} when saved, "
+               f"{str(current.get(key))[:12]} now" for key in INPUT_FILES
+               if saved.get(key) != current.get(key)]
+    if changed:
+        raise ValueError(f"{state_path} was trained from other weight files: "
+                         + "; ".join(changed) + " (restore the file it was trained from, or "
+                         "use another out_dir or --no-resume to train on the new one)")
 
 
 def rng_state() -> Dict:

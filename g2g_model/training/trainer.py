@@ -45,8 +45,8 @@ from g2g_model.training.models import (
     trainable_parameters,
 )
 from g2g_model.training.run_files import (
-    LOG_FILE, PLOT_FILE, STATE_FILE, check_resume_config, export_model, restore_rng_state,
-    rng_state,
+    LOG_FILE, PLOT_FILE, STATE_FILE, check_resume_config, check_resume_inputs, export_model,
+    input_digests, restore_rng_state, rng_state,
 )
 from g2g_model.training.sampler import CurriculumSampler
 from g2g_model.training.task_modules import PairTrainModule, pretrain_task, step_generator
@@ -71,6 +71,7 @@ class Trainer:
                  stop_after: Optional[int] = None, trace: bool = False) -> None:
         validate(config)
         self.config = config
+        self.inputs = input_digests(config.model)   # sha256 of the weight files it starts from
         self.resume = resume
         self.stop_after = stop_after
         self.trace = trace
@@ -236,8 +237,8 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "curriculum": self.curriculum.state_dict(),
                 "samplers": {k: s.state_dict() for k, s in self.samplers.items()},
-                "config": self.config.to_dict(), "train_seconds": self._train_seconds(),
-                "rng": rng_state()}
+                "config": self.config.to_dict(), "inputs": self.inputs,
+                "train_seconds": self._train_seconds(), "rng": rng_state()}
 
     def load_state(self) -> bool:
         path = self.out / STATE_FILE
@@ -245,6 +246,7 @@ class Trainer:
             return False
         state = torch.load(path, map_location="cpu", weights_only=False)
         check_resume_config(state["config"], self.config.to_dict(), path)
+        check_resume_inputs(state.get("inputs"), self.inputs, path)
         strip_ddp(self.module).load_state_dict(state["module"], strict=True)
         self.optimizer.load_state_dict(state["optimizer"])
         self.curriculum.load_state_dict(state["curriculum"])
@@ -281,7 +283,8 @@ class Trainer:
                 "index": cfg.data.index, "pairs": len(self.dataset) if self.g2g else None,
                 "seed": cfg.seed, "cached_features": cfg.cache.enabled,
                 "train_seconds": round(self._train_seconds(), 1),
-                "curriculum_transitions": self.curriculum.transitions[-20:]}
+                "curriculum_transitions": self.curriculum.transitions[-20:],
+                "inputs_sha256": self.inputs}
 
     def export(self) -> Path:
         return export_model(self.out, self.config, self.backbone, self.g2g,
@@ -373,7 +376,7 @@ class Trainer:
                    "phase": self.curriculum.phase, "interrupted": interrupted,
                    "seconds": round(time.perf_counter() - t0, 2),
                    "train_seconds_total": round(self._train_seconds(), 1),
-                   "out_dir": str(self.out)}
+                   "out_dir": str(self.out), "inputs_sha256": self.inputs}
         if self.info.is_main:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
         return summary

@@ -12,9 +12,10 @@ and computes, with the functions of :mod:`g2g_model.metrics`:
   segments (default 0.5..4 m, for simulator runs; labelled as such in every output);
 * relocalization: fixes (``relocalize/pose``) against the ground truth, the success rate
   (fixes within ``success_trans_m`` / ``success_rot_deg`` over all localization attempts), the
-  error of the map->odom-corrected trajectory (recorded map->odom composed with the odometry
-  input, every frame after the first fix), and, given the map, the predicted poses of every
-  ``GroupAlignment`` (B_j and A_i) and of every fix on its window against the ground truth;
+  error of the map->odom-corrected trajectory (the correction of the latest fix composed with
+  the odometry input, every frame from the first fix on; :func:`fix_corrections`), and, given
+  the map, the predicted poses of every ``GroupAlignment`` (B_j and A_i) and of every fix on
+  its window against the ground truth;
 * latency: replay wait per group, node stage latencies, model inference time.
 
 All statistics of empty sets are ``None`` (never NaN).
@@ -29,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from g2g_model.data.pose_interp import interpolate_poses
 from g2g_model.geometry import invert_pose
 from g2g_model.metrics import (
     kitti_odometry_errors, rotation_error_deg, summarize_pairs, translation_error_m,
@@ -66,7 +68,6 @@ class Outputs:
     odometry: List[Tuple[int, np.ndarray]]
     reloc_poses: List[Tuple[int, np.ndarray]]
     alignments: List[object]
-    map_T_odom: List[Tuple[int, np.ndarray]]    # (log time = replay clock when received, T)
     diagnostics: Dict[str, Dict[str, str]]      # status name -> last key/values
     stage_latency_ms: Dict[str, Dict[str, float]]   # status topic -> last stage latencies
 
@@ -102,9 +103,9 @@ def load_ground_truth(bag: str | Path, base_frame: str = "base_link",
     return GroundTruth(stamps, np.stack([gt[s] for s in stamps]), extr, odom, meta)
 
 
-def load_outputs(bag: str | Path, map_frame: str = "map", odom_frame: str = "odom") -> Outputs:
+def load_outputs(bag: str | Path) -> Outputs:
     where = str(bag)
-    odometry, poses, aligns, map_odom = [], [], [], []
+    odometry, poses, aligns = [], [], []
     diags: Dict[str, Dict[str, str]] = {}
     stages: Dict[str, Dict[str, float]] = {}
     with open_bag(bag) as reader:
@@ -117,11 +118,6 @@ def load_outputs(bag: str | Path, map_frame: str = "map", odom_frame: str = "odo
                 poses.append((header_ns(msg.header), pose_to_matrix(msg.pose.pose)))
         if "relocalize/alignment" in topics:
             aligns = [m for _, m in read_topic(reader, "relocalize/alignment", where)]
-        if TF_TOPIC in topics:
-            for t_log, msg in read_topic(reader, TF_TOPIC, where):
-                for t in msg.transforms:
-                    if (t.header.frame_id, t.child_frame_id) == (map_frame, odom_frame):
-                        map_odom.append((t_log, transform_to_matrix(t.transform)))
         if "/diagnostics" in topics:
             for _, msg in read_topic(reader, "/diagnostics", where):
                 for st in msg.status:
@@ -134,8 +130,7 @@ def load_outputs(bag: str | Path, map_frame: str = "map", odom_frame: str = "odo
                     stages[topic] = {n: float(v) for n, v in zip(last.stage_names,
                                                                  last.stage_latency_ms)}
     dedupe = lambda seq: sorted(dict(seq).items())  # noqa: E731 - last message per stamp
-    return Outputs(dedupe(odometry), dedupe(poses), aligns, sorted(map_odom, key=lambda x: x[0]),
-                   diags, stages)
+    return Outputs(dedupe(odometry), dedupe(poses), aligns, diags, stages)
 
 
 # ---------------------------------------------------------------------------------- odometry
@@ -194,20 +189,51 @@ def _stats(values: np.ndarray) -> Dict[str, object]:
             "median": float(np.median(values)), "max": float(values.max())}
 
 
+def fix_corrections(out: Outputs, odom_input: Dict[int, np.ndarray]
+                    ) -> List[Tuple[int, np.ndarray]]:
+    """``[(from stamp, map_T_odom)]`` sorted: the correction each published fix put in force.
+
+    A fix (``relocalize/pose``: ``map_T_base`` at the query anchor B0) is the node's correction
+    composed with its odometry at B0, so ``map_T_odom = map_T_base0 @ inv(odom_T_base0)`` with
+    the bag's odometry input at B0 (interpolated between samples when B0 has none; a fix outside
+    the odometry is skipped). It counts from the query's newest frame (its ``GroupAlignment``'s
+    last ``stamps_b``; B0 without one): the earliest frame the node could have known it. Derived
+    from the fixes and their stamps only, never from when ``/tf`` reached the recorder, so two
+    replays of the same bag give the same figure."""
+    if not out.reloc_poses or not odom_input:
+        return []
+    newest = {header_ns(a.header): max(stamp_ns(t) for t in a.stamps_b)
+              for a in out.alignments if len(a.stamps_b)}
+    o_stamps = np.array(sorted(odom_input), np.int64)
+    o_poses = np.stack([odom_input[int(s)] for s in o_stamps])
+    corrections = []
+    for s, map_T_base in out.reloc_poses:
+        if int(s) in odom_input:
+            odom_T_base = odom_input[int(s)]
+        elif len(o_stamps) >= 2:
+            interp, ok = interpolate_poses(o_stamps, o_poses, np.array([s], np.int64))
+            if not ok[0]:
+                continue
+            odom_T_base = interp[0]
+        else:
+            continue
+        corrections.append((newest.get(int(s), int(s)), map_T_base @ invert_pose(odom_T_base)))
+    return sorted(corrections, key=lambda c: c[0])
+
+
 def corrected_trajectory(gt: GroundTruth, out: Outputs,
                          odom_input: Dict[int, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
-    """``(stamps, map_T_base [T,4,4])``: latest recorded map->odom composed with the odometry
-    input at every frame after the first correction."""
-    if not out.map_T_odom:
-        return np.zeros(0, np.int64), np.zeros((0, 4, 4))
-    times = [t for t, _ in out.map_T_odom]
+    """``(stamps, map_T_base [T,4,4])``: the correction in force (:func:`fix_corrections`)
+    composed with the odometry input at every frame from the first fix on."""
+    corrections = fix_corrections(out, odom_input)
+    times = [t for t, _ in corrections]
     stamps, poses = [], []
     for s in gt.stamps:
         k = bisect.bisect_right(times, int(s)) - 1
         if k < 0 or int(s) not in odom_input:
             continue
         stamps.append(int(s))
-        poses.append(out.map_T_odom[k][1] @ odom_input[int(s)])
+        poses.append(corrections[k][1] @ odom_input[int(s)])
     return np.array(stamps, np.int64), (np.stack(poses) if poses else np.zeros((0, 4, 4)))
 
 
