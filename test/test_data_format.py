@@ -57,6 +57,12 @@ def test_round_trip(tmp_path):
     np.testing.assert_allclose(r.world_T_cam("left")[1],
                                frames[1][1] @ _rig()["left"].T_body_cam, atol=1e-9)
     assert find_trajectories(tmp_path) == [path]
+    # A collection of links to other collections' scenes (a link loop does not hang it).
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "scene").symlink_to(tmp_path)
+    (linked / "loop").symlink_to(linked)
+    assert find_trajectories(linked) == [linked / "scene" / "traj"]
 
 
 def test_exception_leaves_nothing_complete(tmp_path):

@@ -384,9 +384,20 @@ class TrajectoryReader:
 
 
 def find_trajectories(root: str | os.PathLike) -> list[Path]:
-    """Complete trajectory directories at or below ``root``, sorted (partial ones skipped)."""
+    """Complete trajectory directories at or below ``root``, sorted (partial and hidden ones
+    skipped). Symbolic links to directories are followed (a collection assembled from others'
+    scenes by links), each real directory once."""
     root = Path(root)
     if is_complete(root):
         return [root]
-    return sorted(p.parent for p in root.rglob(META_FILE)
-                  if not p.parent.name.startswith(".") and is_complete(p.parent))
+    found, seen = [], set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:            # a link loop, or the same directory reached twice
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if META_FILE in filenames and is_complete(Path(dirpath)):
+            found.append(Path(dirpath))
+    return sorted(found)
