@@ -111,6 +111,18 @@ def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
     )
 
 
+def tf_values(node) -> Dict[str, Any]:
+    """The ``/diagnostics`` values of the node's TF buffer (``node.tf_buffer``, none without
+    one): the bad ``/tf`` samples it refused, by reason, and those it forgot (stored before the
+    first ``/clock``, then found ahead of it)."""
+    buffer = getattr(node, "tf_buffer", None)
+    if buffer is None:
+        return {}
+    stats = buffer.stats()
+    rejected = ", ".join(f"{reason} {n}" for reason, n in sorted(stats["rejected"].items()))
+    return {"tf_rejected": rejected or "none", "tf_forgotten": stats["forgotten"]}
+
+
 def publish_estimator_status(node, state: int, text: str, values: dict, cameras,
                              processed: int, dropped: int, diag_name: str,
                              hardware_id: str, warn_states=(), stale: bool = False) -> None:
@@ -118,7 +130,8 @@ def publish_estimator_status(node, state: int, text: str, values: dict, cameras,
     :class:`~g2g_ros.managed_node.ManagedNode`.
 
     ``text`` gets the recent problems appended, ``values`` (the node's own key/values,
-    state first) the stage latencies and the problems. The level is OK for STATE_OK, WARN
+    state first) the stage latencies, the problems and the TF buffer's
+    (:func:`tf_values`). The level is OK for STATE_OK, WARN
     for STATE_DEGRADED and ``warn_states``, ERROR otherwise, then the node's
     ``lifecycle_level``; ``stale`` (an active node whose inputs went quiet) makes it STALE.
     Uses the node's ``status_pub``, ``diag_pub`` and ``stages``.
@@ -143,6 +156,7 @@ def publish_estimator_status(node, state: int, text: str, values: dict, cameras,
         values[f"latency {name}_ms"] = f"{ms:.1f}"
     for key, msg in problems:
         values[f"problem {key}"] = msg
+    values.update(tf_values(node))
     warn = (EstimatorStatus.STATE_DEGRADED, *warn_states)
     level = (DiagnosticStatus.OK if state == EstimatorStatus.STATE_OK
              else DiagnosticStatus.WARN if state in warn else DiagnosticStatus.ERROR)

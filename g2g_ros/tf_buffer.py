@@ -152,6 +152,7 @@ class TFBuffer:
         self._edges: Dict[str, _Edge] = {}
         self._accepted = 0
         self._rejected: Dict[str, int] = collections.Counter()
+        self._forgotten = 0   # samples stored before the first /clock, then found ahead of it
         self._warned_at: Dict[str, float] = {}
 
     # ------------------------------------------------------------------ ingest
@@ -192,6 +193,7 @@ class TFBuffer:
                 logger.warning("TF %s -> %s: forgot samples up to %s, ahead of the ROS time %s "
                                "(received before the first /clock)", edge.parent, child,
                                _fmt_ns(edge.stamps[-1]), _fmt_ns(now))
+                self._forgotten += len(edge.stamps)
                 del self._edges[child]
                 edge = None
             if reason is None and edge is not None and not static:
@@ -263,11 +265,13 @@ class TFBuffer:
             return sorted(self._known_frames())
 
     def stats(self) -> Dict[str, Any]:
-        """``{"accepted": int, "rejected": {reason: count}, "frames": int}``."""
+        """``{"accepted": int, "rejected": {reason: count}, "forgotten": int, "frames": int}``
+        (``forgotten``: samples stored before the first ``/clock`` that then lay ahead of it)."""
         with self._lock:
             return {
                 "accepted": self._accepted,
                 "rejected": dict(self._rejected),
+                "forgotten": self._forgotten,
                 "frames": len(self._known_frames()),
             }
 

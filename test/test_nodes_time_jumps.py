@@ -110,6 +110,14 @@ def test_reset_clears_the_stamp_checks(sim_traj, tmp_path):
         in log, log[-3000:]
 
 
+def _map_builder_values(diags) -> dict:
+    for arr in reversed(diags):
+        for status in arr.status:
+            if status.name.startswith("map_builder"):
+                return {kv.key: kv.value for kv in status.values}
+    return {}
+
+
 def test_map_builder_keeps_recording_after_future_stamps_and_a_replay(sim_traj, tmp_path):
     # map_builder looks poses up in /tf: a day-ahead /tf sample made every later one "old
     # data", and a replay (ROS time jumping back) did the same; both stopped the recording.
@@ -131,6 +139,10 @@ def test_map_builder_keeps_recording_after_future_stamps_and_a_replay(sim_traj, 
                        "--cameras", "cam0")
         player.proc.wait(timeout=60)
         assert listener.spin_until(lambda: _keyframes(diags) >= 4, 30), node.output()[-3000:]
+        # The day-ahead /tf samples are in its diagnostics: refused as "future", or stored
+        # before the first /clock and then forgotten.
+        tf = _map_builder_values(diags)
+        assert "future" in tf["tf_rejected"] or int(tf["tf_forgotten"]) > 0, tf
         n = _keyframes(diags)
         player = _play(sim_traj, tmp_path / "p2.log", "--count", "6", "--cameras", "cam0")
         player.proc.wait(timeout=60)

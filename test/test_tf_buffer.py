@@ -244,4 +244,4 @@ def test_future_sample_taken_before_the_first_clock_is_forgotten_once_the_time_i
     assert buf.set_transform("odom", "base_link", now["ns"], [1, 0, 0], [0, 0, 0, 1]) is None
     np.testing.assert_allclose(buf.lookup_transform("odom", "base_link", now["ns"])[:3, 3],
                                [1, 0, 0])
-    assert buf.stats()["rejected"] == {}
+    assert buf.stats()["rejected"] == {} and buf.stats()["forgotten"] == 1

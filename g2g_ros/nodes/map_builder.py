@@ -25,7 +25,7 @@ from g2g_model.data.rig import load_rig
 from g2g_model.map_building import MapBuilder
 from g2g_model.maps import G2GMap, map_save_path, save_map
 from g2g_ros.camera_inputs import CameraInputs
-from g2g_ros.diagnostics import diagnostic_status
+from g2g_ros.diagnostics import diagnostic_status, tf_values
 from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION, describe_model, load_pipeline
@@ -221,6 +221,7 @@ class MapBuilderNode(ManagedNode):
         values = {"keyframes": keyframes, "frames_seen": self.frames_seen,
                   "lifecycle_state": self.lifecycle_state}
         values.update({f"problem {k}": m for k, m in problems})
+        values.update(tf_values(self))
         level = self.lifecycle_level(DiagnosticStatus.WARN if problems else DiagnosticStatus.OK)
         text = "; ".join(f"{k}: {m}" for k, m in problems) or f"{keyframes} keyframes"
         if not self.active:
