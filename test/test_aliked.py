@@ -1,6 +1,7 @@
-"""ALIKED in plain torch (g2g_model/backbones/aliked.py): shapes, the deformable convolution, and
-the converted pretrained weights (skipped when ``tools/make_aliked_asset.py`` has not run)."""
+"""ALIKED in plain torch (g2g_model/backbones/aliked.py): shapes, the deformable convolution, the
+shipped pretrained t16 weights (provenance, matching) and the compact_aliked backbone on them."""
 
+import json
 import math
 
 import pytest
@@ -41,6 +42,27 @@ def test_deform_conv_offsets_are_dy_dx_per_tap():
     assert torch.allclose(half[..., :-2], 0.5 * (ref[..., :-2] + ref[..., 1:-1]), atol=1e-5)
 
 
+def test_compact_aliked_trains_the_projection_not_the_network():
+    from g2g_model.backbones.compact import CompactBackbone
+
+    torch.manual_seed(0)
+    backbone = CompactBackbone("compact_aliked")
+    images = torch.rand(1, 2, 3, 64, 80)
+    k = torch.tensor([[60.0, 0, 40], [0, 60, 32], [0, 0, 1]]).expand(1, 2, 3, 3)
+    poses = torch.eye(4).expand(1, 2, 4, 4).clone()
+    poses[0, 1, 0, 3] = 0.3
+    feats = backbone(images, k, poses)
+    assert feats.shape == (1, 2, 4 * 5, backbone.feature_dim)   # 16-pixel cells, row-major
+    feats.square().mean().backward()
+    assert backbone.stem.proj.weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in backbone.stem.net.parameters())
+    other = images.clone()
+    other[0, 1] = torch.rand(3, 64, 80)
+    with torch.no_grad():
+        changed = backbone(other, k, poses) - feats
+    assert changed[0, 1].abs().mean() > 10 * changed[0, 0].abs().mean()
+
+
 def test_random_network_shapes():
     torch.manual_seed(0)
     net = ALIKED("t16", load_weights=False)
@@ -72,9 +94,18 @@ def _texture(height: int, width: int) -> torch.Tensor:
     return ((image - image.min()) / (image.max() - image.min())).clamp(0, 1)
 
 
-@pytest.mark.skipif(not asset_path("t16").is_file(),
-                    reason=f"no converted ALIKED weights at {asset_path('t16')} (create them "
-                           f"with `python tools/make_aliked_asset.py --variant t16`)")
+def test_shipped_t16_weights_and_their_provenance():
+    from g2g_model.model.checkpoint import sha256_of
+    from g2g_model.tagged_safetensors import read_safetensors_metadata
+
+    path = asset_path("t16")
+    assert path.parent.name == "assets", path   # shipped, not a working copy
+    header = json.loads(read_safetensors_metadata(path)["g2g_pretrained_aliked"])
+    assert "Shiaoming/ALIKED" in header["source"] and "BSD-3-Clause" in header["license"]
+    notice = (path.parent / "NOTICE.md").read_text()
+    assert sha256_of(path) in notice and header["source_sha256"] in notice
+
+
 def test_pretrained_t16_loads_and_matches_a_shifted_image():
     net = ALIKED("t16")  # strict load: no missing or unexpected keys, same shapes
     image = _texture(160, 200)

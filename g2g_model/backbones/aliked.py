@@ -33,7 +33,7 @@ Parameter names follow the published state dicts, so they load strictly.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -246,11 +246,12 @@ class ALIKED(nn.Module):
         xy = torch.stack([best.indices % w, best.indices // w], dim=-1)
         return xy, best.values
 
-    def cell_descriptors(self, images: torch.Tensor, grid: int, head: str = "map",
-                         step: int = 4) -> torch.Tensor:
-        """One unit descriptor per cell of a ``grid x grid`` partition of the image,
-        ``[B, grid, grid, dim]``: ``head`` "map" averages the dense feature map over the cell;
-        "sddh" averages SDDH descriptors at the pixels of a ``step``-pixel lattice in the cell."""
+    def cell_descriptors(self, images: torch.Tensor, grid: Union[int, Tuple[int, int]],
+                         head: str = "map", step: int = 4) -> torch.Tensor:
+        """One unit descriptor per cell of a ``grid x grid`` (or ``(rows, cols)``) partition of
+        the image, ``[B, rows, cols, dim]``: ``head`` "map" averages the dense feature map over
+        the cell; "sddh" averages SDDH descriptors at the pixels of a ``step``-pixel lattice in
+        the cell."""
         feats, _ = self(images)
         if head == "map":
             pooled = F.adaptive_avg_pool2d(feats, grid)
@@ -266,6 +267,26 @@ class ALIKED(nn.Module):
         else:
             raise ValueError(f"head must be 'map' or 'sddh', got {head!r}")
         return F.normalize(pooled, dim=1).permute(0, 2, 3, 1)
+
+
+class AlikedPatchStem(nn.Module):
+    """``[M, 3, H, W]`` in [0, 1] -> ``[M, (H/16) * (W/16), D]``: the frozen network's SDDH
+    descriptors averaged per 16-pixel cell (:meth:`ALIKED.cell_descriptors`, the encoder the
+    probe chose, docs/TRAINING.md "Encoders") under a trainable LayerNorm and projection to
+    ``dim``, row-major patches like :class:`g2g_model.backbones.compact_stem.PatchStem`."""
+
+    def __init__(self, dim: int, variant: str = "t16", load_weights: bool = True) -> None:
+        super().__init__()
+        self.net = ALIKED(variant, load_weights=load_weights)
+        self.patch_size = 16
+        self.norm = nn.LayerNorm(self.net.dim)
+        self.proj = nn.Linear(self.net.dim, dim)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        h, w = images.shape[-2:]
+        with torch.no_grad():
+            cells = self.net.cell_descriptors(images, (h // 16, w // 16), head="sddh")
+        return self.proj(self.norm(cells.flatten(1, 2)))
 
 
 def load_pretrained(variant: str, path: Optional[Path] = None) -> Dict[str, torch.Tensor]:

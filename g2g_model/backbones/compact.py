@@ -53,6 +53,10 @@ def _patch_stem(config: CompactConfig) -> nn.Module:
     if config.stem == "mobilenetv2":
         # Frozen ImageNet features (stride 16) under a trainable projection.
         return PretrainedPatchStem(config.dim)
+    if config.stem == "aliked_t16":
+        from g2g_model.backbones.aliked import AlikedPatchStem
+
+        return AlikedPatchStem(config.dim, "t16")
     if config.stem == "linear":
         return PatchStem((config.patch_size,), (config.dim,), config.image_mean, config.image_std)
     # Non-overlapping 4x4 -> 2x2 -> 2x2 blocks: a 16-pixel patch with two nonlinearities for

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Tuple
 
 
+STEMS = ("conv", "linear", "mobilenetv2", "aliked_t16")
+
+
 @dataclass(frozen=True)
 class CompactConfig:
     """Hyper-parameters of :class:`g2g_model.backbones.compact.CompactBackbone`.
@@ -25,7 +28,9 @@ class CompactConfig:
         stem: "conv" (three non-overlapping strided convolutions 4x4, 2x2, 2x2 with GELU, run
             as GEMMs, see :mod:`compact_stem`), "linear" (one p x p patchify projection) or
             "mobilenetv2" (frozen ImageNet MobileNetV2 features at stride 16 under a trainable
-            projection, :mod:`mobilenet_v2`). "conv" and "mobilenetv2" need ``patch_size == 16``.
+            projection, :mod:`mobilenet_v2`) or "aliked_t16" (frozen ALIKED-t16 SDDH descriptors
+            per 16-pixel cell under a trainable projection, :mod:`aliked`). All but "linear"
+            need ``patch_size == 16``.
         stem_channels: channels after the first and second conv of the conv stem.
         dim: token width D (the feature dimension returned).
         depth: number of transformer blocks; even blocks attend within a frame, odd blocks attend
@@ -62,9 +67,9 @@ class CompactConfig:
             raise ValueError(
                 f"image_size {self.image_size} must be divisible by patch_size {self.patch_size}"
             )
-        if self.stem not in ("conv", "linear", "mobilenetv2"):
-            raise ValueError(f"stem must be 'conv', 'linear' or 'mobilenetv2', got {self.stem!r}")
-        if self.stem in ("conv", "mobilenetv2") and self.patch_size != 16:
+        if self.stem not in STEMS:
+            raise ValueError(f"stem must be one of {STEMS}, got {self.stem!r}")
+        if self.stem != "linear" and self.patch_size != 16:
             raise ValueError(f"stem {self.stem!r} needs patch_size 16, got {self.patch_size}")
         if self.dim <= 0 or self.num_heads <= 0 or self.dim % self.num_heads:
             raise ValueError(f"dim {self.dim} must be a positive multiple of num_heads "
@@ -114,6 +119,9 @@ COMPACT_PRESETS: Dict[str, CompactConfig] = {
     # compact_s on frozen ImageNet MobileNetV2 features (issue: default models that use their
     # images); the trunk adds about 0.56 M frozen parameters.
     "compact_mnv2": CompactConfig(stem="mobilenetv2"),
+    # compact_s on frozen ALIKED-t16 descriptors (0.19 M frozen parameters): the encoder that
+    # matched best across seasons in the encoder probe; not trained into a default yet.
+    "compact_aliked": CompactConfig(stem="aliked_t16"),
     # Tiny model for unit tests (fast on any CPU; not meant to be trained for real).
     "compact_xs": CompactConfig(
         image_size=(64, 64), stem="linear", stem_channels=(8, 16), dim=32, depth=2,
