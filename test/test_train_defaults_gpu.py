@@ -80,10 +80,25 @@ def test_recipe_fine_tunes_given_models_with_five_camera_rigs(first_run, tmp_pat
         assert "identity" in _methods(out, task)
 
 
-def test_image_size_not_a_multiple_of_the_patch_is_refused_before_any_work(tmp_path):
-    env = dict(os.environ, TINY="1", DEVICE="cpu", IMAGE_SIZE="50", WORK=str(tmp_path / "w"),
-               PYTHON=sys.executable)
+def test_recipe_on_the_aliked_backbone(tmp_path):
+    out = tmp_path / "out"
+    log = _run_recipe(out, tmp_path / "work", BACKBONE_PRESET="compact_aliked")
+    assert "compact_mnv2_pretrain:" in log and "done" in log   # the same recipes, other encoder
+    assert (out / "compact_aliked_backbone.safetensors").is_file()
+    for name in ("g2g_reloc_aliked", "g2g_rig_aliked"):
+        pipe = G2GPipeline.from_checkpoint(str(out / f"{name}.safetensors"))
+        assert pipe.backbone.config.stem == "aliked_t16"
+    assert "g2g_reloc_aliked" in _methods(out, "reloc")
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"IMAGE_SIZE": "50"}, "IMAGE_SIZE must be a multiple of 16, got 50"),
+    ({"BACKBONE_PRESET": "compact_s"}, "BACKBONE_PRESET must be compact_mnv2 or compact_aliked"),
+])
+def test_bad_settings_are_refused_before_any_work(tmp_path, setting, message):
+    env = dict(os.environ, TINY="1", DEVICE="cpu", WORK=str(tmp_path / "w"),
+               PYTHON=sys.executable, **setting)
     run = subprocess.run([str(ROOT / "tools" / "train_defaults_gpu.sh"), str(tmp_path / "o")],
                          env=env, capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and "IMAGE_SIZE must be a multiple of 16, got 50" in run.stderr
+    assert run.returncode == 2 and message in run.stderr
     assert not (tmp_path / "w" / "sim_train").exists()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Train the compact_mnv2 default models from nothing on one GPU machine, within a time budget:
+# Train the compact_mnv2 (or, with BACKBONE_PRESET, compact_aliked) default models from nothing
+# on one GPU machine, within a time budget:
 # render the simulator training and test scenes in parallel, label them (rig pairs, same-camera
 # overlaps, mined window pairs), train stage 1 (compact_mnv2_pretrain) in bf16, then the
 # relocalization and rig-odometry G2G models side by side on the same GPU, evaluate both on the
@@ -26,6 +27,9 @@
 #   TEST_SCENES [4]     test-split scenes (2 traversals): the held-out split of docs/TRAINING.md
 #   LABEL_SCENES [24]   training scenes that get overlap labels (relocalization pairs)
 #   BATCH [32]          groups (stage 1) and pairs (G2G) per step
+#   BACKBONE_PRESET [compact_mnv2]  the stage-1 backbone: compact_mnv2 (frozen MobileNetV2
+#                       features) or compact_aliked (frozen ALIKED-t16 descriptors, about 3x
+#                       the encoder cost); the files are named after it (g2g_reloc_<name>, ...)
 #   IMAGE_SIZE [112]    square input side in pixels (multiple of 16): 112 gives 7 x 7 tokens
 #                       per frame, 224 gives 14 x 14 (a stage-1 backbone trained at another
 #                       size still loads: its patch position table is interpolated)
@@ -70,6 +74,12 @@ stamp() { echo "[$(elapsed) s] $*" | tee -a "$OUT/recipe.log"; }
 SIM_ARGS=(--scene-preset small --frames 100)
 SIZE=${IMAGE_SIZE:-112}
 if (( SIZE % 16 )); then echo "IMAGE_SIZE must be a multiple of 16, got $SIZE" >&2; exit 2; fi
+PRESET=${BACKBONE_PRESET:-compact_mnv2}
+case $PRESET in
+    compact_mnv2|compact_aliked) ;;
+    *) echo "BACKBONE_PRESET must be compact_mnv2 or compact_aliked, got $PRESET" >&2; exit 2 ;;
+esac
+NAME=${PRESET#compact_}   # mnv2 or aliked: in the names of the files it writes
 if [[ "${TINY:-0}" == 1 ]]; then
     SCENES=2; TEST_SCENES=1; LABEL_SCENES=2; BATCH=2
     [[ $RING5 -gt 0 ]] && RING5=1
@@ -125,7 +135,8 @@ train() {
     local common=(--set device="$DEVICE" --set bf16=auto --set "data.root=$WORK/sim_train"
                   --set optim.batch_size="$BATCH" --set checkpoint_every=100000
                   --set num_workers="$WORKERS"
-                  --set "model.backbone_overrides={image_size: [$SIZE, $SIZE]}" "$@")
+                  --set "model.backbone_overrides={image_size: [$SIZE, $SIZE]}"
+                  --set model.backbone_preset="$PRESET" "$@")
     local steps=2
     [[ "${TINY:-0}" == 1 ]] && common+=(--set log_every=1)
     if [[ "${TINY:-0}" != 1 ]]; then
@@ -173,7 +184,7 @@ if [[ -n $BACKBONE ]]; then
     weights=(--set "model.backbone_weights=$BACKBONE")
 else
     train compact_mnv2_pretrain "$WORK/stage1" $(( $(elapsed) + (end - $(elapsed)) / 2 ))
-    cp "$WORK/stage1/backbone.safetensors" "$OUT/compact_mnv2_backbone.safetensors"
+    cp "$WORK/stage1/backbone.safetensors" "$OUT/compact_${NAME}_backbone.safetensors"
     weights=(--set "model.backbone_weights=$WORK/stage1/backbone.safetensors")
 fi
 train reloc_mnv2 "$WORK/reloc" "$end" "${weights[@]}" --set "cache.dir=$WORK/cache_reloc" \
@@ -181,23 +192,23 @@ train reloc_mnv2 "$WORK/reloc" "$end" "${weights[@]}" --set "cache.dir=$WORK/cac
 train rig_odom_mnv2 "$WORK/rig" "$end" "${weights[@]}" --set "cache.dir=$WORK/cache_rig" \
     "${rig_sets[@]}" "${rig_init[@]}" --set "data.root=$RIG_ROOT" &
 wait
-cp "$WORK/reloc/model.safetensors" "$OUT/g2g_reloc_mnv2.safetensors"
-cp "$WORK/rig/model.safetensors" "$OUT/g2g_rig_mnv2.safetensors"
-if [[ -n $HEDGE ]] && ! cp "$WORK/rig_hedge/model.safetensors" "$OUT/g2g_rig_mnv2_hedge.safetensors"
+cp "$WORK/reloc/model.safetensors" "$OUT/g2g_reloc_$NAME.safetensors"
+cp "$WORK/rig/model.safetensors" "$OUT/g2g_rig_$NAME.safetensors"
+if [[ -n $HEDGE ]] && ! cp "$WORK/rig_hedge/model.safetensors" "$OUT/g2g_rig_${NAME}_hedge.safetensors"
 then
     stamp "the run on HEDGE_BACKBONE failed (rig_hedge.log)"; HEDGE=
 fi
 
 stamp "evaluating on the held-out test scenes"
 $PY -m g2g_model.training.eval_cli --task reloc --root "$WORK/sim_test" --index pairs_w5.json \
-    --checkpoint "$OUT/g2g_reloc_mnv2.safetensors" --identity --ablation --max-pairs 100 \
+    --checkpoint "$OUT/g2g_reloc_$NAME.safetensors" --identity --ablation --max-pairs 100 \
     --device "$DEVICE" --out "$OUT/eval_reloc" -q > "$OUT/eval_reloc.log" 2>&1
 $PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
-    --checkpoint "$OUT/g2g_rig_mnv2.safetensors" --identity --max-pairs 100 \
+    --checkpoint "$OUT/g2g_rig_$NAME.safetensors" --identity --max-pairs 100 \
     --device "$DEVICE" --out "$OUT/eval_rig" -q > "$OUT/eval_rig.log" 2>&1
 if [[ -n $HEDGE ]]; then
     $PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" \
-        --index rig_odom_pairs.csv --checkpoint "$OUT/g2g_rig_mnv2_hedge.safetensors" \
+        --index rig_odom_pairs.csv --checkpoint "$OUT/g2g_rig_${NAME}_hedge.safetensors" \
         --max-pairs 100 --device "$DEVICE" --out "$OUT/eval_rig_hedge" -q \
         > "$OUT/eval_rig_hedge.log" 2>&1
 fi
