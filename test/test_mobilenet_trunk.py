@@ -1,4 +1,5 @@
-"""The frozen pretrained MobileNetV2 trunk under the compact backbone (`compact_mnv2`)."""
+"""The frozen pretrained MobileNetV2 trunk under the compact backbone (`compact_mnv2`), and both
+pretrained stems (`compact_mnv2`, `compact_aliked`) under it."""
 
 import hashlib
 import re
@@ -53,21 +54,26 @@ def test_missing_or_foreign_weight_file_is_a_clear_error(tmp_path):
         MobileNetV2Trunk(32)
 
 
-def test_compact_mnv2_trains_the_projection_not_the_trunk():
+@pytest.mark.parametrize("preset, image_size",
+                         [("compact_mnv2", (64, 64)), ("compact_aliked", (64, 80))])
+def test_pretrained_stems_train_the_projection_not_the_network(preset, image_size):
+    # compact_mnv2 (MobileNetV2 trunk) and compact_aliked (ALIKED-t16): the frozen network gets
+    # no gradient, the projection does; features follow each frame's own image.
     torch.manual_seed(0)
-    backbone = CompactBackbone("compact_mnv2")
-    images = torch.rand(1, 2, 3, 64, 64)
-    k = torch.tensor([[60.0, 0, 32], [0, 60, 32], [0, 0, 1]]).expand(1, 2, 3, 3)
+    backbone = CompactBackbone(preset)
+    h, w = image_size
+    images = torch.rand(1, 2, 3, h, w)
+    k = torch.tensor([[60.0, 0, w / 2], [0, 60, h / 2], [0, 0, 1]]).expand(1, 2, 3, 3)
     poses = torch.eye(4).expand(1, 2, 4, 4).clone()
     poses[0, 1, 0, 3] = 0.3
     feats = backbone(images, k, poses)
-    assert feats.shape == (1, 2, 16, backbone.feature_dim)
+    assert feats.shape == (1, 2, (h // 16) * (w // 16), backbone.feature_dim)   # row-major cells
     feats.square().mean().backward()
     assert backbone.stem.proj.weight.grad.abs().sum() > 0
-    assert all(p.grad is None for p in backbone.stem.trunk.parameters())
-    # The features depend on the image content of each frame.
+    frozen = [p for n, p in backbone.stem.named_parameters() if not n.startswith(("proj", "norm"))]
+    assert frozen and all(p.grad is None for p in frozen)
     other = images.clone()
-    other[0, 1] = torch.rand(3, 64, 64)
+    other[0, 1] = torch.rand(3, h, w)
     with torch.no_grad():
         changed = backbone(other, k, poses) - feats
     assert changed[0, 1].abs().mean() > 10 * changed[0, 0].abs().mean()
