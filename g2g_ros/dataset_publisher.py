@@ -136,6 +136,19 @@ class DatasetPublisher(Node):
         self.gt_pub.publish(gt)
         self.published += 1
 
+    ACK_WAIT_S = 10.0
+
+    def wait_for_acks(self) -> bool:
+        """Before exiting: until the subscribers acknowledged every frame (at most
+        ``ACK_WAIT_S``). Exiting right after the last frame lost the frames a loaded
+        subscriber had not received yet (all of them when the first sends needed repair)."""
+        from g2g_ros.spinning import wait_for_all_acked
+
+        pubs = [*self.image_pubs.values(), *self.info_pubs.values(), self.gt_pub,
+                self.tf.publisher, *([self.clock_pub] if self.clock_pub is not None else [])]
+        return wait_for_all_acked(pubs, lambda t: rclpy.spin_once(self, timeout_sec=t),
+                                  self.ACK_WAIT_S)
+
     def _tick(self) -> None:
         if self.finished:
             return
@@ -172,7 +185,9 @@ def main(argv=None) -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--count", type=int, default=0, help="frames to play (0 = all)")
     parser.add_argument("--stride", type=int, default=1)
-    parser.add_argument("--exit-when-done", action="store_true")
+    parser.add_argument("--exit-when-done", action="store_true",
+                        help="exit after the last frame, once every subscriber acknowledged it "
+                        "(at most 10 s)")
     parser.add_argument("--wait-subscribers", type=float, default=10.0, metavar="S",
                         help="wait up to S seconds for a subscriber on every image topic")
     parser.add_argument("--corrupt-encoding", nargs="*", default=None, metavar="CAM",
@@ -192,6 +207,9 @@ def main(argv=None) -> int:
             opts.future_offset)
         while rclpy.ok() and not (opts.exit_when_done and node.finished):
             rclpy.spin_once(node, timeout_sec=0.05)
+        if rclpy.ok() and not node.wait_for_acks():
+            print("g2g-play-dataset: not every subscriber acknowledged the last frames within "
+                  f"{node.ACK_WAIT_S:.0f} s", file=sys.stderr)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except ValueError as exc:

@@ -1,6 +1,10 @@
-"""Running a node: the standard entry point (init, spin, clean shutdown) and the shutdown check."""
+"""Running a node: the standard entry point (init, spin, clean shutdown), the shutdown check,
+and a player's wait for its last messages to be acknowledged before it exits."""
 
 from __future__ import annotations
+
+import time
+from typing import Callable, Iterable
 
 from rclpy.node import Node
 
@@ -47,3 +51,21 @@ def shutting_down(node: Node) -> bool:
     """True once the node's context is shut down (Ctrl-C): publishing fails then, and that is
     not an error worth reporting."""
     return not node.context.ok()
+
+
+def wait_for_all_acked(publishers: Iterable, spin: Callable[[float], None],
+                       timeout_s: float = 10.0) -> bool:
+    """Until every subscriber has acknowledged every message of the reliable ``publishers`` (as
+    ``ros2 bag play --wait-for-all-acked``), spinning with ``spin(0.0)`` between checks; False
+    after ``timeout_s``. A player that exits right after its last message loses what a loaded
+    subscriber has not received yet: a replay then ended a few frames short, or lost them all
+    when the first sends had to be repaired."""
+    from rclpy.duration import Duration
+
+    end = time.monotonic() + timeout_s
+    for pub in publishers:
+        while not pub.wait_for_all_acked(Duration(seconds=0.05)):
+            if time.monotonic() > end:
+                return False
+            spin(0.0)
+    return True

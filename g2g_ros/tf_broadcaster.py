@@ -45,6 +45,11 @@ class TransformBroadcaster:
             qos or tf_qos(static, depth=1 if static else 100),
         )
 
+    @property
+    def publisher(self):
+        """The underlying rclpy publisher (e.g. to wait until its messages are acknowledged)."""
+        return self._publisher
+
     def send(self, transforms: Union[Any, Iterable[Any]]) -> None:
         """Publish one TransformStamped or an iterable of them."""
         if hasattr(transforms, "child_frame_id"):

@@ -336,21 +336,14 @@ class BagPlayer(Node):
     ACK_WAIT_S = 10.0
 
     def _wait_for_acks(self, spin: Callable[[float], None]) -> None:
-        """Until every subscriber has acknowledged every message (at most ``ACK_WAIT_S``, as
-        ``ros2 bag play --wait-for-all-acked``): the publishers are reliable, but the samples a
-        loaded subscriber has not received yet are lost when the player exits right after the
-        last group (a replay then ended a few image groups short)."""
-        from rclpy.duration import Duration
+        """Until every subscriber has acknowledged every message (at most ``ACK_WAIT_S``;
+        :func:`g2g_ros.spinning.wait_for_all_acked`)."""
+        from g2g_ros.spinning import wait_for_all_acked
 
-        end = time.monotonic() + self.ACK_WAIT_S
-        for pub in self.pubs.values():
-            while not pub.wait_for_all_acked(Duration(seconds=0.05)):
-                if time.monotonic() > end:
-                    self.stats.unacked = True
-                    LOG.warning("not every subscriber acknowledged the last messages within "
-                                "%.0f s", self.ACK_WAIT_S)
-                    return
-                spin(0.0)
+        if not wait_for_all_acked(self.pubs.values(), spin, self.ACK_WAIT_S):
+            self.stats.unacked = True
+            LOG.warning("not every subscriber acknowledged the last messages within %.0f s",
+                        self.ACK_WAIT_S)
 
     def destroy_node(self):
         try:
