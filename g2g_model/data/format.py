@@ -385,19 +385,16 @@ class TrajectoryReader:
 
 def find_trajectories(root: str | os.PathLike) -> list[Path]:
     """Complete trajectory directories at or below ``root``, sorted (partial and hidden ones
-    skipped). Symbolic links to directories are followed (a collection assembled from others'
-    scenes by links), each real directory once."""
+    skipped), following directory links (collections of links to scenes) to each real one once."""
     root = Path(root)
     if is_complete(root):
         return [root]
     found, seen = [], set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
-        if real in seen:            # a link loop, or the same directory reached twice
-            dirnames[:] = []
-            continue
+        again = real in seen   # reached again (a link loop, two links): not walked twice
         seen.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        if META_FILE in filenames and is_complete(Path(dirpath)):
+        dirnames[:] = [] if again else sorted(d for d in dirnames if not d.startswith("."))
+        if not again and META_FILE in filenames and is_complete(Path(dirpath)):
             found.append(Path(dirpath))
     return sorted(found)
