@@ -102,9 +102,9 @@ class CameraInputs:
                 self.received[cam] += 1
                 if ahead is not None:
                     self.rejected_future[cam] += 1
-                if ahead is None and self.first_stamp[cam] is None:
-                    self.first_stamp[cam] = stamp
-                if ahead is None:
+                else:
+                    if self.first_stamp[cam] is None:
+                        self.first_stamp[cam] = stamp
                     self._stamped[cam] += 1
                     self.last_stamp[cam] = stamp
                     self.last_wall[cam] = time.monotonic()
