@@ -102,3 +102,12 @@ def test_pretrained_t16_loads_and_matches_a_shifted_image():
     assert len(mutual) >= 50
     err = (k0[0, mutual] + torch.tensor([shift, 0]) - k1[0, best[mutual]]).float().norm(dim=1)
     assert (err <= 1.0).float().mean() >= 0.9
+
+
+@pytest.mark.parametrize("head", ["map", "sddh"])
+def test_every_tensor_follows_the_input_device(head):
+    # The "meta" device stands in for a GPU: a tensor made on the CPU inside forward (the GPU
+    # recipe's first run failed on one in the SDDH head) is a device error here too.
+    net = ALIKED("t16", load_weights=False).to("meta")
+    cells = net.cell_descriptors(torch.zeros(2, 3, 64, 80, device="meta"), (4, 5), head)
+    assert cells.shape == (2, 4, 5, 64) and cells.device.type == "meta"

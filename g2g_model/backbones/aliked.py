@@ -257,8 +257,8 @@ class ALIKED(nn.Module):
             pooled = F.adaptive_avg_pool2d(feats, grid)
         elif head == "sddh":
             h, w = feats.shape[-2:]
-            ys = torch.arange(step // 2, h, step)
-            xs = torch.arange(step // 2, w, step)
+            ys = torch.arange(step // 2, h, step, device=feats.device)
+            xs = torch.arange(step // 2, w, step, device=feats.device)
             yy, xx = torch.meshgrid(ys, xs, indexing="ij")
             kp = torch.stack([xx.reshape(-1), yy.reshape(-1)], -1).float()
             desc = self.describe(feats, kp.expand(feats.shape[0], -1, -1))
