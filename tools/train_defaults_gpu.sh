@@ -42,7 +42,8 @@
 #   WORKERS [nproc]     rendering / labelling processes; image-loading threads per training
 #   DEVICE [cuda]       where the networks train
 #   WORK [/tmp/g2g_defaults]  rendered data and feature caches (large; not in OUT_DIR)
-#   TINY                1: 2 + 1 scenes of 12 frames at 64 px, 2 steps per stage (a dry run)
+#   TINY                1: 2 + 1 scenes of 12 frames at 64 px, STEPS steps per stage (a dry run)
+#   STEPS [2]           with TINY, the steps of each stage (instead of timing them)
 #   PYTHON [python3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -137,7 +138,7 @@ train() {
                   --set num_workers="$WORKERS"
                   --set "model.backbone_overrides={image_size: [$SIZE, $SIZE]}"
                   --set model.backbone_preset="$PRESET" "$@")
-    local steps=2
+    local steps=${STEPS:-2}
     [[ "${TINY:-0}" == 1 ]] && common+=(--set log_every=1)
     if [[ "${TINY:-0}" != 1 ]]; then
         $TRAIN "$name" --out "$WORK/timing_$tag" "${common[@]}" --set optim.max_steps=6 \
@@ -153,13 +154,20 @@ PYEOF
 )
     fi
     local warmup=$(( steps / 10 > 1 ? steps / 10 : 1 ))
-    local extra=()
-    # The curriculum's plateau levels (0.50 -> 0.10, 9 levels) end by 45 % of the steps, so the
-    # cosine decay always runs.
-    [[ "$name" == reloc_mnv2 ]] && extra=(--set curriculum.max_steps_per_level=$(( steps / 20 + 1 )))
+    local decay=$(( steps - warmup )) extra=()
+    if [[ "$name" == reloc_mnv2 ]]; then
+        # The curriculum's 9 plateau levels (0.50 -> 0.10) take at most 9 x level steps, 45 % of
+        # the run, and the decay starts after them: it is sized for that worst case so that the
+        # learning rate always reaches 0 by max_steps (a decay cut off at max_steps left the
+        # session-17 GPU model at a quarter of its peak rate). If the plateaus pass their gates
+        # sooner, the run ends early.
+        local level=$(( steps / 20 + 1 ))
+        decay=$(( steps - warmup - 9 * level > 1 ? steps - warmup - 9 * level : 1 ))
+        extra=(--set curriculum.max_steps_per_level=$level)
+    fi
     stamp "$name: $steps steps until $deadline s"
     $TRAIN "$name" --out "$dir" "${common[@]}" --set optim.warmup_steps="$warmup" \
-        --set optim.decay_steps=$(( steps - warmup )) --set optim.max_steps="$steps" \
+        --set optim.decay_steps=$decay --set optim.max_steps="$steps" \
         "${extra[@]}" -q > "$OUT/$tag.log" 2>&1
     cp "$dir/train_log.csv" "$OUT/${tag}_train_log.csv"
     for png in "$dir"/*.png; do [[ -f $png ]] && cp "$png" "$OUT/${tag}_${png##*/}"; done
