@@ -29,6 +29,7 @@ from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
 from g2g_ros.calibration import camera_info_msg
 from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
 from g2g_ros.image_conversion import image_msg
+from g2g_ros.qos import prefer_large_shm_profile
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 
 
@@ -197,6 +198,7 @@ def main(argv=None) -> int:
     parser.add_argument("--future-offset", type=float, default=86400.0, metavar="S",
                         help="how far ahead (seconds) for --future-frames")
     opts, ros_args = parser.parse_known_args(argv)
+    prefer_large_shm_profile()
     rclpy.init(args=[sys.argv[0]] + ros_args)
     node = None
     try:

@@ -23,3 +23,28 @@ def tf_qos(static: bool, depth: int = 100) -> QoSProfile:
                       reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.TRANSIENT_LOCAL if static
                       else DurabilityPolicy.VOLATILE)
+
+
+PROFILES_VAR = "FASTDDS_DEFAULT_PROFILES_FILE"
+
+
+def prefer_large_shm_profile(environ=None) -> str:
+    """Give this process (and the processes it starts with ``environ``) Fast DDS' large
+    shared-memory segment, ``config/fastdds_large_shm.xml``, unless a profile file is set
+    already or another RMW is chosen; returns the profile in force ("" for none).
+
+    Our players publish a whole camera group at once; with the default 512 KB segment a group
+    of large images overwrites its own buffers, and a reliable subscriber then waits for
+    repairs, seconds on a loaded machine (a CI replay waited 57 s for its first group).
+    Call it before the process's first DDS participant (Fast DDS reads the file once)."""
+    import os
+
+    from g2g_ros.bringup import config_dir
+
+    environ = os.environ if environ is None else environ
+    if environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp") != "rmw_fastrtps_cpp":
+        return environ.get(PROFILES_VAR, "")
+    profile = config_dir() / "fastdds_large_shm.xml"
+    if PROFILES_VAR not in environ and profile.is_file():
+        environ[PROFILES_VAR] = str(profile)
+    return environ.get(PROFILES_VAR, "")

@@ -53,3 +53,16 @@ def _received(env) -> list:
 def test_best_effort_subscriber_gets_every_burst_with_the_large_shm_profile():
     env = dict(os.environ, FASTDDS_DEFAULT_PROFILES_FILE=str(PROFILE))
     assert _received(env) == [6] * 5
+
+
+def test_players_prefer_the_large_shm_profile_unless_told_otherwise():
+    from g2g_ros.qos import PROFILES_VAR, prefer_large_shm_profile
+
+    env = {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}
+    assert prefer_large_shm_profile(env) == str(PROFILE) == env[PROFILES_VAR]
+    mine = {PROFILES_VAR: "/robot/fastdds.xml"}  # the user's own profile is kept
+    assert prefer_large_shm_profile(mine) == "/robot/fastdds.xml"
+    cyclone = {"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}  # not a Fast DDS graph
+    assert prefer_large_shm_profile(cyclone) == "" and PROFILES_VAR not in cyclone
+    # The test run itself (conftest) and what it starts use it.
+    assert os.environ.get(PROFILES_VAR) == str(PROFILE)

@@ -40,6 +40,7 @@ def _play(opts) -> int:
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from g2g_ros.bags.player import BagPlayer, WaitSpec
+    from g2g_ros.qos import prefer_large_shm_profile
 
     wait = None
     if opts.eval:
@@ -51,6 +52,7 @@ def _play(opts) -> int:
             topic, msgtype, *images = spec
             wait.append(WaitSpec(topic, msgtype, opts.wait_timeout, opts.startup_timeout,
                                  tuple(images)))
+    prefer_large_shm_profile()
     rclpy.init(args=[sys.argv[0]] + opts.ros_args)
     player = None
     try:

@@ -148,6 +148,7 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     from g2g_ros.bags.recorder import OUTPUT_TOPICS, Recorder
     from g2g_ros.bringup import GraphRunner, node_commands, parse_launch_args
     from g2g_ros.launch_graphs import GRAPHS
+    from g2g_ros.qos import prefer_large_shm_profile
 
     setup = setup or ReplaySetup()
     cams, compressed = _bag_cameras(bag)
@@ -165,6 +166,7 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     runs_odometry = graph == "rig_odometry"
     wait = _wait_specs(graph, cams, compressed, wait_timeout, startup_timeout,
                        setup.with_odometry)
+    prefer_large_shm_profile()  # the player below and the nodes' processes
     context = rclpy.Context()
     rclpy.init(context=context)
     runner = GraphRunner(commands, env=dict(os.environ)).start()
