@@ -1,6 +1,9 @@
-"""QoS profiles of the G2G nodes: camera streams and TF."""
+"""QoS profiles of the G2G nodes (camera streams, TF) and the Fast DDS profile of our players."""
 
 from __future__ import annotations
+
+import os
+from typing import MutableMapping, Optional
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -28,7 +31,7 @@ def tf_qos(static: bool, depth: int = 100) -> QoSProfile:
 PROFILES_VAR = "FASTDDS_DEFAULT_PROFILES_FILE"
 
 
-def prefer_large_shm_profile(environ=None) -> str:
+def prefer_large_shm_profile(environ: Optional[MutableMapping[str, str]] = None) -> str:
     """Give this process (and the processes it starts with ``environ``) Fast DDS' large
     shared-memory segment, ``config/fastdds_large_shm.xml``, unless a profile file is set
     already or another RMW is chosen; returns the profile in force ("" for none).
@@ -37,8 +40,6 @@ def prefer_large_shm_profile(environ=None) -> str:
     of large images overwrites its own buffers, and a reliable subscriber then waits for
     repairs, seconds on a loaded machine (a CI replay waited 57 s for its first group).
     Call it before the process's first DDS participant (Fast DDS reads the file once)."""
-    import os
-
     from g2g_ros.bringup import config_dir
 
     environ = os.environ if environ is None else environ
