@@ -15,7 +15,7 @@ os.environ["ROS_DOMAIN_ID"] = str(1 + (os.getpid() + random.randrange(1000)) % 1
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # The large shared-memory segment our players give themselves (g2g_ros.qos), for every process
-# of the run: a group of camera images then never waits for reliable repairs.
+# of the run: a group of camera images then fits the segment instead of waiting for repairs.
 from g2g_ros.qos import prefer_large_shm_profile  # noqa: E402
 
 prefer_large_shm_profile()
