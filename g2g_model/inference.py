@@ -7,6 +7,14 @@ e.g. from a map), and runs the trainable modules in one pass.
 
 Returned poses are camera-to-anchor transforms T_{A0<-X} (OpenCV axes, metres). Because group A
 was given in some world frame, ``world_T_b`` also expresses group B's predicted poses in A's world.
+
+Both directions (``both_directions``, on by default for relocalization checkpoints): the modules
+also run with the groups exchanged (the encoded features are reused, so it costs one more pass of
+the small modules, not of the backbone). Every frame's prediction of either pass, carried through
+the known intra-group poses, is one estimate of T_{A0<-B0}; the returned poses are their mean,
+made rigid with B's input poses, and the estimates themselves are kept (``b0_estimates``) for the
+consistency check of the relocalizer. Rig-odometry checkpoints learned forward motion only, so
+they run one way (measured: docs/TRAINING.md).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import numpy as np
 import torch
 
 from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
-from g2g_model.geometry import project_to_rigid
+from g2g_model.geometry import fuse_poses, invert_pose, project_to_rigid
 from g2g_model.groups import PreparedGroup, prepare_group
 from g2g_model.model.checkpoint import load_any
 from g2g_model.model.config import preset
@@ -61,6 +69,9 @@ class Prediction:
         timing_ms: ``prepare``, ``encode``, ``g2g`` and ``total`` wall times.
         untrained: True when the weights are random (wiring tests), never for a checkpoint.
         features_a, features_b: the ``[1, N, P, D]`` backbone features used (for caching).
+        b0_estimates: ``[K, 4, 4]`` the estimates of T_{A0<-B0} that ``poses_b`` fuses (one per
+            frame of B, plus one per frame of A when both directions ran).
+        directions: 1, or 2 when the groups also ran exchanged.
     """
 
     poses_a: np.ndarray
@@ -70,6 +81,8 @@ class Prediction:
     untrained: bool = False
     features_a: Optional[torch.Tensor] = field(default=None, repr=False)
     features_b: Optional[torch.Tensor] = field(default=None, repr=False)
+    b0_estimates: Optional[np.ndarray] = field(default=None, repr=False)
+    directions: int = 1
 
     @property
     def a0_T_b0(self) -> np.ndarray:
@@ -104,10 +117,13 @@ class G2GPipeline:
         device: torch device string.
         bf16: run under bf16 autocast: True, False or "auto" (see :func:`bf16_is_fast`).
         header: checkpoint header (kept for ``info`` and logs).
+        both_directions: also run with the groups exchanged and fuse (module docstring): True,
+            False or "auto" (True for checkpoints trained on relocalization pairs).
     """
 
     def __init__(self, backbone: Backbone, model: G2GModel, device: str = "cpu",
-                 bf16="auto", header: Optional[dict] = None, untrained: bool = False):
+                 bf16="auto", header: Optional[dict] = None, untrained: bool = False,
+                 both_directions="auto"):
         if model.config.input_dim != backbone.feature_dim:
             raise ValueError(
                 f"G2G input_dim={model.config.input_dim} does not match the backbone "
@@ -121,11 +137,18 @@ class G2GPipeline:
         self.bf16 = bf16_is_fast(self.device) if bf16 == "auto" else bool(bf16)
         self.header = header or {}
         self.untrained = untrained
+        if both_directions == "auto":
+            both_directions = (self.header.get("training") or {}).get("task") == "reloc"
+        elif not isinstance(both_directions, bool):
+            raise ValueError(f"both_directions must be True, False or 'auto', got "
+                             f"{both_directions!r}")
+        self.both_directions = both_directions
 
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_checkpoint(cls, path, device: str = "cpu", bf16="auto",
-                        backbone_weights: Optional[str] = None) -> "G2GPipeline":
+                        backbone_weights: Optional[str] = None,
+                        both_directions="auto") -> "G2GPipeline":
         """Build from a checkpoint of ours (backbone named in its header).
 
         A backbone trained here (``compact``) ships inside the checkpoint; ``backbone_weights``
@@ -163,7 +186,8 @@ class G2GPipeline:
                 "argument backbone_weights)"
             )
         LOG.info("loaded %s (backbone %s, preset %s)", path, name, loaded.header.get("preset"))
-        return cls(backbone, loaded.model, device=device, bf16=bf16, header=loaded.header)
+        return cls(backbone, loaded.model, device=device, bf16=bf16, header=loaded.header,
+                   both_directions=both_directions)
 
     @classmethod
     def untrained_default(cls, device: str = "cpu", seed: int = 0,
@@ -287,11 +311,18 @@ class G2GPipeline:
         fb = self.encode(prep_b) if features_b is None else features_b
         t2 = time.perf_counter()
         out = self.run_features(fa, fb)
-        t3 = time.perf_counter()
         # Proper rigid transforms (rotations projected onto SO(3), as g2g-eval scores them).
         poses_a = np.concatenate([np.eye(4)[None],
                                   project_to_rigid(out["poses_a"][0].double().numpy())], axis=0)
         poses_b = project_to_rigid(out["poses_b"][0].double().numpy())
+        input_a = prep_a.cam_to_anchor[0].double().numpy()
+        input_b = prep_b.cam_to_anchor[0].double().numpy()
+        if self.both_directions:
+            back = project_to_rigid(self.run_features(fb, fa)["poses_b"][0].double().numpy())
+            poses_b, estimates = fuse_directions(poses_b, back, input_a, input_b)
+        else:
+            estimates = np.stack([p @ invert_pose(q) for p, q in zip(poses_b, input_b)])
+        t3 = time.perf_counter()
         return Prediction(
             poses_a=poses_a,
             poses_b=poses_b,
@@ -301,4 +332,25 @@ class G2GPipeline:
             untrained=self.untrained,
             features_a=fa,
             features_b=fb,
+            b0_estimates=estimates,
+            directions=2 if self.both_directions else 1,
         )
+
+
+def fuse_directions(forward_b: np.ndarray, backward_a: np.ndarray, input_a: np.ndarray,
+                    input_b: np.ndarray):
+    """Fuse the two passes of :meth:`G2GPipeline.predict_prepared` into one rigid group B.
+
+    Args:
+        forward_b: ``[N_B, 4, 4]`` T_{A0<-Bj} predicted with A as the anchor group.
+        backward_a: ``[N_A, 4, 4]`` T_{B0<-Ai} predicted with the groups exchanged.
+        input_a, input_b: the known intra-group poses T_{A0<-Ai}, T_{B0<-Bj}.
+
+    Returns:
+        ``(poses_b, estimates)``: T_{A0<-B0} (the mean of all estimates) composed with
+        ``input_b``, and the ``[N_B + N_A, 4, 4]`` estimates of T_{A0<-B0}.
+    """
+    estimates = [p @ invert_pose(q) for p, q in zip(forward_b, input_b)]
+    estimates += [invert_pose(p @ invert_pose(q)) for p, q in zip(backward_a, input_a)]
+    a0_T_b0 = fuse_poses(estimates)
+    return np.stack([a0_T_b0 @ q for q in input_b]), np.stack(estimates)

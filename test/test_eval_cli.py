@@ -106,3 +106,20 @@ def test_eval_errors_before_work(smoke, tmp_path, capsys):
     assert eval_main(base + ["--index", "pairs_w3.json"]) == 2
     assert "no method" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_reverse_fraction_exchanges_the_groups(smoke, tmp_path):
+    # --reverse-fraction 1: the same pairs with A and B exchanged (a rig driving backwards).
+    def pairs(reverse):
+        out = tmp_path / f"rev{reverse}"
+        assert eval_main(["--task", "rig", "--root", str(smoke), "--index", "rig_pairs.csv",
+                          "--identity", "--max-pairs", "3", "--reverse-fraction", reverse,
+                          "--out", str(out), "-q"]) == 0
+        with open(out / "identity" / "pairs.csv") as fh:
+            return [(p["group_a"], p["group_b"], float(p["gt_distance_m"]))
+                    for p in csv.DictReader(fh)]
+
+    forward, backward = pairs("0"), pairs("1")
+    assert [(b, a) for a, b, _ in forward] == [(a, b) for a, b, _ in backward]
+    assert [d for *_, d in forward] == pytest.approx([d for *_, d in backward], abs=1e-6)
+    assert any(a != b for a, b, _ in forward)

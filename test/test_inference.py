@@ -56,3 +56,33 @@ def test_bad_input_is_named(pipe):
         pipe.predict(_group(3, 7), bad)
     with pytest.raises(ValueError, match="at most"):
         pipe.predict(_group(pipe.max_frames + 1, 8), _group(2, 9))
+
+
+def test_relocalization_runs_both_ways_and_fuses(pipe):
+    # The relocalization default also runs with the groups exchanged and returns one rigid group
+    # B: the mean of every frame's estimate of T_{A0<-B0} (3 of B, 4 of A), carried through B's
+    # known poses. The rig default runs one way (it learned forward motion only).
+    from g2g_model.geometry import fuse_poses, invert_pose
+
+    assert pipe.both_directions
+    assert not G2GPipeline.default("rig_odometry").both_directions
+    ga, gb = _group(4, 10), _group(3, 11)
+    pred = pipe.predict(ga, gb)
+    assert pred.directions == 2 and pred.b0_estimates.shape == (7, 4, 4)
+    np.testing.assert_allclose(pred.a0_T_b0, fuse_poses(pred.b0_estimates), atol=1e-9)
+    input_b = invert_pose(gb["cam_to_world"][0]) @ gb["cam_to_world"]
+    np.testing.assert_allclose(pred.poses_b, pred.a0_T_b0 @ input_b, atol=1e-5)
+    # The same estimates, from the other side: the rotations agree exactly; the translation
+    # only up to the mean of translations of the inverses.
+    back = pipe.predict(gb, ga)
+    loop = pred.a0_T_b0 @ back.a0_T_b0
+    np.testing.assert_allclose(loop[:3, :3], np.eye(3), atol=1e-5)
+    one_way = G2GPipeline.default("relocalization")
+    one_way.both_directions = False
+    single = one_way.predict(ga, gb)
+    assert single.directions == 1 and single.b0_estimates.shape == (3, 4, 4)
+    np.testing.assert_allclose(single.poses_b[0], single.b0_estimates[0], atol=1e-5)
+    loop_one_way = single.a0_T_b0 @ one_way.predict(gb, ga).a0_T_b0
+    assert np.abs(loop_one_way[:3, :3] - np.eye(3)).max() > 1e-4   # one way: not symmetric
+    with pytest.raises(ValueError, match="both_directions"):
+        G2GPipeline(pipe.backbone, pipe.model, both_directions="yes")

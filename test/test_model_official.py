@@ -24,7 +24,6 @@ REPO = Path(__file__).resolve().parents[1]
 # A copy of ../shared/fixtures/g2g_official (golden data from the official code), kept in the
 # repository so that a fresh clone tests against it.
 FIXTURES = REPO / "test" / "fixtures" / "g2g_official"
-needs_fixtures = pytest.mark.usefixtures()  # the fixtures are part of the repository
 TOL = 1e-5  # the fixture README's suggested tolerance (measured differences are ~2e-6)
 CASES = {"tiny": 64, "tiny_proj": 48}
 EXPECTED_TOTAL = {4: 32_108_297, 5: 32_110_601, 8: 32_117_513}
@@ -46,7 +45,6 @@ def test_paper_parameter_counts(paper_model):
             14_229_504, 14_184_192, 3_696_905)
 
 
-@needs_fixtures
 def test_official_key_list_loads_exactly(paper_model):
     frames, model = paper_model
     spec = json.loads((FIXTURES / f"official_g2g_keys_W{frames}.json").read_text())
@@ -71,7 +69,6 @@ def _fixture_state(case):
     return load_file(str(FIXTURES / f"{case}_state_dict.safetensors"))
 
 
-@needs_fixtures
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_seeded_init_reproduces_official_init_bit_exactly(case):
     torch.manual_seed(0)
@@ -83,7 +80,6 @@ def test_seeded_init_reproduces_official_init_bit_exactly(case):
         assert torch.equal(value, official[key]), key
 
 
-@needs_fixtures
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden_outputs_and_intermediates(case):
     config = json.loads((FIXTURES / f"{case}_config.json").read_text())
@@ -123,7 +119,6 @@ def test_golden_outputs_and_intermediates(case):
     torch.testing.assert_close(again["poses"].detach(), out["poses"], atol=TOL, rtol=TOL)
 
 
-@needs_fixtures
 def test_bad_keys_are_all_listed_and_nothing_is_loaded():
     model = G2GModel(preset("tiny"))
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -141,7 +136,6 @@ def test_bad_keys_are_all_listed_and_nothing_is_loaded():
         assert torch.equal(value, before[key]), key
 
 
-@needs_fixtures
 def test_training_checkpoint_layouts(tmp_path):
     state = _fixture_state("tiny_proj")
     full = {
@@ -167,7 +161,6 @@ def test_training_checkpoint_layouts(tmp_path):
         load_official(path, num_heads=4, max_frames=5)
 
 
-@needs_fixtures
 def test_alternating_bridge_layers_are_refused_with_a_reason():
     state = _fixture_state("tiny")
     state["bridge.inter_layers_a.0.norm1.weight"] = torch.ones(64)
@@ -184,3 +177,35 @@ def test_unreadable_official_file(tmp_path):
         load_official(bad)
     with pytest.raises(ValueError, match="does not exist"):
         load_official(tmp_path / "missing.pth")
+
+
+def test_integer_buffers_load_but_integers_for_weights_are_refused():
+    # BatchNorm's num_batches_tracked is an integer buffer of the model itself (the MobileNetV2
+    # stem): a G2G checkpoint's backbone loads as the stage-1 weights of a fine-tuning run.
+    # Integers where the model keeps floating-point weights stay refused.
+    from g2g_model.backbones.base import build_backbone
+    from g2g_model.inference import default_checkpoint
+    from g2g_model.model.checkpoint import load_any
+    from g2g_model.model.official import load_state_dict_strictly
+    from g2g_model.training.config import ModelConfig
+    from g2g_model.training.models import build_backbone as build_training_backbone
+
+    path = str(default_checkpoint("rig_odometry"))
+    loaded = load_any(path)
+    info = loaded.header["backbone"]
+    backbone = build_backbone(info["name"], info["config"])
+    ints = [k for k, v in backbone.state_dict().items() if not v.is_floating_point()]
+    assert ints and all(k.endswith("num_batches_tracked") for k in ints)
+    trained = build_training_backbone(ModelConfig(
+        backbone="compact", backbone_preset="compact_mnv2",
+        backbone_overrides={"image_size": [112, 112]}, backbone_weights=path))
+    for key, value in trained.state_dict().items():
+        assert torch.equal(value, loaded.backbone_state_dict[key]), key
+    bad = dict(loaded.backbone_state_dict)
+    weight = next(k for k, v in bad.items() if v.is_floating_point() and v.dim() > 1)
+    bad[weight] = bad[weight].long()
+    before = {k: v.clone() for k, v in backbone.state_dict().items()}
+    with pytest.raises(ValueError, match=f"non-floating-point tensors: .*{weight}"):
+        load_state_dict_strictly(backbone, bad, "test")
+    for key, value in backbone.state_dict().items():
+        assert torch.equal(value, before[key]), key

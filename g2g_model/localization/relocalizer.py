@@ -221,8 +221,11 @@ class Relocalizer:
         pred = self.pipeline.predict(group_a, query)
         t2 = time.perf_counter()
         odom_T_b = np.asarray(query.cam_to_world)
-        map_T_odom, spread = correction_from_prediction(group_a.cam_to_world[0], pred.poses_b,
-                                                        odom_T_b)
+        # Every estimate of T_{A0<-B0} (each frame, each direction) is one of map->odom; their
+        # spread is the gate's consistency check.
+        estimates = np.asarray(pred.b0_estimates)
+        map_T_odom, spread = correction_from_prediction(group_a.cam_to_world[0], estimates,
+                                                        [odom_T_b[0]] * len(estimates))
         result = LocalizationResult(False, "", idx, score, how, pred, query=query,
                                     group_a=group_a, map_id=gmap.map_id,
                                     camera=frames[0].camera)

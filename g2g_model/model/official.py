@@ -118,7 +118,10 @@ def state_dict_problems(model: nn.Module, state: Mapping[str, torch.Tensor]) -> 
     ]
     if mismatched:
         problems.append(f"shape mismatches ({len(mismatched)}): {mismatched}")
-    not_float = [k for k in state if k in expected and not state[k].is_floating_point()]
+    # Integer buffers (BatchNorm's num_batches_tracked) load as they are; a file with integers
+    # where the model keeps floating-point weights is refused.
+    not_float = [k for k in state if k in expected and expected[k].is_floating_point()
+                 and not state[k].is_floating_point()]
     if not_float:
         problems.append(f"non-floating-point tensors: {not_float}")
     return problems

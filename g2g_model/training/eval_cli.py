@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=MODES, default="clean", help="clean or noisy extrinsics")
     p.add_argument("--max-pairs", type=int, default=0, help="seeded subset (0: all)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reverse-fraction", type=float, default=0.0,
+                   help="share of the pairs (seeded) with A and B exchanged, e.g. 1 for rig "
+                   "odometry driving backwards (default 0: the index as it is)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("-q", "--quiet", action="store_true")
@@ -57,7 +60,8 @@ def main(argv=None) -> int:
                                   args.verify)
         results = evaluate_methods(args.task, args.root, args.index, methods, args.out,
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
-                                   device=args.device, progress=not args.quiet)
+                                   device=args.device, progress=not args.quiet,
+                                   reverse_fraction=args.reverse_fraction)
     except ValueError as exc:
         print(f"g2g-eval: error: {exc}", file=sys.stderr)
         return 2

@@ -133,7 +133,8 @@ def _noisy(poses: torch.Tensor, key: str, mode: str) -> torch.Tensor:
 
 def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec], out_dir: str,
                      mode: str = "clean", max_pairs: int = 0, seed: int = 0,
-                     device: str = "cpu", progress: bool = True) -> Dict[str, Dict]:
+                     device: str = "cpu", progress: bool = True,
+                     reverse_fraction: float = 0.0) -> Dict[str, Dict]:
     """Evaluate every method on the same pairs; write tables, CSVs and plots under ``out_dir``.
 
     Raises:
@@ -144,7 +145,7 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not methods:
         raise ValueError("no method to evaluate (give --checkpoint and / or --classical)")
-    items = read_pairs(task, root, index, 0.0, max_pairs, seed)
+    items = read_pairs(task, root, index, 0.0, max_pairs, seed, reverse_fraction)
     runners = {}
     for spec in methods:
         if spec.verify and not spec.checkpoint:
