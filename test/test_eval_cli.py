@@ -123,3 +123,19 @@ def test_reverse_fraction_exchanges_the_groups(smoke, tmp_path):
     assert [(b, a) for a, b, _ in forward] == [(a, b) for a, b, _ in backward]
     assert [d for *_, d in forward] == pytest.approx([d for *_, d in backward], abs=1e-6)
     assert any(a != b for a, b, _ in forward)
+
+
+def test_directions_flag_adds_the_other_way(smoke, tmp_path):
+    # A checkpoint without a relocalization header runs one way; --directions adds the same
+    # weights run both ways, which changes its predictions.
+    ckpt = _checkpoint(tmp_path / "g2g_tiny.safetensors")
+    out = tmp_path / "eval"
+    assert eval_main(["--task", "reloc", "--root", str(smoke), "--index", "pairs_w3.json",
+                      "--checkpoint", ckpt, "--directions", "--max-pairs", "3",
+                      "--out", str(out), "-q"]) == 0
+    errors = {}
+    for label in ("g2g_tiny", "g2g_tiny+flipped_directions"):
+        with open(out / label / "pairs.csv") as fh:
+            errors[label] = [float(p["rot_err_deg"]) for p in csv.DictReader(fh)]
+    assert len(errors["g2g_tiny"]) == 3
+    assert errors["g2g_tiny"] != errors["g2g_tiny+flipped_directions"]

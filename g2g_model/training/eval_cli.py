@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also evaluate the classical baseline (preset, default 'default')")
     p.add_argument("--ablation", action="store_true",
                    help="also evaluate every checkpoint without cross-group attention")
+    p.add_argument("--directions", action="store_true",
+                   help="also evaluate every checkpoint with its directions flipped: one way "
+                   "where it runs both (relocalization), both where it runs one (rig odometry)")
     p.add_argument("--identity", action="store_true",
                    help="also score the 'no motion' reference (B0 at A0)")
     p.add_argument("--verify", action="store_true",
@@ -57,7 +60,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING)
     try:
         methods = default_methods(args.checkpoint, args.classical, args.ablation, args.identity,
-                                  args.verify)
+                                  args.verify, args.directions)
         results = evaluate_methods(args.task, args.root, args.index, methods, args.out,
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
                                    device=args.device, progress=not args.quiet,

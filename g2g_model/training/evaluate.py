@@ -57,18 +57,23 @@ class MethodSpec:
     classical_preset: str = ""
     identity: bool = False
     verify: bool = False  # geometric verification after the checkpoint (or alone: no checkpoint)
+    flip_directions: bool = False  # one way where the pipeline runs both, both where it runs one
 
 
 class G2GMethod:
     """A checkpoint through the product's :class:`~g2g_model.inference.G2GPipeline` (fp32, as
     the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups with
     their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
-    block-diagonal mask."""
+    block-diagonal mask. ``flip_directions``: one way where the pipeline would run both
+    directions, both where it would run one (:mod:`g2g_model.inference`)."""
 
-    def __init__(self, path: str, no_cross_group: bool = False, device: str = "cpu") -> None:
+    def __init__(self, path: str, no_cross_group: bool = False, device: str = "cpu",
+                 flip_directions: bool = False) -> None:
         from g2g_model.inference import G2GPipeline
 
         self.pipeline = G2GPipeline.from_checkpoint(path, device, bf16=False)
+        if flip_directions:
+            self.pipeline.both_directions = not self.pipeline.both_directions
         if no_cross_group:
             model = self.pipeline.model
             ablated = G2GModel(model.config.replace(cross_group_attention=False))
@@ -157,7 +162,8 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
         else:
             if not Path(spec.checkpoint).is_file():
                 raise ValueError(f"checkpoint {spec.checkpoint!r} does not exist")
-            runners[spec.label] = G2GMethod(spec.checkpoint, spec.no_cross_group, device)
+            runners[spec.label] = G2GMethod(spec.checkpoint, spec.no_cross_group, device,
+                                            spec.flip_directions)
             if spec.verify:
                 runners[spec.label] = VerifiedMethod(task, runners[spec.label])
     g2g_sizes = {r.image_size for r in runners.values()
@@ -302,9 +308,11 @@ def plot_results(rows: Dict[str, list], out: Path) -> None:
 
 
 def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool,
-                    identity: bool = False, verify: bool = False) -> List[MethodSpec]:
+                    identity: bool = False, verify: bool = False,
+                    directions: bool = False) -> List[MethodSpec]:
     """Labels: checkpoint file stems (``+nocross_switch`` with the switch, ``+verified`` with
-    geometric verification), ``classical``, ``identity``, ``geometry`` (verification alone)."""
+    geometric verification, ``+flipped_directions`` run one way if the checkpoint runs both and
+    the other way round), ``classical``, ``identity``, ``geometry`` (verification alone)."""
     specs = [MethodSpec("identity", identity=True)] if identity else []
     if verify:
         specs.append(MethodSpec("geometry", verify=True))
@@ -316,6 +324,9 @@ def default_methods(checkpoints: List[str], classical: Optional[str], ablation: 
         if ablation:
             specs.append(MethodSpec(stem + "+nocross_switch", checkpoint=path,
                                     no_cross_group=True))
+        if directions:
+            specs.append(MethodSpec(stem + "+flipped_directions", checkpoint=path,
+                                    flip_directions=True))
     if classical:
         specs.append(MethodSpec("classical", classical_preset=classical))
     labels = [s.label for s in specs]
