@@ -131,6 +131,31 @@ def test_the_gate_receives_path_inliers_and_covariance(scene):
     assert cand.spread_m == 0.0  # one rigid pose for the whole group
 
 
+def test_the_spread_gate_sees_both_directions(scene):
+    # G2G's path: every estimate of both directions (W of the query, W of the map window) is one
+    # map->odom; the gate's spread is their largest distance from the fused one.
+    pipeline, gmap, path, query = scene
+    engine = _engine(pipeline, gate=GateConfig(consistency_count=2))
+    engine.use_map(gmap, "mem")
+    _fill(engine, query)
+    result = engine.localize()
+    pred = result.prediction
+    assert pred.directions == 2 and pred.b0_estimates.shape == (2 * W, 4, 4)
+    odom_T_b0 = np.asarray(result.query.cam_to_world)[0]
+    map_T_a0 = result.group_a.cam_to_world[0]
+    each = [map_T_a0 @ e @ invert_pose(odom_T_b0) for e in pred.b0_estimates]
+    (cand,) = engine.gate.pending
+    np.testing.assert_allclose(cand.map_T_odom, result.map_T_odom)
+    expected = max(np.linalg.norm(e[:3, 3] - cand.map_T_odom[:3, 3]) for e in each)
+    assert cand.spread_m == pytest.approx(expected, rel=1e-9) and cand.spread_m > 0
+    strict = _engine(pipeline, gate=GateConfig(consistency_count=1,
+                                               max_fusion_spread_m=0.5 * cand.spread_m))
+    strict.use_map(gmap, "mem")
+    _fill(strict, query)
+    rejected = strict.localize()
+    assert not rejected.accepted and "per-frame estimates disagree" in rejected.message
+
+
 @pytest.mark.parametrize("answer, reason", [
     ("raise", "verification failed: RuntimeError: no features"),
     ("g2g", "too few features in the query (3)"),

@@ -281,6 +281,7 @@ class Trainer:
         return {"task": cfg.task, "steps": self.curriculum.step,
                 "phase": self.curriculum.phase, "data_root": cfg.data.root,
                 "index": cfg.data.index, "pairs": len(self.dataset) if self.g2g else None,
+                "reverse_fraction": cfg.data.reverse_fraction,
                 "seed": cfg.seed, "cached_features": cfg.cache.enabled,
                 "train_seconds": round(self._train_seconds(), 1),
                 "curriculum_transitions": self.curriculum.transitions[-20:],
