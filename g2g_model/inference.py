@@ -315,11 +315,11 @@ class G2GPipeline:
         poses_a = np.concatenate([np.eye(4)[None],
                                   project_to_rigid(out["poses_a"][0].double().numpy())], axis=0)
         poses_b = project_to_rigid(out["poses_b"][0].double().numpy())
-        input_a = prep_a.cam_to_anchor[0].double().numpy()
         input_b = prep_b.cam_to_anchor[0].double().numpy()
         if self.both_directions:
             back = project_to_rigid(self.run_features(fb, fa)["poses_b"][0].double().numpy())
-            poses_b, estimates = fuse_directions(poses_b, back, input_a, input_b)
+            poses_b, estimates = fuse_directions(
+                poses_b, back, prep_a.cam_to_anchor[0].double().numpy(), input_b)
         else:
             estimates = np.stack([p @ invert_pose(q) for p, q in zip(poses_b, input_b)])
         t3 = time.perf_counter()
