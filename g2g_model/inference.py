@@ -13,8 +13,9 @@ also run with the groups exchanged (the encoded features are reused, so it costs
 the small modules, not of the backbone). Every frame's prediction of either pass, carried through
 the known intra-group poses, is one estimate of T_{A0<-B0}; the returned poses are their mean,
 made rigid with B's input poses, and the estimates themselves are kept (``b0_estimates``) for the
-consistency check of the relocalizer. Rig-odometry checkpoints learned forward motion only, so
-they run one way (measured: docs/TRAINING.md).
+consistency checks of the relocalizer and of rig odometry. Rig-odometry checkpoints trained on
+forward motion only run one way; trained with reversed pairs too, both (measured:
+docs/TRAINING.md).
 """
 
 from __future__ import annotations
@@ -118,7 +119,9 @@ class G2GPipeline:
         bf16: run under bf16 autocast: True, False or "auto" (see :func:`bf16_is_fast`).
         header: checkpoint header (kept for ``info`` and logs).
         both_directions: also run with the groups exchanged and fuse (module docstring): True,
-            False or "auto" (True for checkpoints trained on relocalization pairs).
+            False or "auto": True for checkpoints trained on relocalization pairs or with a
+            share of the pairs reversed (``data.reverse_fraction`` > 0), the ones that learned
+            motion in both orders.
     """
 
     def __init__(self, backbone: Backbone, model: G2GModel, device: str = "cpu",
@@ -138,7 +141,9 @@ class G2GPipeline:
         self.header = header or {}
         self.untrained = untrained
         if both_directions == "auto":
-            both_directions = (self.header.get("training") or {}).get("task") == "reloc"
+            training = self.header.get("training") or {}
+            both_directions = (training.get("task") == "reloc"
+                               or float(training.get("reverse_fraction") or 0.0) > 0.0)
         elif not isinstance(both_directions, bool):
             raise ValueError(f"both_directions must be True, False or 'auto', got "
                              f"{both_directions!r}")

@@ -1,13 +1,16 @@
 """Rig odometry without ROS: spatial groups at t_prev and t -> body motion -> composed odometry.
 
 Group A is the rig at the previous keyframe, group B the rig now; each group's intra-group
-geometry comes from the rig extrinsics (base_T_cam). G2G predicts T_{A0<-Bj} for every camera j
-of B. Each camera gives one estimate of the body motion
+geometry comes from the rig extrinsics (base_T_cam). G2G gives estimates of T_{A0<-B0}, one per
+camera of B (each camera's prediction carried through the rig extrinsics), and one per camera of
+A when the model also ran with the groups exchanged (``Prediction.b0_estimates``). They are
+fused (chordal mean of rotations, mean of translations; their spread is the consistency check)
+and the fused one gives the body motion
 
-    base_prev_T_base_now = base_T_camA0 @ T_{A0<-Bj} @ inv(base_T_camBj)
+    base_prev_T_base_now = base_T_camA0 @ T_{A0<-B0} @ inv(base_T_camB0).
 
-and the estimates are fused (chordal mean of rotations, mean of translations). The motion is
-composed onto the odometry pose; the twist is the motion over the elapsed time, in base_link.
+The motion is composed onto the odometry pose; the twist is the motion over the elapsed time,
+in base_link.
 
 With a geometric verifier, a step may be deferred when the caller is falling behind (``defer``
 says why): G2G's motion from the last keyframe is published at once (G2G's step covariance),
@@ -24,12 +27,12 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from g2g_model.geometry import fuse_poses, invert_pose, rotation_angle_deg
+from g2g_model.geometry import fuse_with_spread, invert_pose, rotation_angle_deg
 from g2g_model.groups import Group
 
 LOG = logging.getLogger(__name__)
 
-# estimate(group_a, group_b) -> [N_B, 4, 4] array of T_{A0<-Bj}
+# estimate(group_a, group_b) -> [K, 4, 4] estimates of T_{A0<-B0} (K >= 1)
 EstimateFn = Callable[[Group, Group], np.ndarray]
 
 
@@ -58,7 +61,7 @@ class OdometryUpdate:
     linear_velocity: np.ndarray       # [3] m/s in base_link
     angular_velocity: np.ndarray      # [3] rad/s in base_link
     covariance: np.ndarray            # [6, 6] pose covariance (x y z roll pitch yaw)
-    spread_m: float                   # disagreement between the per-camera motion estimates
+    spread_m: float                   # disagreement of the motion estimates (m, see max_spread_m)
     cameras: List[str] = field(default_factory=list)
     is_initial: bool = False
     path: str = "g2g"                 # what made the motion: g2g, verified or refined
@@ -94,7 +97,8 @@ class RigOdometry:
         base_T_cam: rig extrinsics per camera name.
         keyframe_stride: use every k-th synchronized group (1 = every group).
         step_covariance: per-step pose variance added to the covariance (x y z roll pitch yaw).
-        max_spread_m: per-camera motion estimates that disagree by more than this are rejected.
+        max_spread_m: a step whose estimates put camera B0 further than this from their mean
+            is rejected.
         verifier: optional geometric verification of each motion, ``verifier(group_prev,
             group_now, delta) -> MotionVerification``
             (:class:`g2g_model.localization.rig_motion.RigMotionVerifier`); its motion and
@@ -169,19 +173,17 @@ class RigOdometry:
                                   np.zeros(3), np.zeros(3), self.covariance.copy(), 0.0,
                                   list(frames.cameras), is_initial=True)
         prev = self._previous
-        t_a0_bj = np.asarray(self.estimate(self._group(prev), group), dtype=np.float64)
-        if t_a0_bj.shape != (len(frames.cameras), 4, 4) or not np.all(np.isfinite(t_a0_bj)):
-            raise ValueError(f"model returned an invalid pose array of shape {t_a0_bj.shape}")
-        base_T_a0 = self.base_T_cam[prev.cameras[0]]
-        motions = [base_T_a0 @ t @ invert_pose(self.base_T_cam[cam])
-                   for t, cam in zip(t_a0_bj, frames.cameras)]
-        delta = fuse_poses(motions)
-        spread = float(max(np.linalg.norm(m[:3, 3] - delta[:3, 3]) for m in motions))
+        try:
+            a0_T_b0, spread = fuse_with_spread(self.estimate(self._group(prev), group))
+        except ValueError as exc:
+            raise ValueError(f"model returned invalid estimates: {exc}") from exc
         if spread > self.max_spread_m:
             self.rejected += 1
             # Keep the previous keyframe: the next group is compared against it again.
-            raise ValueError(f"per-camera motion estimates disagree by {spread:.2f} m "
+            raise ValueError(f"the motion estimates disagree by {spread:.2f} m "
                              f"(> max_spread_m={self.max_spread_m}); group rejected")
+        delta = (self.base_T_cam[prev.cameras[0]] @ a0_T_b0 @
+                 invert_pose(self.base_T_cam[frames.cameras[0]]))
         step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
         deferred = self.verifier is not None and self._deferral()
         if deferred:

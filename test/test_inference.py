@@ -61,11 +61,17 @@ def test_bad_input_is_named(pipe):
 def test_relocalization_runs_both_ways_and_fuses(pipe):
     # The relocalization default also runs with the groups exchanged and returns one rigid group
     # B: the mean of every frame's estimate of T_{A0<-B0} (3 of B, 4 of A), carried through B's
-    # known poses. The rig default runs one way (it learned forward motion only).
+    # known poses. A rig checkpoint runs both ways only when it was trained on reversed pairs too.
     from g2g_model.geometry import fuse_poses, invert_pose
+    from g2g_model.inference import default_checkpoint
 
     assert pipe.both_directions
-    assert not G2GPipeline.default("rig_odometry").both_directions
+    rig = G2GPipeline.default("rig_odometry")
+    reverse = (rig.header["training"].get("reverse_fraction") or 0.0) > 0
+    assert rig.both_directions == reverse
+    for fraction, expected in ((0.0, False), (0.5, True)):
+        header = {"training": {"task": "rig", "reverse_fraction": fraction}}
+        assert G2GPipeline(rig.backbone, rig.model, header=header).both_directions == expected
     ga, gb = _group(4, 10), _group(3, 11)
     pred = pipe.predict(ga, gb)
     assert pred.directions == 2 and pred.b0_estimates.shape == (7, 4, 4)
@@ -77,8 +83,8 @@ def test_relocalization_runs_both_ways_and_fuses(pipe):
     back = pipe.predict(gb, ga)
     loop = pred.a0_T_b0 @ back.a0_T_b0
     np.testing.assert_allclose(loop[:3, :3], np.eye(3), atol=1e-5)
-    one_way = G2GPipeline.default("relocalization")
-    one_way.both_directions = False
+    one_way = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"),
+                                          both_directions=False)
     single = one_way.predict(ga, gb)
     assert single.directions == 1 and single.b0_estimates.shape == (3, 4, 4)
     np.testing.assert_allclose(single.poses_b[0], single.b0_estimates[0], atol=1e-5)

@@ -1,15 +1,18 @@
 """Rig-odometry composition and relocalization gating, with exact geometric estimates.
 
-The estimate function here computes T_{A0<-Bj} from ground truth, so these tests check the
-composition/gating logic exactly; the model itself is tested elsewhere.
+The estimate functions here compute each camera's T_{A0<-Bj} from ground truth and hand
+RigOdometry the estimates of T_{A0<-B0} they give (``per_camera``, as ``Prediction.b0_estimates``
+does), so these tests check the composition/gating logic exactly; the model itself is tested
+elsewhere.
 """
 
 import numpy as np
 import pytest
 
 from g2g_model.geometry import axis_angle_to_matrix, fuse_poses, invert_pose, make_pose
+from g2g_model.geometry import fuse_with_spread
 from g2g_model.localization.correction import (
-    Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame, correction_from_prediction,
+    Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame,
 )
 from g2g_ros.odometry_core import RigFrames, RigOdometry, rotation_vector
 
@@ -25,6 +28,15 @@ BASE_T_CAM = {
 def _frames(stamp, cams=("front", "left")):
     img = np.zeros((64, 64, 3), np.uint8)
     return RigFrames(stamp, list(cams), [img] * len(cams), np.stack([K] * len(cams)))
+
+
+def per_camera(estimate):
+    """An estimator of every camera's T_{A0<-Bj} -> one of the estimates of T_{A0<-B0}."""
+    def b0_estimates(group_a, group_b):
+        b = np.asarray(group_b.cam_to_world)
+        return np.stack([t @ invert_pose(b[j]) @ b[0]
+                         for j, t in enumerate(estimate(group_a, group_b))])
+    return b0_estimates
 
 
 def _trajectory(n):
@@ -46,7 +58,7 @@ def test_odometry_recovers_trajectory_from_exact_estimates():
         return np.stack([invert_pose(a0) @ world_T_base[k] @ BASE_T_CAM[c]
                          for c in ("front", "left")])
 
-    odo = RigOdometry(estimate, BASE_T_CAM)
+    odo = RigOdometry(per_camera(estimate), BASE_T_CAM)
     for k in range(6):
         state["k"] = k
         upd = odo.process(_frames(int(1e9 * k)))
@@ -65,7 +77,7 @@ def test_stride_skips_and_bad_stamps_raise():
         return np.stack([invert_pose(BASE_T_CAM["front"]) @ BASE_T_CAM[c]
                          for c in ("front", "left")])
 
-    odo = RigOdometry(estimate, BASE_T_CAM, keyframe_stride=3)
+    odo = RigOdometry(per_camera(estimate), BASE_T_CAM, keyframe_stride=3)
     results = [odo.process(_frames(int(1e8 * (i + 1)))) for i in range(7)]
     assert [r is not None for r in results] == [True, False, False, True, False, False, True]
     assert len(calls) == 2
@@ -73,9 +85,10 @@ def test_stride_skips_and_bad_stamps_raise():
         for _ in range(3):
             odo.process(_frames(1))
     with pytest.raises(ValueError, match="no extrinsics for camera"):
-        RigOdometry(estimate, BASE_T_CAM).process(_frames(5, cams=("front", "rear")))
+        RigOdometry(per_camera(estimate), BASE_T_CAM).process(
+            _frames(5, cams=("front", "rear")))
     with pytest.raises(ValueError, match="keyframe_stride"):
-        RigOdometry(estimate, BASE_T_CAM, keyframe_stride=0)
+        RigOdometry(per_camera(estimate), BASE_T_CAM, keyframe_stride=0)
 
 
 def test_disagreeing_cameras_are_rejected_and_state_kept():
@@ -84,12 +97,40 @@ def test_disagreeing_cameras_are_rejected_and_state_kept():
         bad = make_pose(np.eye(3), [5.0, 0, 0])
         return np.stack([good, bad])
 
-    odo = RigOdometry(estimate, BASE_T_CAM, max_spread_m=0.5)
+    odo = RigOdometry(per_camera(estimate), BASE_T_CAM, max_spread_m=0.5)
     odo.process(_frames(1))
     with pytest.raises(ValueError, match="disagree"):
         odo.process(_frames(2))
     np.testing.assert_array_equal(odo.odom_T_base, np.eye(4))
     assert odo.rejected == 1
+
+
+def test_every_estimate_counts_not_one_per_camera():
+    # Both directions give more estimates than B has cameras (2 + 2 here): the step is their
+    # mean, and one bad estimate of the second direction is enough to reject it; a malformed
+    # answer of the model is refused with the reason, and the keyframe stays.
+    step = make_pose(np.eye(3), [0.0, 0.0, 0.4])  # T_{A0<-B0}: camera B0 0.4 m ahead
+    offset = make_pose(np.eye(3), [0.2, 0, 0])
+    answers = {"exact": [step] * 4, "skewed": [step, step, step @ offset,
+                                               step @ invert_pose(offset)],
+               "bad": [step, step, step, make_pose(np.eye(3), [3.0, 0, 0])],
+               "malformed": [step[:3]]}
+    state = {}
+    odo = RigOdometry(lambda a, b: np.stack(answers[state["answer"]]), BASE_T_CAM,
+                      max_spread_m=0.5)
+    odo.process(_frames(1))
+    front = BASE_T_CAM["front"]
+    for k, answer in enumerate(("exact", "skewed"), start=2):
+        state["answer"] = answer
+        upd = odo.process(_frames(k))
+        np.testing.assert_allclose(upd.delta, front @ step @ invert_pose(front), atol=1e-12)
+    assert upd.spread_m == pytest.approx(0.2)
+    for answer, match in (("bad", "disagree by 2.27 m"), ("malformed", "invalid estimates")):
+        state["answer"] = answer
+        with pytest.raises(ValueError, match=match):
+            odo.process(_frames(10))
+    np.testing.assert_allclose(odo.odom_T_base, front @ step @ step @ invert_pose(front),
+                               atol=1e-12)
 
 
 def test_restart_chain_keeps_pose_and_covariance():
@@ -102,7 +143,7 @@ def test_restart_chain_keeps_pose_and_covariance():
         calls.append((a.stamps[0], b.stamps[0]))
         return np.stack([step, invert_pose(BASE_T_CAM["front"]) @ BASE_T_CAM["left"] @ step])
 
-    odo = RigOdometry(estimate, BASE_T_CAM, max_spread_m=10.0)
+    odo = RigOdometry(per_camera(estimate), BASE_T_CAM, max_spread_m=10.0)
     odo.process(_frames(1))
     moved = odo.process(_frames(2)).odom_T_base
     covariance = odo.covariance.copy()
@@ -125,16 +166,17 @@ def test_rotation_vector_and_fusion():
     np.testing.assert_allclose(fused, make_pose(np.eye(3), [2, 0, 0]), atol=1e-12)
 
 
-def test_correction_from_exact_prediction():
-    rng = np.random.default_rng(1)
-    map_T_odom = make_pose(axis_angle_to_matrix([0, 0, 0.7]), [3.0, -2.0, 0.1])
-    odom_T_b = [make_pose(axis_angle_to_matrix(rng.normal(size=3) * 0.2), rng.normal(size=3))
-                for _ in range(4)]
-    map_T_a0 = make_pose(axis_angle_to_matrix([0.1, 0.2, 0.3]), [5, 5, 1])
-    t_a0_bj = [invert_pose(map_T_a0) @ map_T_odom @ o for o in odom_T_b]
-    est, spread = correction_from_prediction(map_T_a0, t_a0_bj, odom_T_b)
-    np.testing.assert_allclose(est, map_T_odom, atol=1e-9)
-    assert spread < 1e-9
+def test_fusion_spread_is_the_largest_distance_from_the_mean():
+    a = make_pose(axis_angle_to_matrix([0, 0, 0.1]), [1, 0, 0])
+    b = make_pose(axis_angle_to_matrix([0, 0, -0.1]), [3, 0, 0])
+    c = make_pose(np.eye(3), [2, 3, 0])
+    fused, spread = fuse_with_spread([a, b, c])
+    np.testing.assert_allclose(fused, fuse_poses([a, b, c]))
+    assert spread == pytest.approx(np.linalg.norm([0, 2, 0]))  # c, 2 m from the mean (2, 1, 0)
+    assert fuse_with_spread([a])[1] == 0.0
+    for bad in (np.zeros((0, 4, 4)), np.eye(4), np.full((2, 4, 4), np.nan)):
+        with pytest.raises(ValueError):
+            fuse_with_spread(bad)
 
 
 def _cand(x, score=0.5, path="g2g"):
@@ -222,7 +264,7 @@ def test_deferred_steps_are_published_but_never_become_keyframes():
 
     behind = {1, 2, 3, 5}  # a newer group is queued when these are about to be verified
     state = {"k": 0}
-    odo = RigOdometry(estimate, BASE_T_CAM, verifier=Verifier(), max_deferred=2,
+    odo = RigOdometry(per_camera(estimate), BASE_T_CAM, verifier=Verifier(), max_deferred=2,
                       defer=lambda: "1 newer group queued" if state["k"] in behind else None)
     updates = []
     for k in range(8):
@@ -245,5 +287,5 @@ def test_deferred_steps_are_published_but_never_become_keyframes():
             np.testing.assert_allclose(upd.odom_T_base, truth[k], atol=1e-9)
     assert updates[3].delta == pytest.approx(invert_pose(world_T_base[0]) @ world_T_base[3])
     # Without a verifier nothing is deferred.
-    plain = RigOdometry(estimate, BASE_T_CAM, max_deferred=5, defer=lambda: "behind")
+    plain = RigOdometry(per_camera(estimate), BASE_T_CAM, max_deferred=5, defer=lambda: "behind")
     assert not any(plain.process(_frames(k * 10**9)).deferred for k in range(3))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from g2g_model.data.format import TrajectoryReader
-from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
+from g2g_model.geometry import axis_angle_to_matrix, fuse_poses, invert_pose, make_pose
 from g2g_model.inference import G2GPipeline
 from g2g_model.localization.correction import GateConfig, QueryFrame
 from g2g_model.localization.relocalizer import G2G_COVARIANCE, Relocalizer
@@ -44,10 +44,10 @@ def _engine(pipeline, scorer="whitened", verifier=None, gate=WIDE_OPEN):
                        verifier=verifier)
 
 
-def _fill(engine, query, start=2, cam="cam0"):
+def _fill(engine, query, start=2, cam="cam0", map_T_odom=MAP_T_ODOM):
     world_T_cam = query.world_T_cam(cam)
     for i in range(start, start + W):
-        odom_T_cam = invert_pose(MAP_T_ODOM) @ world_T_cam[i]
+        odom_T_cam = invert_pose(map_T_odom) @ world_T_cam[i]
         assert engine.add_frame(QueryFrame(int(query.timestamps_ns[i]), query.image(cam, i),
                                            query.rig[cam].K, odom_T_cam))
     return world_T_cam[start:start + W]
@@ -132,8 +132,9 @@ def test_the_gate_receives_path_inliers_and_covariance(scene):
 
 
 def test_the_spread_gate_sees_both_directions(scene):
-    # G2G's path: every estimate of both directions (W of the query, W of the map window) is one
-    # map->odom; the gate's spread is their largest distance from the fused one.
+    # G2G's path: every estimate of T_{A0<-B0} of both directions (W of the query, W of the map
+    # window) counts; the gate's spread is their largest distance from the fused one, and the
+    # fused one gives map->odom.
     pipeline, gmap, path, query = scene
     engine = _engine(pipeline, gate=GateConfig(consistency_count=2))
     engine.use_map(gmap, "mem")
@@ -141,12 +142,13 @@ def test_the_spread_gate_sees_both_directions(scene):
     result = engine.localize()
     pred = result.prediction
     assert pred.directions == 2 and pred.b0_estimates.shape == (2 * W, 4, 4)
+    fused = fuse_poses(pred.b0_estimates)
     odom_T_b0 = np.asarray(result.query.cam_to_world)[0]
-    map_T_a0 = result.group_a.cam_to_world[0]
-    each = [map_T_a0 @ e @ invert_pose(odom_T_b0) for e in pred.b0_estimates]
     (cand,) = engine.gate.pending
     np.testing.assert_allclose(cand.map_T_odom, result.map_T_odom)
-    expected = max(np.linalg.norm(e[:3, 3] - cand.map_T_odom[:3, 3]) for e in each)
+    np.testing.assert_allclose(
+        cand.map_T_odom, result.group_a.cam_to_world[0] @ fused @ invert_pose(odom_T_b0))
+    expected = max(np.linalg.norm(e[:3, 3] - fused[:3, 3]) for e in pred.b0_estimates)
     assert cand.spread_m == pytest.approx(expected, rel=1e-9) and cand.spread_m > 0
     strict = _engine(pipeline, gate=GateConfig(consistency_count=1,
                                                max_fusion_spread_m=0.5 * cand.spread_m))
@@ -154,6 +156,29 @@ def test_the_spread_gate_sees_both_directions(scene):
     _fill(strict, query)
     rejected = strict.localize()
     assert not rejected.accepted and "per-frame estimates disagree" in rejected.message
+
+
+def test_the_spread_does_not_grow_with_the_distance_from_the_odom_origin(scene):
+    # The same query, its odometry frame 300 m away: the estimates are the same, so the spread
+    # and the correction's error must be too (measured in the map->odom frame instead, the
+    # estimates' rotation disagreement times 300 m would reject every candidate).
+    pipeline, gmap, path, query = scene
+    far = MAP_T_ODOM @ make_pose(axis_angle_to_matrix([0.0, 0.0, -1.0]), [300.0, -200.0, 5.0])
+    results = []
+    for map_T_odom in (MAP_T_ODOM, far):
+        engine = _engine(pipeline, gate=GateConfig(consistency_count=2))
+        engine.use_map(gmap, "mem")
+        _fill(engine, query, map_T_odom=map_T_odom)
+        result = engine.localize()
+        (cand,) = engine.gate.pending
+        results.append((result, cand))
+    (near, near_cand), (away, away_cand) = results
+    np.testing.assert_allclose(away.prediction.b0_estimates, near.prediction.b0_estimates,
+                               atol=1e-5)
+    assert away_cand.spread_m == pytest.approx(near_cand.spread_m, abs=1e-4)
+    assert 0 < near_cand.spread_m < 1.0  # the default gate's 1 m passes both
+    np.testing.assert_allclose(away.map_T_odom @ invert_pose(far),
+                               near.map_T_odom @ invert_pose(MAP_T_ODOM), atol=1e-4)
 
 
 @pytest.mark.parametrize("answer, reason", [

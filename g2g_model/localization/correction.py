@@ -1,14 +1,16 @@
-"""Relocalization corrections: the query window buffer, map->odom from a prediction, the gate.
+"""Relocalization corrections: the query window buffer and the gate.
 
 Group B is the last W frames of the robot (one camera, with odometry poses odom_T_cam at each
-image stamp); group A is a window of W map frames (map_T_cam). G2G predicts T_{A0<-Bj}; each
-query frame gives an estimate of the correction
+image stamp); group A is a window of W map frames (map_T_cam). G2G gives estimates of T_{A0<-B0}
+(every frame of B, and of A when both directions ran); the relocalizer fuses them
+(:func:`g2g_model.geometry.fuse_with_spread`, whose spread the gate checks) and carries the
+fused one into the correction
 
-    map_T_odom = map_T_A0 @ T_{A0<-Bj} @ inv(odom_T_Bj)
+    map_T_odom = map_T_A0 @ T_{A0<-B0} @ inv(odom_T_B0).
 
-which are fused. The gate accepts a correction only if it is consistent: the first fix (and any
-fix that jumps by more than the limits from the current one) needs ``consistency_count``
-consecutive candidates that agree with each other within the jump limits.
+The gate accepts a correction only if it is consistent: the first fix (and any fix that jumps
+by more than the limits from the current one) needs ``consistency_count`` consecutive
+candidates that agree with each other within the jump limits.
 """
 
 from __future__ import annotations
@@ -126,15 +128,6 @@ class GateDecision:
     accepted: bool
     reason: str
     candidate: Optional[Candidate] = None
-
-
-def correction_from_prediction(map_T_a0: np.ndarray, t_a0_bj: np.ndarray,
-                               odom_T_bj: np.ndarray) -> Tuple[np.ndarray, float]:
-    """Fuse the per-frame map->odom estimates; returns (map_T_odom, spread in metres)."""
-    estimates = [map_T_a0 @ t @ invert_pose(o) for t, o in zip(t_a0_bj, odom_T_bj)]
-    fused = fuse_poses(estimates)
-    spread = float(max(np.linalg.norm(e[:3, 3] - fused[:3, 3]) for e in estimates))
-    return fused, spread
 
 
 def pose_jump(a: np.ndarray, b: np.ndarray) -> Tuple[float, float]:

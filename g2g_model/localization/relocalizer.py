@@ -25,11 +25,10 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from g2g_model.geometry import invert_pose
+from g2g_model.geometry import fuse_with_spread, invert_pose
 from g2g_model.groups import Group
 from g2g_model.localization.correction import (Candidate, CorrectionGate, GateConfig,
-                                               QueryBuffer, QueryFrame,
-                                               correction_from_prediction)
+                                               QueryBuffer, QueryFrame)
 from g2g_model.localization.rig_views import RigViews, map_rig_window, rig_group
 from g2g_model.localization.verification import (G2G_COVARIANCE, PATH_G2G, PATH_REFINED,
                                                  PATH_VERIFIED, Verification)
@@ -221,22 +220,19 @@ class Relocalizer:
         pred = self.pipeline.predict(group_a, query)
         t2 = time.perf_counter()
         odom_T_b = np.asarray(query.cam_to_world)
-        # Every estimate of T_{A0<-B0} (each frame, each direction) is one of map->odom; their
-        # spread is the gate's consistency check.
-        estimates = np.asarray(pred.b0_estimates)
-        map_T_odom, spread = correction_from_prediction(group_a.cam_to_world[0], estimates,
-                                                        [odom_T_b[0]] * len(estimates))
+        # Every estimate of T_{A0<-B0} (each frame, each direction): their spread (B0's position
+        # in A0's frame) is the gate's consistency check; the fused one gives map->odom.
+        a0_T_b0, spread = fuse_with_spread(pred.b0_estimates)
+        map_T_odom = group_a.cam_to_world[0] @ a0_T_b0 @ invert_pose(odom_T_b[0])
         result = LocalizationResult(False, "", idx, score, how, pred, query=query,
                                     group_a=group_a, map_id=gmap.map_id,
                                     camera=frames[0].camera)
         if self.verifier is not None:
             verify_a = map_rig_window(gmap, prepared.windows[idx])
             verify_b = rig_group(query, self.views)
-            # G2G's pose of the query's first camera in the map, carried to every view through
-            # the odometry (the verifier uses the group's relative poses).
-            map_T_odom_g2g = group_a.cam_to_world[0] @ np.asarray(pred.poses_b)[0] @ \
-                invert_pose(odom_T_b[0])
-            map_T_b = map_T_odom_g2g @ np.asarray(verify_b.cam_to_world)
+            # G2G's correction carried to every view through the odometry (the verifier uses
+            # the group's relative poses).
+            map_T_b = map_T_odom @ np.asarray(verify_b.cam_to_world)
             with self.lock:  # tracking a geometric fix: an accurate prior of the views
                 current, current_path = self.gate.current, self.gate.current_path
             view_prior = (current @ np.asarray(verify_b.cam_to_world) if current is not None

@@ -320,7 +320,7 @@ class RigOdometryNode(ManagedNode):
         self._feature_cache = {key_a: pred.features_a, key_b: pred.features_b}
         self.stages.set("encode", pred.timing_ms["encode"])
         self.stages.set("g2g", pred.timing_ms["g2g"])
-        return pred.poses_b
+        return pred.b0_estimates
 
     def _publish(self, update) -> None:
         msg = odometry_msg(update, self.p["odom_frame"], self.p["base_frame"])
