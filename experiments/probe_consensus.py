@@ -5,7 +5,8 @@ prediction T_{A0<-Bj} composed with T_{Bj<-B0} is an estimate of T_{A0<-B0}; a s
 the groups exchanged (B anchors) gives T_{B0<-Aj}, whose inverses are more estimates. This
 probe scores, on the pairs `g2g-eval` uses (same selection and seed), B0 as predicted ("raw"),
 the mean over B's frames ("b frames"), raw averaged with the swapped pass's A0 ("swap") and the
-mean over all estimates of both passes ("both"). Rotations are averaged with SciPy's chordal
+mean over all estimates of both passes ("both"): "b frames" is what rig_odometry publishes for a
+checkpoint that runs one way, "both" what the nodes use for one that runs both. Rotations are averaged with SciPy's chordal
 mean, translations arithmetically.
 
     .venv/bin/python experiments/probe_consensus.py --root data/sim_test --index pairs_w5.json \
@@ -31,10 +32,14 @@ def main():
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--task", default="reloc", choices=("reloc", "rig"))
     p.add_argument("--max-pairs", type=int, default=100)
+    p.add_argument("--reverse-fraction", type=float, default=0.0,
+                   help="share of the pairs with A and B exchanged, as g2g-eval's")
     args = p.parse_args()
     torch.set_num_threads(1)
-    items = read_pairs(args.task, args.root, args.index, 0.0, args.max_pairs, 0)
+    items = read_pairs(args.task, args.root, args.index, 0.0, args.max_pairs, 0,
+                       args.reverse_fraction)
     method = G2GMethod(args.checkpoint)
+    method.pipeline.both_directions = False  # each pass as the model predicts it
     store = TrajectoryStore(args.root, method.image_size)
     dataset = PairDataset(items, TrajectoryStore(args.root, (1, 1)))
     errors = {"raw": [], "b frames": [], "swap": [], "both": []}

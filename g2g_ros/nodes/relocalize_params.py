@@ -51,7 +51,8 @@ class RelocalizeParams(VerifyParams, CameraParams):
     geometric_hold: int = param(5, "a verified / refined fix is not replaced by G2G-only "
                                 "candidates for this many consecutive localizations",
                                 value_range=(0, 1000000))
-    max_fusion_spread_m: float = param(1.0, "reject when the per-frame corrections disagree by "
+    max_fusion_spread_m: float = param(1.0, "reject when the estimates of the first query "
+                                       "frame's pose (each frame, both directions) disagree by "
                                        "more", value_range=(0.001, 10000.0))
     min_overlap_score: float = param(
         0.0, "reject windows whose covisibility score (window_scorer combined, embedding, image "
