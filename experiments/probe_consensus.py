@@ -5,9 +5,10 @@ prediction T_{A0<-Bj} composed with T_{Bj<-B0} is an estimate of T_{A0<-B0}; a s
 the groups exchanged (B anchors) gives T_{B0<-Aj}, whose inverses are more estimates. This
 probe scores, on the pairs `g2g-eval` uses (same selection and seed), B0 as predicted ("raw"),
 the mean over B's frames ("b frames"), raw averaged with the swapped pass's A0 ("swap") and the
-mean over all estimates of both passes ("both"): "b frames" is what rig_odometry publishes for a
-checkpoint that runs one way, "both" what the nodes use for one that runs both. Rotations are averaged with SciPy's chordal
-mean, translations arithmetically.
+mean over all estimates of both passes ("both"): "b frames" is what rig_odometry publishes
+for a checkpoint that runs one way, "both" what the nodes use for one that runs both.
+Rotations are averaged with the chordal mean (`geometry.fuse_poses`), translations
+arithmetically.
 
     .venv/bin/python experiments/probe_consensus.py --root data/sim_test --index pairs_w5.json \
         --checkpoint g2g_model/assets/g2g_reloc_mnv2.safetensors
