@@ -161,7 +161,7 @@ def test_the_spread_gate_sees_both_directions(scene):
 def test_the_spread_does_not_grow_with_the_distance_from_the_odom_origin(scene):
     # The same query, its odometry frame 300 m away: the estimates are the same, so the spread
     # and the correction's error must be too (measured in the map->odom frame instead, the
-    # estimates' rotation disagreement times 300 m would reject every candidate).
+    # estimates' rotation disagreement times 300 m rejected this candidate by the 1 m gate).
     pipeline, gmap, path, query = scene
     far = MAP_T_ODOM @ make_pose(axis_angle_to_matrix([0.0, 0.0, -1.0]), [300.0, -200.0, 5.0])
     results = []
