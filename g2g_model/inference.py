@@ -326,7 +326,7 @@ class G2GPipeline:
             poses_b, estimates = fuse_directions(
                 poses_b, back, prep_a.cam_to_anchor[0].double().numpy(), input_b)
         else:
-            estimates = np.stack([p @ invert_pose(q) for p, q in zip(poses_b, input_b)])
+            estimates = b0_estimates(poses_b, input_b)
         t3 = time.perf_counter()
         return Prediction(
             poses_a=poses_a,
@@ -355,7 +355,13 @@ def fuse_directions(forward_b: np.ndarray, backward_a: np.ndarray, input_a: np.n
         ``(poses_b, estimates)``: T_{A0<-B0} (the mean of all estimates) composed with
         ``input_b``, and the ``[N_B + N_A, 4, 4]`` estimates of T_{A0<-B0}.
     """
-    estimates = [p @ invert_pose(q) for p, q in zip(forward_b, input_b)]
-    estimates += [invert_pose(p @ invert_pose(q)) for p, q in zip(backward_a, input_a)]
+    estimates = np.concatenate([b0_estimates(forward_b, input_b),
+                                invert_pose(b0_estimates(backward_a, input_a))])
     a0_T_b0 = fuse_poses(estimates)
-    return np.stack([a0_T_b0 @ q for q in input_b]), np.stack(estimates)
+    return np.stack([a0_T_b0 @ q for q in input_b]), estimates
+
+
+def b0_estimates(poses: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+    """``[N, 4, 4]`` estimates of the other group's T_{X0<-Y0}: each predicted T_{X0<-Yj}
+    carried through the known T_{Y0<-Yj}."""
+    return np.stack([p @ invert_pose(q) for p, q in zip(poses, inputs)])
