@@ -11,6 +11,7 @@ import pytest
 
 from g2g_model.geometry import axis_angle_to_matrix, fuse_poses, invert_pose, make_pose
 from g2g_model.geometry import fuse_with_spread
+from g2g_model.inference import b0_estimates
 from g2g_model.localization.correction import (
     Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame,
 )
@@ -32,11 +33,10 @@ def _frames(stamp, cams=("front", "left")):
 
 def per_camera(estimate):
     """An estimator of every camera's T_{A0<-Bj} -> one of the estimates of T_{A0<-B0}."""
-    def b0_estimates(group_a, group_b):
+    def estimates(group_a, group_b):
         b = np.asarray(group_b.cam_to_world)
-        return np.stack([t @ invert_pose(b[j]) @ b[0]
-                         for j, t in enumerate(estimate(group_a, group_b))])
-    return b0_estimates
+        return b0_estimates(estimate(group_a, group_b), invert_pose(b[0]) @ b)
+    return estimates
 
 
 def _trajectory(n):
