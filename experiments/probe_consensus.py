@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from g2g_model.geometry import fuse_poses, invert_pose
+from g2g_model.inference import b0_estimates
 from g2g_model.metrics.errors import rotation_error_deg, translation_error_m
 from g2g_model.training.evaluate import G2GMethod
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
@@ -50,13 +51,11 @@ def main():
         intra_a, intra_b = ga.cam_to_anchor, gb.cam_to_anchor
         _, pred_b = method.predict(ga, gb, intra_a, intra_b)
         _, pred_a_swapped = method.predict(gb, ga, intra_b, intra_a)  # T_{B0<-Aj}
-        from_b = [pred_b[j] @ invert_pose(intra_b[j].double().numpy())
-                  for j in range(len(pred_b))]
-        from_a = [invert_pose(pred_a_swapped[j] @ invert_pose(intra_a[j].double().numpy()))
-                  for j in range(len(pred_a_swapped))]
+        from_b = b0_estimates(pred_b, intra_b.double().numpy())
+        from_a = invert_pose(b0_estimates(pred_a_swapped, intra_a.double().numpy()))
         estimates = {"raw": pred_b[0], "b frames": fuse_poses(from_b),
                      "swap": fuse_poses([pred_b[0], from_a[0]]),
-                     "both": fuse_poses(from_b + from_a)}
+                     "both": fuse_poses(np.concatenate([from_b, from_a]))}
         for name, pose in estimates.items():
             errors[name].append((float(rotation_error_deg(pose, gt_b0)),
                                  float(translation_error_m(pose, gt_b0))))
