@@ -3,10 +3,12 @@
 G2G predicts every frame of group B relative to A0. With B's intra-group poses known, each
 prediction T_{A0<-Bj} composed with T_{Bj<-B0} is an estimate of T_{A0<-B0}; a second pass with
 the groups exchanged (B anchors) gives T_{B0<-Aj}, whose inverses are more estimates. This
-probe scores, on the pairs `g2g-eval` uses (same selection and seed), B0 as predicted ("raw"),
-the mean over B's frames ("b frames"), raw averaged with the swapped pass's A0 ("swap") and the
-mean over all estimates of both passes ("both"): "b frames" is what rig_odometry publishes
-for a checkpoint that runs one way, "both" what the nodes use for one that runs both.
+probe scores, on the pairs `g2g-eval` uses (same selection and seed), frame B0's own prediction
+("raw"), the mean over B's frames ("b frames"), raw averaged with the swapped pass's A0 ("swap")
+and the mean over all estimates of both passes ("both"). The pipeline's answer, and so what the
+nodes use and `g2g-eval` scores, is "raw" for a checkpoint that runs one way and "both" for one
+that runs both; the other estimates only enter the nodes' spread checks (why not "b frames" one
+way: docs/TRAINING.md, "Session 20").
 Rotations are averaged with the chordal mean (`geometry.fuse_poses`), translations
 arithmetically.
 
@@ -20,7 +22,6 @@ import numpy as np
 import torch
 
 from g2g_model.geometry import fuse_poses, invert_pose
-from g2g_model.inference import b0_estimates
 from g2g_model.metrics.errors import rotation_error_deg, translation_error_m
 from g2g_model.training.evaluate import G2GMethod
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
@@ -49,12 +50,10 @@ def main():
         gt_b0 = dataset.targets(i)[1][0]
         ga, gb = store.load(item.spec_a), store.load(item.spec_b)
         intra_a, intra_b = ga.cam_to_anchor, gb.cam_to_anchor
-        _, pred_b = method.predict(ga, gb, intra_a, intra_b)
-        _, pred_a_swapped = method.predict(gb, ga, intra_b, intra_a)  # T_{B0<-Aj}
-        from_b = b0_estimates(pred_b, intra_b.double().numpy())
-        from_a = invert_pose(b0_estimates(pred_a_swapped, intra_a.double().numpy()))
-        estimates = {"raw": pred_b[0], "b frames": fuse_poses(from_b),
-                     "swap": fuse_poses([pred_b[0], from_a[0]]),
+        from_b = method.prediction(ga, gb, intra_a, intra_b).b0_estimates
+        from_a = invert_pose(method.prediction(gb, ga, intra_b, intra_a).b0_estimates)
+        estimates = {"raw": from_b[0], "b frames": fuse_poses(from_b),
+                     "swap": fuse_poses([from_b[0], from_a[0]]),
                      "both": fuse_poses(np.concatenate([from_b, from_a]))}
         for name, pose in estimates.items():
             errors[name].append((float(rotation_error_deg(pose, gt_b0)),

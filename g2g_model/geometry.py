@@ -7,8 +7,6 @@ and MapAnything. Functions accept numpy arrays with any leading batch shape ``[.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import numpy as np
 
 
@@ -147,20 +145,21 @@ def fuse_poses(poses) -> np.ndarray:
     return make_pose(rot, poses[:, :3, 3].mean(axis=0))
 
 
-def fuse_with_spread(estimates) -> Tuple[np.ndarray, float]:
-    """Fuse ``[K, 4, 4]`` estimates of one transform T_{A0<-B0} (:func:`fuse_poses`); returns
-    ``(fused, spread)``, the spread being the largest distance (metres) of an estimate's
-    translation, B0's position in A0's frame, from the fused one.
+def estimate_spread(pose, estimates) -> float:
+    """The largest distance (metres) of ``[K, 4, 4]`` estimates' translations from ``pose``'s:
+    how far the estimates of one transform T_{A0<-B0} put B0 from the answer, in A0's frame.
 
-    Callers fuse and gate here, in the frame the estimates share, and carry only the fused pose
-    into their own frames (map->odom, the rig's base motion): measured after carrying, a
-    rotation disagreement would be multiplied by the distance from that frame's origin.
+    Callers gate here, in the frame the estimates share, and carry only the answer into their
+    own frames (map->odom, the rig's base motion): measured after carrying, a rotation
+    disagreement would be multiplied by the distance from that frame's origin.
     """
+    pose = np.asarray(pose, dtype=np.float64)
     estimates = np.asarray(estimates, dtype=np.float64)
+    if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
+        raise ValueError(f"expected a finite [4, 4] pose, got shape {pose.shape}")
     if estimates.ndim != 3 or estimates.shape[1:] != (4, 4) or len(estimates) == 0:
         raise ValueError(f"expected [K, 4, 4] estimates with K >= 1, got shape "
                          f"{estimates.shape}")
     if not np.all(np.isfinite(estimates)):
         raise ValueError("the estimates contain non-finite values")
-    fused = fuse_poses(estimates)
-    return fused, float(np.linalg.norm(estimates[:, :3, 3] - fused[:3, 3], axis=1).max())
+    return float(np.linalg.norm(estimates[:, :3, 3] - pose[:3, 3], axis=1).max())

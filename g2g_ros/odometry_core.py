@@ -1,11 +1,11 @@
 """Rig odometry without ROS: spatial groups at t_prev and t -> body motion -> composed odometry.
 
 Group A is the rig at the previous keyframe, group B the rig now; each group's intra-group
-geometry comes from the rig extrinsics (base_T_cam). G2G gives estimates of T_{A0<-B0}, one per
-camera of B (each camera's prediction carried through the rig extrinsics), and one per camera of
-A when the model also ran with the groups exchanged (``Prediction.b0_estimates``). They are
-fused (chordal mean of rotations, mean of translations; their spread is the consistency check)
-and the fused one gives the body motion
+geometry comes from the rig extrinsics (base_T_cam). G2G gives its answer T_{A0<-B0}
+(``Prediction.a0_T_b0``) and the estimates behind it, one per camera of B (each camera's
+prediction carried through the rig extrinsics), and one per camera of A when the model also ran
+with the groups exchanged (``Prediction.b0_estimates``). Their spread about the answer is the
+consistency check; the answer gives the body motion
 
     base_prev_T_base_now = base_T_camA0 @ T_{A0<-B0} @ inv(base_T_camB0).
 
@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from g2g_model.geometry import fuse_with_spread, invert_pose, rotation_angle_deg
+from g2g_model.geometry import estimate_spread, invert_pose, rotation_angle_deg
 from g2g_model.groups import Group
 
 LOG = logging.getLogger(__name__)
 
-# estimate(group_a, group_b) -> [K, 4, 4] estimates of T_{A0<-B0} (K >= 1)
-EstimateFn = Callable[[Group, Group], np.ndarray]
+# estimate(group_a, group_b) -> (T_{A0<-B0} [4, 4], its estimates [K, 4, 4], K >= 1)
+EstimateFn = Callable[[Group, Group], Tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass
@@ -97,7 +97,7 @@ class RigOdometry:
         base_T_cam: rig extrinsics per camera name.
         keyframe_stride: use every k-th synchronized group (1 = every group).
         step_covariance: per-step pose variance added to the covariance (x y z roll pitch yaw).
-        max_spread_m: a step whose estimates put camera B0 further than this from their mean
+        max_spread_m: a step whose estimates put camera B0 further than this from the answer
             is rejected.
         verifier: optional geometric verification of each motion, ``verifier(group_prev,
             group_now, delta) -> MotionVerification``
@@ -174,7 +174,8 @@ class RigOdometry:
                                   list(frames.cameras), is_initial=True)
         prev = self._previous
         try:
-            a0_T_b0, spread = fuse_with_spread(self.estimate(self._group(prev), group))
+            a0_T_b0, estimates = self.estimate(self._group(prev), group)
+            spread = estimate_spread(a0_T_b0, estimates)
         except ValueError as exc:
             raise ValueError(f"model returned invalid estimates: {exc}") from exc
         if spread > self.max_spread_m:

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from g2g_model.data.cli import main as data_main
 from g2g_model.data.mining import RigPair, WindowPair, read_index
@@ -46,6 +47,20 @@ def test_sim_then_data_pipeline(tmp_path, capsys):
     assert data_main(["rig-pairs", str(root), "--max-distance", "0.5"]) == 0
     rig = read_index(_last_json(capsys)["index"], RigPair)
     assert rig and all(p.distance_m <= 0.5 for p in rig)
+    # Keyframe pairs with standstills (a frame with itself) written three times each, in place.
+    keyframes = ["rig-pairs", str(root), "--max-distance", "3", "--min-frame-gap", "0",
+                 "--max-frame-gap", "2"]
+    assert data_main(keyframes + ["--out", str(root / "once.csv")]) == 0
+    once = read_index(_last_json(capsys)["index"], RigPair)
+    assert data_main(keyframes + ["--standstill-repeat", "3", "--out", str(root / "x3.csv")]) == 0
+    thrice = read_index(_last_json(capsys)["index"], RigPair)
+    still = [p for p in once if p.traj_a == p.traj_b and p.frame_a == p.frame_b]
+    assert len(still) == 16 and len(thrice) == len(once) + 2 * len(still)
+    assert [p for p in thrice if p not in still] == [p for p in once if p not in still]
+    assert thrice[:3] == [still[0]] * 3
+    with pytest.raises(SystemExit):
+        data_main(keyframes + ["--standstill-repeat", "0"])
+    assert "--standstill-repeat: must be >= 1" in capsys.readouterr().err
 
     assert data_main(["stats", str(root)]) == 0
     stats = _last_json(capsys)

@@ -79,7 +79,8 @@ def test_verified_odometry_drifts_a_third_of_g2g_alone(traj):
     base_T_cam = {c: traj.rig[c].T_body_cam for c in traj.cameras}
 
     def estimate(a, b):  # as the node does
-        return pipe.predict(a, b).b0_estimates
+        pred = pipe.predict(a, b)
+        return pred.a0_T_b0, pred.b0_estimates
 
     runs = {}
     for name, verifier in (("g2g", None), ("verified", RigMotionVerifier())):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from g2g_model.geometry import axis_angle_to_matrix, fuse_poses, invert_pose, make_pose
-from g2g_model.geometry import fuse_with_spread
+from g2g_model.geometry import estimate_spread
 from g2g_model.inference import b0_estimates
 from g2g_model.localization.correction import (
     Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame,
@@ -32,10 +32,12 @@ def _frames(stamp, cams=("front", "left")):
 
 
 def per_camera(estimate):
-    """An estimator of every camera's T_{A0<-Bj} -> one of the estimates of T_{A0<-B0}."""
+    """An estimator of every camera's T_{A0<-Bj} -> the answer and estimates of T_{A0<-B0}, as
+    the pipeline returns them for a model run one way: the answer is camera B0's own."""
     def estimates(group_a, group_b):
         b = np.asarray(group_b.cam_to_world)
-        return b0_estimates(estimate(group_a, group_b), invert_pose(b[0]) @ b)
+        found = b0_estimates(estimate(group_a, group_b), invert_pose(b[0]) @ b)
+        return found[0], found
     return estimates
 
 
@@ -107,8 +109,9 @@ def test_disagreeing_cameras_are_rejected_and_state_kept():
 
 def test_every_estimate_counts_not_one_per_camera():
     # Both directions give more estimates than B has cameras (2 + 2 here): the step is their
-    # mean, and one bad estimate of the second direction is enough to reject it; a malformed
-    # answer of the model is refused with the reason, and the keyframe stays.
+    # mean (the pipeline's answer), and one bad estimate of the second direction is enough to
+    # reject it; a malformed answer of the model is refused with the reason, and the keyframe
+    # stays.
     step = make_pose(np.eye(3), [0.0, 0.0, 0.4])  # T_{A0<-B0}: camera B0 0.4 m ahead
     offset = make_pose(np.eye(3), [0.2, 0, 0])
     answers = {"exact": [step] * 4, "skewed": [step, step, step @ offset,
@@ -116,8 +119,12 @@ def test_every_estimate_counts_not_one_per_camera():
                "bad": [step, step, step, make_pose(np.eye(3), [3.0, 0, 0])],
                "malformed": [step[:3]]}
     state = {}
-    odo = RigOdometry(lambda a, b: np.stack(answers[state["answer"]]), BASE_T_CAM,
-                      max_spread_m=0.5)
+
+    def both_ways(a, b):
+        found = np.stack(answers[state["answer"]])
+        return fuse_poses(found), found
+
+    odo = RigOdometry(both_ways, BASE_T_CAM, max_spread_m=0.5)
     odo.process(_frames(1))
     front = BASE_T_CAM["front"]
     for k, answer in enumerate(("exact", "skewed"), start=2):
@@ -166,17 +173,20 @@ def test_rotation_vector_and_fusion():
     np.testing.assert_allclose(fused, make_pose(np.eye(3), [2, 0, 0]), atol=1e-12)
 
 
-def test_fusion_spread_is_the_largest_distance_from_the_mean():
+def test_spread_is_the_largest_distance_from_the_answer():
     a = make_pose(axis_angle_to_matrix([0, 0, 0.1]), [1, 0, 0])
     b = make_pose(axis_angle_to_matrix([0, 0, -0.1]), [3, 0, 0])
     c = make_pose(np.eye(3), [2, 3, 0])
-    fused, spread = fuse_with_spread([a, b, c])
-    np.testing.assert_allclose(fused, fuse_poses([a, b, c]))
-    assert spread == pytest.approx(np.linalg.norm([0, 2, 0]))  # c, 2 m from the mean (2, 1, 0)
-    assert fuse_with_spread([a])[1] == 0.0
+    mean = fuse_poses([a, b, c])
+    assert estimate_spread(mean, [a, b, c]) == pytest.approx(2.0)  # c, 2 m from (2, 1, 0)
+    assert estimate_spread(a, [a, b, c]) == pytest.approx(np.linalg.norm([1, 3, 0]))  # c from a
+    assert estimate_spread(a, [a]) == 0.0
     for bad in (np.zeros((0, 4, 4)), np.eye(4), np.full((2, 4, 4), np.nan)):
-        with pytest.raises(ValueError):
-            fuse_with_spread(bad)
+        with pytest.raises(ValueError, match="estimates"):
+            estimate_spread(a, bad)
+    for bad in (np.eye(3), np.full((4, 4), np.nan)):
+        with pytest.raises(ValueError, match="pose"):
+            estimate_spread(bad, [a])
 
 
 def _cand(x, score=0.5, path="g2g"):

@@ -46,6 +46,13 @@ def _groups(root: Path) -> dict[Path, list[Path]]:
     return groups
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def _overlap_name(a: str, b: str, ca: str, cb: str) -> str:
     return f"{a}__{b}__{ca}__{cb}.npy"
 
@@ -152,9 +159,10 @@ def cmd_rig_pairs(args: argparse.Namespace) -> dict:
                                         min_frame_gap=args.min_frame_gap,
                                         max_pairs=args.max_pairs, seed=args.seed,
                                         max_frame_gap=args.max_frame_gap):
-                pairs.append(RigPair(str(ra.path.relative_to(args.root)), i,
-                                     str(rb.path.relative_to(args.root)), j, round(d, 4),
-                                     round(y, 2)))
+                pair = RigPair(str(ra.path.relative_to(args.root)), i,
+                               str(rb.path.relative_to(args.root)), j, round(d, 4), round(y, 2))
+                # Standstill rows (the same frame twice) repeated: training weight, in order.
+                pairs.extend([pair] * (args.standstill_repeat if same and i == j else 1))
     out = args.out or args.root / "rig_pairs.csv"
     if not pairs:
         raise SystemExit("no rig pair within the distance bounds")
@@ -302,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="odometry pairs: same traversal only, at most this many frames apart")
     r.add_argument("--max-pairs", type=int, default=2000, help="per trajectory pair")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--standstill-repeat", type=_positive_int, default=1,
+                   help="write each standstill pair (a frame with itself, --min-frame-gap 0) "
+                        "this many times: its weight in training")
     r.add_argument("--out", type=Path, help="index path (.csv or .json)")
     r.set_defaults(func=cmd_rig_pairs)
 

@@ -2,9 +2,10 @@
 
 Group B is the last W frames of the robot (one camera, with odometry poses odom_T_cam at each
 image stamp); group A is a window of W map frames (map_T_cam). G2G gives estimates of T_{A0<-B0}
-(every frame of B, and of A when both directions ran); the relocalizer fuses them
-(:func:`g2g_model.geometry.fuse_with_spread`, whose spread the gate checks) and carries the
-fused one into the correction
+(every frame of B, and of A when both directions ran) and their fusion, its answer
+(``Prediction.a0_T_b0``); the gate checks their spread about it
+(:func:`g2g_model.geometry.estimate_spread`) and the relocalizer carries the answer into the
+correction
 
     map_T_odom = map_T_A0 @ T_{A0<-B0} @ inv(odom_T_B0).
 

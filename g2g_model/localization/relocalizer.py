@@ -25,7 +25,7 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from g2g_model.geometry import fuse_with_spread, invert_pose
+from g2g_model.geometry import estimate_spread, invert_pose
 from g2g_model.groups import Group
 from g2g_model.localization.correction import (Candidate, CorrectionGate, GateConfig,
                                                QueryBuffer, QueryFrame)
@@ -220,9 +220,11 @@ class Relocalizer:
         pred = self.pipeline.predict(group_a, query)
         t2 = time.perf_counter()
         odom_T_b = np.asarray(query.cam_to_world)
-        # Every estimate of T_{A0<-B0} (each frame, each direction): their spread (B0's position
-        # in A0's frame) is the gate's consistency check; the fused one gives map->odom.
-        a0_T_b0, spread = fuse_with_spread(pred.b0_estimates)
+        # Every estimate of T_{A0<-B0} (each frame, each direction): their spread about G2G's
+        # answer (B0's position in A0's frame) is the gate's consistency check; the answer
+        # gives map->odom.
+        a0_T_b0 = pred.a0_T_b0
+        spread = estimate_spread(a0_T_b0, pred.b0_estimates)
         map_T_odom = group_a.cam_to_world[0] @ a0_T_b0 @ invert_pose(odom_T_b[0])
         result = LocalizationResult(False, "", idx, score, how, pred, query=query,
                                     group_a=group_a, map_id=gmap.map_id,

@@ -82,18 +82,22 @@ class G2GMethod:
         self.max_frames = self.pipeline.max_frames
         self.image_size = tuple(self.pipeline.image_size)
 
-    def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
-        """``(pred_a [N_A,4,4], pred_b [N_B,4,4])`` float64 numpy rigid transforms (rotations
-        projected onto SO(3); pred_a[0] = identity), exactly as the pipeline (and so the ROS
-        nodes) returns them: g2g-eval-bag's numbers then equal these on the same pairs."""
+    def prediction(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
+        """The pipeline's :class:`~g2g_model.inference.Prediction` on loaded groups."""
         from g2g_model.groups import PreparedGroup
 
         def prepared(group, poses):
             return PreparedGroup(group.images[None], group.intrinsics[None],
                                  poses[None].float(), np.eye(4))
 
-        pred = self.pipeline.predict_prepared(prepared(group_a, poses_a),
+        return self.pipeline.predict_prepared(prepared(group_a, poses_a),
                                               prepared(group_b, poses_b))
+
+    def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
+        """``(pred_a [N_A,4,4], pred_b [N_B,4,4])`` float64 numpy rigid transforms (rotations
+        projected onto SO(3); pred_a[0] = identity), exactly as the pipeline (and so the ROS
+        nodes) returns them: g2g-eval-bag's numbers then equal these on the same pairs."""
+        pred = self.prediction(group_a, group_b, poses_a, poses_b)
         return pred.poses_a, pred.poses_b
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from g2g_model.data.rig import load_rig
@@ -313,14 +313,14 @@ class RigOdometryNode(ManagedNode):
         n = self.worker.queued(("group",)) if self.worker is not None else 0
         return f"{n} newer group{'s' if n > 1 else ''} queued" if n else None
 
-    def _estimate(self, group_a, group_b) -> np.ndarray:
+    def _estimate(self, group_a, group_b) -> Tuple[np.ndarray, np.ndarray]:
         key_a, key_b = group_a.stamps[0], group_b.stamps[0]
         pred = self.pipeline.predict(group_a, group_b, features_a=self._feature_cache.get(key_a))
         # The keyframe's features stay: after a deferred step it is group_a again.
         self._feature_cache = {key_a: pred.features_a, key_b: pred.features_b}
         self.stages.set("encode", pred.timing_ms["encode"])
         self.stages.set("g2g", pred.timing_ms["g2g"])
-        return pred.b0_estimates
+        return pred.a0_T_b0, pred.b0_estimates
 
     def _publish(self, update) -> None:
         msg = odometry_msg(update, self.p["odom_frame"], self.p["base_frame"])
