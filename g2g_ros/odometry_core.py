@@ -17,6 +17,9 @@ says why): G2G's motion from the last keyframe is published at once (G2G's step 
 but the group does not become a keyframe, so the next group is verified against the same
 keyframe and the composed odometry holds only verified steps (or steps whose verification
 found no trustworthy geometry). At most ``max_deferred`` groups in a row are deferred.
+A group in which the verifier sees no motion at all (``MotionVerification.stationary``: a
+parked robot, where the geometry has no parallax to solve) gives the identity motion and does
+not become a keyframe either, so a slow creep adds up against the old keyframe until it shows.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class OdometryUpdate:
     inliers: int = 0                  # geometric inliers (verified / refined)
     reason: str = ""                  # why this path
     deferred: bool = False            # G2G's motion from the last keyframe, not a keyframe
+    stationary: bool = False          # the images did not move: identity, the keyframe kept
 
 
 def rotation_vector(rotation: np.ndarray) -> np.ndarray:
@@ -187,11 +191,13 @@ class RigOdometry:
                  invert_pose(self.base_T_cam[frames.cameras[0]]))
         step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
         deferred = self.verifier is not None and self._deferral()
+        stationary = False
         if deferred:
             reason = f"verification deferred: {deferred}"
         elif self.verifier is not None:
             check = self.verifier(self._group(prev), group, delta)
             path, inliers, reason = check.path, check.inliers, check.reason
+            stationary = bool(getattr(check, "stationary", False))
             if check.path != "g2g":
                 delta, step_cov = check.delta, check.covariance
         dt = (frames.stamp_ns - prev.stamp_ns) * 1e-9
@@ -199,7 +205,7 @@ class RigOdometry:
         rot = np.kron(np.eye(2), self.odom_T_base[:3, :3])
         odom_T_base = self.odom_T_base @ delta
         covariance = self.covariance + rot @ step_cov @ rot.T
-        if not deferred:  # a keyframe: the odometry moves on from it
+        if not deferred and not stationary:  # a keyframe: the odometry moves on from it
             self.odom_T_base, self.covariance, self._previous = odom_T_base, covariance, frames
         return OdometryUpdate(
             stamp_ns=frames.stamp_ns, odom_T_base=odom_T_base.copy(), delta=delta,
@@ -207,6 +213,7 @@ class RigOdometry:
             angular_velocity=rotation_vector(delta[:3, :3]) / dt,
             covariance=covariance.copy(), spread_m=spread, cameras=list(frames.cameras),
             path=path, inliers=inliers, reason=reason, deferred=bool(deferred),
+            stationary=stationary,
         )
 
     def _deferral(self) -> Optional[str]:

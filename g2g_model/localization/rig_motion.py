@@ -9,6 +9,14 @@ generalized relative pose with RANSAC and non-linear refinement (PoseLib's
 the body and any rotation, the rig's metric extrinsics make the translation's scale observable.
 The covariance comes from the inliers' Sampson errors (``sigma^2 (J^T J)^-1``). The outcome
 takes the same paths as relocalization: ``verified`` / ``refined`` / ``g2g`` with the reason.
+
+Standing still is the one motion this geometry cannot solve: with no parallax the translation
+is unobservable and the solver's pose is unconstrained, so the step used to fall back to G2G,
+whose answer for a repeated group is not exactly the identity (0.1-2.4 deg per keyframe on
+held-out scenes): a parked robot turned. When each camera's matches with itself moved less than
+``standstill_deg`` (median, as an angle from the camera; ``VerifierConfig``), the motion is the
+identity (``stationary``), and rig odometry keeps its keyframe, so a slow creep adds up against
+it until it shows.
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ class MotionVerification:
     inliers: int = 0
     reason: str = ""
     g2g_disagreement: Optional[Tuple[float, float]] = None
+    stationary: bool = False  # the images did not move: identity motion (module docstring)
 
 
 class RigMotionVerifier:
@@ -119,6 +128,9 @@ class RigMotionVerifier:
         matched = sum(len(m.x1) for m in matches)
         if matched < cfg.min_inliers:
             raise _Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
+        still = self._standstill(matches, cams_a, cams_b, delta, matched)
+        if still is not None:
+            return still
         # PoseLib's relative pose maps rig-1 coordinates to rig-2 coordinates: inv(delta).
         pose, info = poselib.estimate_generalized_relative_pose(
             matches, ext_a, cams_a, ext_b, cams_b,
@@ -149,6 +161,36 @@ class RigMotionVerifier:
             note = "; length of the step from G2G (straight motion: scale not observable)"
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
         return MotionVerification(path, solved, cov, inliers, reason + note, apart)
+
+    def _standstill(self, matches, cams_a, cams_b, delta: np.ndarray, matched: int
+                    ) -> Optional[MotionVerification]:
+        """The identity motion when every camera's matches with itself (the median of each
+        camera's, as angles from the camera) moved less than ``standstill_deg``; else None.
+        Its covariance: G2G's for the position (unobservable without parallax), the threshold
+        for the rotation."""
+        cfg = self.config
+        if cfg.standstill_deg <= 0:
+            return None
+        moved, count = [], 0
+        for m in matches:
+            if m.cam_id1 != m.cam_id2:
+                continue
+            k_a, k_b = _k(cams_a[m.cam_id1]), _k(cams_b[m.cam_id2])
+            rays_a = np.c_[np.asarray(m.x1), np.ones(len(m.x1))] @ np.linalg.inv(k_a).T
+            rays_b = np.c_[np.asarray(m.x2), np.ones(len(m.x2))] @ np.linalg.inv(k_b).T
+            cos = np.sum(rays_a * rays_b, 1) / (np.linalg.norm(rays_a, axis=1) *
+                                                np.linalg.norm(rays_b, axis=1))
+            moved.append(float(np.median(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))))
+            count += len(m.x1)
+        if count < cfg.min_inliers or max(moved) >= cfg.standstill_deg:
+            return None
+        cov = G2G_STEP_COVARIANCE.copy()
+        cov[3:, 3:] = np.eye(3) * np.radians(cfg.standstill_deg) ** 2
+        path, reason, apart = judge(delta, np.eye(4), cov, count, matched, cfg)
+        return MotionVerification(
+            path, np.eye(4), cov, count, f"standing still: the {len(moved)} cameras' matches "
+            f"moved {max(moved):.3f} deg at most (median; < standstill_deg {cfg.standstill_deg}"
+            f"); " + reason, apart, stationary=True)
 
 
 def view_cone_deg(K: np.ndarray, image: np.ndarray) -> float:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import List
 
 from g2g_model.localization.rig_motion import RIG_DEFAULTS
+from g2g_model.localization.verification import VerifierConfig
 from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION
 from g2g_ros.nodes.camera_params import CameraParams
 from g2g_ros.nodes.verify_params import (VerifyParams, max_features_param, max_image_px_param,
@@ -55,6 +56,11 @@ class RigOdometryParams(VerifyParams, CameraParams):
         "keyframe is matched with a camera of the current one only if their views can overlap "
         "(optical axes from the extrinsics, view cones from the intrinsics) when the rig turns "
         "by at most this much between keyframes; 180 = every pair", value_range=(0.0, 180.0))
+    verify_standstill_deg: float = param(
+        VerifierConfig.standstill_deg, "a step in which every camera's feature matches with "
+        "itself moved less than this (median, as an angle from the camera) is standing still: "
+        "identity motion, the keyframe kept (a parked rig gives the geometry no parallax); "
+        "0 = never", value_range=(0.0, 9.9))
     verify_max_deferred: int = param(
         4, "when a newer group is already queued as a step is about to be verified (the node "
         "falls behind), publish G2G's motion from the last keyframe at once and verify the next "

@@ -45,10 +45,13 @@ class VerifyParams:
 
 def verifier_config(p: Dict) -> VerifierConfig:
     """The verification the parameters describe (``ValueError`` naming a bad value). The
-    rig-odometry parameter ``verify_max_turn_deg`` is used where it is declared."""
+    rig-odometry parameters ``verify_max_turn_deg`` and ``verify_standstill_deg`` are used
+    where they are declared."""
     return VerifierConfig(enabled=bool(p["verify"]), feature=p["verify_feature"],
                           min_inliers=p["verify_min_inliers"],
                           reprojection_px=p["verify_reprojection_px"],
                           max_image_px=p["verify_max_image_px"],
                           max_features=p["verify_max_features"],
-                          max_turn_deg=p.get("verify_max_turn_deg", 180.0)).validate()
+                          max_turn_deg=p.get("verify_max_turn_deg", 180.0),
+                          standstill_deg=p.get("verify_standstill_deg",
+                                               VerifierConfig.standstill_deg)).validate()
