@@ -14,11 +14,12 @@ the small modules, not of the backbone). Every frame's prediction of either pass
 the known intra-group poses, is one estimate of T_{A0<-B0}; the returned poses are their mean,
 made rigid with B's input poses, and the estimates themselves are kept (``b0_estimates``) for the
 consistency checks of the relocalizer and of rig odometry. Rig-odometry checkpoints trained on
-forward motion only run one way; trained with reversed pairs too, both (measured:
-docs/TRAINING.md). One way, the answer is B's frames as predicted (T_{A0<-B0} is frame B0's own
-prediction) and the other frames' estimates only enter those checks: on the rig default their
-mean is 2 % better on moving held-out pairs but 2.7x worse in rotation when the rig stands still
-(B = A: 0.64 against 0.24 deg on a held-out scene; docs/TRAINING.md, "Session 20").
+forward motion only run one way; trained with reversed pairs too, as the default is, both
+(measured: docs/TRAINING.md). One way, the answer is B's frames as predicted (T_{A0<-B0} is
+frame B0's own prediction) and the other frames' estimates only enter those checks: on the
+previous rig default their mean was 2 % better on moving held-out pairs but 2.7x worse in
+rotation when the rig stood still (B = A: 0.64 against 0.24 deg on a held-out scene;
+docs/TRAINING.md, "Session 20").
 """
 
 from __future__ import annotations

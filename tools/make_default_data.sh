@@ -56,3 +56,7 @@ $G2GDATA rig-pairs "$DATA/sim_train_ring5" --max-distance 3 --min-frame-gap 0 \
 rm -rf "$DATA/sim_train96"
 $G2GDATA merge "$DATA/sim_train72" "$DATA/sim_train_ring5" --out "$DATA/sim_train96" \
   --index rig_odom_pairs0.csv
+# The same keyframe pairs with every standstill written three times (half the rows): the last
+# stretch of the rig-odometry default (rig_odom_mnv2_sym3). Same rows as rig_odom_pairs0.csv.
+$G2GDATA rig-pairs "$DATA/sim_train96" --max-distance 3 --min-frame-gap 0 --max-frame-gap 3 \
+  --max-pairs 500 --standstill-repeat 3 --out "$DATA/sim_train96/rig_odom_pairs0_still3.csv"

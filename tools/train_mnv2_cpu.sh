@@ -3,7 +3,9 @@
 # stage 1 (compact_mnv2_pretrain, STAGE1_STEPS of its 3,000-step schedule, 700 for the shipped
 # defaults); relocalization on the 24 labelled sim_train scenes (reloc_mnv2), rig odometry
 # started from it (rig_odom_mnv2_ft), then fine-tuned on 4- and 5-camera rigs
-# (rig_odom_mnv2_mixed: the shipped g2g_rig_mnv2); relocalization on all 72 scenes
+# (rig_odom_mnv2_mixed), then on both orders of the pairs (rig_odom_mnv2_sym, _sym2) and with
+# standstills weighted (rig_odom_mnv2_sym3: the shipped g2g_rig_mnv2, run both ways);
+# relocalization on all 72 scenes
 # (reloc_mnv2_72: the shipped g2g_reloc_mnv2). Stop it at any time (Ctrl-C, kill, end of a
 # session); re-running the same command continues every stage from its state.pt, and a finished
 # stage is skipped if it was trained on today's stage-1 backbone (a longer STAGE1_STEPS
@@ -70,8 +72,11 @@ stage compact_mnv2_pretrain outputs/compact_mnv2_pretrain backbone.safetensors \
 stage reloc_mnv2 outputs/reloc_mnv2 model.safetensors "" --set data.index=pairs_w5_all.json
 stage rig_odom_mnv2_ft outputs/rig_odom_mnv2_ft model.safetensors ""
 stage rig_odom_mnv2_mixed outputs/rig_odom_mnv2_mixed model.safetensors ""
+stage rig_odom_mnv2_sym outputs/rig_odom_mnv2_sym model.safetensors ""
+stage rig_odom_mnv2_sym2 outputs/rig_odom_mnv2_sym2 model.safetensors ""
+stage rig_odom_mnv2_sym3 outputs/rig_odom_mnv2_sym3 model.safetensors ""
 stage reloc_mnv2_72 outputs/reloc_mnv2_72 model.safetensors ""
-install -m 644 outputs/rig_odom_mnv2_mixed/model.safetensors \
+install -m 644 outputs/rig_odom_mnv2_sym3/model.safetensors \
     g2g_model/assets/g2g_rig_mnv2.safetensors
 install -m 644 outputs/reloc_mnv2_72/model.safetensors g2g_model/assets/g2g_reloc_mnv2.safetensors
 echo "defaults written to g2g_model/assets/g2g_rig_mnv2.safetensors and g2g_reloc_mnv2.safetensors"
