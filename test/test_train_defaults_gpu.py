@@ -49,6 +49,15 @@ def test_recipe_runs_end_to_end_at_tiny_scale(first_run):
     for task, name in (("reloc", "g2g_reloc_mnv2"), ("rig", "g2g_rig_mnv2")):
         methods = _methods(out, task)
         assert "identity" in methods and name in methods
+    # The rig model learns both orders (RIG_REVERSE), so it runs both ways, as the default does,
+    # and is also scored driving backwards; its standstill pairs are weighted (RIG_STILL).
+    rig = G2GPipeline.from_checkpoint(str(out / "g2g_rig_mnv2.safetensors"))
+    assert rig.both_directions and rig.header["training"]["reverse_fraction"] == 0.5
+    assert "g2g_rig_mnv2" in _methods(out, "rig_backwards")
+    with open(out.parent / "work" / "sim_train" / "rig_odom_pairs.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    still = [r for r in rows if r["frame_a"] == r["frame_b"] and r["traj_a"] == r["traj_b"]]
+    assert 0.4 < len(still) / len(rows) < 0.6, (len(still), len(rows))
     total = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
     assert total < 64 * 2 ** 20  # what the GPU machine may return
 

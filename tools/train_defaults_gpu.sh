@@ -34,7 +34,11 @@
 #                       per frame, 224 gives 14 x 14 (a stage-1 backbone trained at another
 #                       size still loads: its patch position table is interpolated)
 #   RIG_PAIRS [100000]  rig-odometry training pairs at most (keyframes 0-3 frames apart: a
-#                       quarter are standstills, the rig twice at one frame)
+#                       quarter are standstills, the rig twice at one frame, before RIG_STILL)
+#   RIG_STILL [3]       each standstill training pair written this many times (3: half the
+#                       rows, as the default's last stretch; 1: as they come)
+#   RIG_REVERSE [0.5]   share of the rig pairs trained with A and B exchanged (> 0: the model
+#                       runs both ways, as the default does since session 20; 0: forwards only)
 #   HEDGE_BACKBONE      a stage-1 backbone.safetensors for the third run (none: no third run)
 #   BACKBONE            a stage-1 backbone.safetensors for both models (none: stage 1 trains)
 #   INIT_RELOC, INIT_RIG  G2G checkpoints the two models start from (none: from nothing)
@@ -52,6 +56,8 @@ BUDGET=${BUDGET:-480}
 SCENES=${SCENES:-48}
 TRAVERSALS=${TRAVERSALS:-3}
 RIG_PAIRS=${RIG_PAIRS:-100000}
+RIG_STILL=${RIG_STILL:-3}
+RIG_REVERSE=${RIG_REVERSE:-0.5}
 HEDGE=${HEDGE_BACKBONE:-}
 BACKBONE=${BACKBONE:-}
 INIT_RELOC=${INIT_RELOC:-}
@@ -108,9 +114,10 @@ for split in train test; do
     root="$WORK/sim_$split"
     # Held-out: consecutive keyframes 1-3 frames apart (docs/TRAINING.md); training: 0-3, so the
     # model also sees the rig standing still (it must answer the identity when B = A).
-    gap=1; [[ $split == train ]] && gap=0
+    gap=1 still=1; [[ $split == train ]] && gap=0 still=$RIG_STILL
     $DATA rig-pairs "$root" --max-distance 3 --min-frame-gap $gap --max-frame-gap 3 \
-        --max-pairs 400 --out "$root/rig_odom_pairs.csv" >> "$WORK/labels.log" 2>&1
+        --max-pairs 400 --standstill-repeat "$still" --out "$root/rig_odom_pairs.csv" \
+        >> "$WORK/labels.log" 2>&1
     stamp "  $split: rig pairs written"
     ls -d "$root"/scene_* | head -n "$LABEL_SCENES" | xargs -P "$WORKERS" -I{} \
         $DATA overlap {} --cam-pairs same --size 28 >> "$WORK/labels.log" 2>&1
@@ -121,7 +128,8 @@ done
 RIG_ROOT=$WORK/sim_train
 if [[ $RING5 -gt 0 ]]; then
     $DATA rig-pairs "$WORK/sim_train5" --max-distance 3 --min-frame-gap 0 --max-frame-gap 3 \
-        --max-pairs 400 --out "$WORK/sim_train5/rig_odom_pairs.csv" >> "$WORK/labels.log" 2>&1
+        --max-pairs 400 --standstill-repeat "$RIG_STILL" \
+        --out "$WORK/sim_train5/rig_odom_pairs.csv" >> "$WORK/labels.log" 2>&1
     rm -rf "$WORK/sim_rig"
     $DATA merge "$WORK/sim_train" "$WORK/sim_train5" --out "$WORK/sim_rig" \
         --index rig_odom_pairs.csv >> "$WORK/labels.log" 2>&1
@@ -175,7 +183,7 @@ PYEOF
 }
 
 end=$(( BUDGET - 40 ))
-rig_sets=(--set data.max_pairs="$RIG_PAIRS"
+rig_sets=(--set data.max_pairs="$RIG_PAIRS" --set data.reverse_fraction="$RIG_REVERSE"
           --set model.g2g_overrides.feature_norm_patches=$(( (SIZE / 16) ** 2 )))
 reloc_init=() rig_init=()
 # init_from needs the checkpoint's configuration: the shipped mnv2 models keep
@@ -214,6 +222,9 @@ $PY -m g2g_model.training.eval_cli --task reloc --root "$WORK/sim_test" --index 
 $PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
     --checkpoint "$OUT/g2g_rig_$NAME.safetensors" --identity --max-pairs 100 \
     --device "$DEVICE" --out "$OUT/eval_rig" -q > "$OUT/eval_rig.log" 2>&1
+$PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
+    --checkpoint "$OUT/g2g_rig_$NAME.safetensors" --reverse-fraction 1 --max-pairs 100 \
+    --device "$DEVICE" --out "$OUT/eval_rig_backwards" -q > "$OUT/eval_rig_backwards.log" 2>&1
 if [[ -n $HEDGE ]]; then
     $PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" \
         --index rig_odom_pairs.csv --checkpoint "$OUT/g2g_rig_${NAME}_hedge.safetensors" \
