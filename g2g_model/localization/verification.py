@@ -85,8 +85,7 @@ class VerifierConfig:
     max_image_px: int = 0               # describe images downscaled to this long side (0: full)
     max_turn_deg: float = 180.0         # rig odometry: the rig's largest turn between keyframes
     #                                     that camera pairing allows for (180: every pair)
-    standstill_deg: float = 0.25        # rig odometry: each camera's matches moved less than
-    #                                     this (median, as seen from the camera): no motion
+    standstill_deg: float = 0.25        # rig odometry: matches moved less: no motion (rig_motion)
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
@@ -106,8 +105,7 @@ class VerifierConfig:
             raise ValueError(f"max_image_px must be 0 (full size) or >= {MIN_IMAGE_PX}, got "
                              f"{self.max_image_px}")
         if not 0 <= float(self.standstill_deg) < 10:
-            raise ValueError(f"standstill_deg must be in [0, 10) (0: never), got "
-                             f"{self.standstill_deg}")
+            raise ValueError(f"standstill_deg must be in [0, 10) (0: off): {self.standstill_deg}")
         if not 0 <= float(self.max_turn_deg) <= 180:
             raise ValueError(f"max_turn_deg must be in [0, 180], got {self.max_turn_deg}")
         return self
