@@ -194,3 +194,13 @@ def test_a_parked_rig_does_not_turn(traj):
     assert dt < 0.02 and dr < 0.2, (dt, dr)
     with pytest.raises(ValueError, match="standstill_deg"):
         rig_verifier_config(standstill_deg=-1).validate()
+    # The node's parameter reaches the verifier's configuration.
+    import dataclasses
+
+    from g2g_ros.nodes.rig_odometry_params import RigOdometryParams
+    from g2g_ros.nodes.verify_params import verifier_config
+    from g2g_ros.parameters import field_default
+
+    params = {f.name: field_default(f) for f in dataclasses.fields(RigOdometryParams)}
+    assert verifier_config(params).standstill_deg == 0.25
+    assert verifier_config({**params, "verify_standstill_deg": 0.0}).standstill_deg == 0.0
