@@ -197,7 +197,7 @@ class RigOdometry:
         elif self.verifier is not None:
             check = self.verifier(self._group(prev), group, delta)
             path, inliers, reason = check.path, check.inliers, check.reason
-            stationary = bool(getattr(check, "stationary", False))
+            stationary = check.stationary
             if check.path != "g2g":
                 delta, step_cov = check.delta, check.covariance
         dt = (frames.stamp_ns - prev.stamp_ns) * 1e-9

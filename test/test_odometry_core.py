@@ -9,12 +9,13 @@ elsewhere.
 import numpy as np
 import pytest
 
-from g2g_model.geometry import axis_angle_to_matrix, fuse_poses, invert_pose, make_pose
-from g2g_model.geometry import estimate_spread
+from g2g_model.geometry import (axis_angle_to_matrix, estimate_spread, fuse_poses, invert_pose,
+                                make_pose)
 from g2g_model.inference import b0_estimates
 from g2g_model.localization.correction import (
     Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame,
 )
+from g2g_model.localization.rig_motion import MotionVerification
 from g2g_ros.odometry_core import RigFrames, RigOdometry, rotation_vector
 
 K = np.array([[100.0, 0, 32], [0, 100, 32], [0, 0, 1]])
@@ -269,8 +270,7 @@ def test_deferred_steps_are_published_but_never_become_keyframes():
         def __call__(self, group_a, group_b, delta):
             calls.append((index(group_a), index(group_b)))
             truth = invert_pose(world_T_base[index(group_a)]) @ world_T_base[index(group_b)]
-            return type("Check", (), dict(path="verified", delta=truth, inliers=100, reason="",
-                                          covariance=np.eye(6) * 1e-6))()
+            return MotionVerification("verified", truth, np.eye(6) * 1e-6, 100)
 
     behind = {1, 2, 3, 5}  # a newer group is queued when these are about to be verified
     state = {"k": 0}

@@ -171,15 +171,17 @@ class RigMotionVerifier:
         cfg = self.config
         if cfg.standstill_deg <= 0:
             return None
+
+        def unit_rays(pixels, camera) -> np.ndarray:
+            rays = np.c_[np.asarray(pixels), np.ones(len(pixels))] @ np.linalg.inv(_k(camera)).T
+            return rays / np.linalg.norm(rays, axis=1, keepdims=True)
+
         moved, count = [], 0
         for m in matches:
             if m.cam_id1 != m.cam_id2:
                 continue
-            k_a, k_b = _k(cams_a[m.cam_id1]), _k(cams_b[m.cam_id2])
-            rays_a = np.c_[np.asarray(m.x1), np.ones(len(m.x1))] @ np.linalg.inv(k_a).T
-            rays_b = np.c_[np.asarray(m.x2), np.ones(len(m.x2))] @ np.linalg.inv(k_b).T
-            cos = np.sum(rays_a * rays_b, 1) / (np.linalg.norm(rays_a, axis=1) *
-                                                np.linalg.norm(rays_b, axis=1))
+            cos = np.sum(unit_rays(m.x1, cams_a[m.cam_id1]) * unit_rays(m.x2, cams_b[m.cam_id2]),
+                         axis=1)
             moved.append(float(np.median(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))))
             count += len(m.x1)
         if count < cfg.min_inliers or max(moved) >= cfg.standstill_deg:
