@@ -60,3 +60,17 @@ $G2GDATA merge "$DATA/sim_train72" "$DATA/sim_train_ring5" --out "$DATA/sim_trai
 # stretch of the rig-odometry default (rig_odom_mnv2_sym3). Same rows as rig_odom_pairs0.csv.
 $G2GDATA rig-pairs "$DATA/sim_train96" --max-distance 3 --min-frame-gap 0 --max-frame-gap 3 \
   --max-pairs 500 --standstill-repeat 3 --out "$DATA/sim_train96/rig_odom_pairs0_still3.csv"
+# 72 more four-camera training scenes (seeds 96-167); with every scene above, labelled and mined,
+# they are the relocalization default's training set (reloc_mnv2_168: the window pairs of 168
+# scenes, data/sim_train168/pairs_w5_all.json, 20,880 pairs).
+$SIM --out "$DATA/sim_train_x72" --split train --offset 96 --num-scenes 72 --traversals 3 $COMMON
+for split in train_ring5 train_x72; do
+  for scene in "$DATA"/sim_$split/scene_*; do
+    $G2GDATA overlap "$scene" --cam-pairs same --size 28
+  done
+  $G2GDATA mine "$DATA/sim_$split" --window 5 --top-k 10 --min-score 0.1 \
+    --out "$DATA/sim_$split/pairs_w5_all.json"
+done
+rm -rf "$DATA/sim_train168"
+$G2GDATA merge "$DATA/sim_train" "$DATA/sim_train_more" "$DATA/sim_train_ring5" \
+  "$DATA/sim_train_x72" --out "$DATA/sim_train168" --index pairs_w5_all.json

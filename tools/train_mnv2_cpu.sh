@@ -5,13 +5,14 @@
 # started from it (rig_odom_mnv2_ft), then fine-tuned on 4- and 5-camera rigs
 # (rig_odom_mnv2_mixed), then on both orders of the pairs (rig_odom_mnv2_sym, _sym2) and with
 # standstills weighted (rig_odom_mnv2_sym3: the shipped g2g_rig_mnv2, run both ways);
-# relocalization on all 72 scenes
-# (reloc_mnv2_72: the shipped g2g_reloc_mnv2). Stop it at any time (Ctrl-C, kill, end of a
-# session); re-running the same command continues every stage from its state.pt, and a finished
-# stage is skipped if it was trained on today's stage-1 backbone (a longer STAGE1_STEPS
-# re-exports that file; a later stage trained on the old one is then refused with a message,
-# here and by g2g-train on resume). Each stretch appends one line per stage to
-# outputs/mnv2_stretches.log: when it ran and from which step to which step it got. Data:
+# relocalization on the window pairs of 168 scenes (reloc_mnv2_168: the shipped
+# g2g_reloc_mnv2; reloc_mnv2_72, the previous default on 72 scenes, is no longer a stage).
+# Stop it at any time (Ctrl-C, kill, end of a session); re-running the same command continues
+# every stage from its state.pt, and a finished stage is skipped if it was trained on today's
+# stage-1 backbone (a longer STAGE1_STEPS re-exports that file; a later stage trained on the
+# old one is then refused with a message, here and by g2g-train on resume). Each stretch
+# appends one line per stage to outputs/mnv2_stretches.log: when it ran and from which step to
+# which step it got. Data:
 # tools/make_default_data.sh. Run from the repository root, in the background on a shared
 # machine:
 #
@@ -75,8 +76,9 @@ stage rig_odom_mnv2_mixed outputs/rig_odom_mnv2_mixed model.safetensors ""
 stage rig_odom_mnv2_sym outputs/rig_odom_mnv2_sym model.safetensors ""
 stage rig_odom_mnv2_sym2 outputs/rig_odom_mnv2_sym2 model.safetensors ""
 stage rig_odom_mnv2_sym3 outputs/rig_odom_mnv2_sym3 model.safetensors ""
-stage reloc_mnv2_72 outputs/reloc_mnv2_72 model.safetensors ""
+stage reloc_mnv2_168 outputs/reloc_mnv2_168 model.safetensors ""
 install -m 644 outputs/rig_odom_mnv2_sym3/model.safetensors \
     g2g_model/assets/g2g_rig_mnv2.safetensors
-install -m 644 outputs/reloc_mnv2_72/model.safetensors g2g_model/assets/g2g_reloc_mnv2.safetensors
+install -m 644 outputs/reloc_mnv2_168/model.safetensors \
+    g2g_model/assets/g2g_reloc_mnv2.safetensors
 echo "defaults written to g2g_model/assets/g2g_rig_mnv2.safetensors and g2g_reloc_mnv2.safetensors"
