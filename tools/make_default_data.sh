@@ -35,12 +35,14 @@ done
 # labelled and mined (pairs_w5_all.json: the relocalization default trains on the window pairs
 # of all 72 scenes), rig-odometry pairs 0-3 frames apart (a quarter are standstills), merged
 # into one root of 72 scenes (data/sim_train72).
-for split in train train_more; do
-  for scene in "$DATA"/sim_$split/scene_*; do
+label_all() {  # label_all ROOT: every scene labelled, the window pairs of all mined
+  for scene in "$1"/scene_*; do
     $G2GDATA overlap "$scene" --cam-pairs same --size 28
   done
-  $G2GDATA mine "$DATA/sim_$split" --window 5 --top-k 10 --min-score 0.1 \
-    --out "$DATA/sim_$split/pairs_w5_all.json"
+  $G2GDATA mine "$1" --window 5 --top-k 10 --min-score 0.1 --out "$1/pairs_w5_all.json"
+}
+for split in train train_more; do
+  label_all "$DATA/sim_$split"
   $G2GDATA rig-pairs "$DATA/sim_$split" --max-distance 3 --min-frame-gap 0 --max-frame-gap 3 \
     --max-pairs 500 --out "$DATA/sim_$split/rig_odom_pairs0.csv"
 done
@@ -64,13 +66,8 @@ $G2GDATA rig-pairs "$DATA/sim_train96" --max-distance 3 --min-frame-gap 0 --max-
 # they are the relocalization default's training set (reloc_mnv2_168: the window pairs of 168
 # scenes, data/sim_train168/pairs_w5_all.json, 20,880 pairs).
 $SIM --out "$DATA/sim_train_x72" --split train --offset 96 --num-scenes 72 --traversals 3 $COMMON
-for split in train_ring5 train_x72; do
-  for scene in "$DATA"/sim_$split/scene_*; do
-    $G2GDATA overlap "$scene" --cam-pairs same --size 28
-  done
-  $G2GDATA mine "$DATA/sim_$split" --window 5 --top-k 10 --min-score 0.1 \
-    --out "$DATA/sim_$split/pairs_w5_all.json"
-done
+label_all "$DATA/sim_train_ring5"
+label_all "$DATA/sim_train_x72"
 rm -rf "$DATA/sim_train168"
 $G2GDATA merge "$DATA/sim_train" "$DATA/sim_train_more" "$DATA/sim_train_ring5" \
   "$DATA/sim_train_x72" --out "$DATA/sim_train168" --index pairs_w5_all.json
