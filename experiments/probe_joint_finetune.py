@@ -10,12 +10,13 @@ norm; the ImageNet trunk stays frozen) on the training pairs, with the relocaliz
 writes a G2G checkpoint (backbone tensors included) that ``g2g-eval`` reads as it is. The
 control, the same steps with the backbone frozen, is ``--blocks 0``.
 
-    python experiments/probe_joint_finetune.py --out outputs/probe_joint/b2 --blocks 2 \
-        --steps 1500 --minutes 60
+    python experiments/probe_joint_finetune.py --out outputs/probe_joint/all_hi --blocks -1 \
+        --steps 2000 --lr 2e-4 --backbone-lr 2e-4 --trunk-cache outputs/probe_joint/trunk_cache.pt
 
-It resumes from ``--out/state.pt`` when run again with the same arguments. Evaluate with
+(``--blocks -1``: everything above the trunk.) It resumes from ``OUT/state.pt`` when run again
+with the same arguments. Evaluate (relocalization checkpoints run both ways by default) with
 ``python -m g2g_model.training.eval_cli --task reloc --root data/sim_test --index pairs_w5.json
---checkpoint OUT/model.safetensors --identity --ablation --max-pairs 100 --reverse-fraction ...``.
+--checkpoint OUT/model.safetensors --identity --ablation --max-pairs 100 --out DIR``.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def trunk_cache(store: TrajectoryStore, items: list, trunk: torch.nn.Module, pat
     keys = sorted({(spec[1], cam, i) for it in items for spec in (it.spec_a, it.spec_b)
                    for cam, i in store.frames(spec)})
     feats, ks, started = [], [], time.perf_counter()
+    # Frame by frame, not TrajectoryStore.load: a frame recurs in about five windows.
     for lo in range(0, len(keys), 128):
         images = []
         for traj, cam, i in keys[lo:lo + 128]:
@@ -91,16 +93,14 @@ def trainable_backbone(backbone: torch.nn.Module, blocks: int) -> list:
     everything but the ImageNet trunk: also the patch projection and geometry embeddings)."""
     for p in backbone.parameters():
         p.requires_grad_(False)
-    if blocks == 0:
-        return []
     if blocks < 0:
         params = [p for name, p in backbone.named_parameters()
                   if not name.startswith("stem.trunk.")]
-        for p in params:
-            p.requires_grad_(True)
-        return params
-    modules = list(backbone.transformer.blocks)[-blocks:] + [backbone.transformer.norm]
-    params = [p for m in modules for p in m.parameters()]
+    elif blocks > 0:
+        modules = list(backbone.transformer.blocks)[-blocks:] + [backbone.transformer.norm]
+        params = [p for m in modules for p in m.parameters()]
+    else:
+        params = []
     for p in params:
         p.requires_grad_(True)
     return params
@@ -153,6 +153,7 @@ def main(argv=None) -> int:
             return fn()
         finally:
             backbone.stem.trunk = cached_trunk
+
     groups_of = []  # per pair: (rows_a, rows_b, poses_a, poses_b, gt_a, gt_b)
     for it in items:
         ids, poses, world = [], [], []
@@ -167,7 +168,10 @@ def main(argv=None) -> int:
     sizes = {}
     for i, g in enumerate(groups_of):
         sizes.setdefault((len(g[0]), len(g[1])), []).append(i)
+    # Uniform over pairs, no overlap curriculum (the trainer's CurriculumSampler starts from
+    # easy pairs; these runs continue a model that has been through it).
     buckets = sorted(sizes.values(), key=len, reverse=True)
+    weights = torch.tensor([len(b) for b in buckets], dtype=torch.float)
     size = tuple(backbone.image_size)
 
     def encode(ids: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
@@ -176,12 +180,12 @@ def main(argv=None) -> int:
         images = torch.zeros(batch, frames, 3, *size)
         return backbone(images, trunk_k[ids], poses)
 
+    run_args = {k: v for k, v in vars(args).items() if k not in ("minutes", "trunk_cache")}
     step, log = 0, []
     state_path = out / "state.pt"
     if state_path.is_file():
         state = torch.load(state_path, map_location="cpu", weights_only=False)
-        if state["args"] != {k: v for k, v in vars(args).items()
-                             if k not in ("minutes", "trunk_cache")}:
+        if state["args"] != run_args:
             raise SystemExit(f"{state_path} was written with other arguments; use a new --out")
         with_real_trunk(lambda: backbone.load_state_dict(state["backbone"]))
         g2g.load_state_dict(state["g2g"])
@@ -191,7 +195,6 @@ def main(argv=None) -> int:
     gen = torch.Generator().manual_seed(args.seed)
     while step < args.steps:
         gen.manual_seed(args.seed * 1_000_003 + step)
-        weights = torch.tensor([len(b) for b in buckets], dtype=torch.float)
         bucket = buckets[int(torch.multinomial(weights, 1, generator=gen))]
         pick = torch.randint(len(bucket), (args.batch,), generator=gen)
         ida, idb, pa, pb, gt_a, gt_b = (torch.stack(x) for x in
@@ -218,12 +221,11 @@ def main(argv=None) -> int:
                   flush=True)
         done = args.minutes and time.perf_counter() - started > 60 * args.minutes
         if step % 100 == 0 or step == args.steps or done:
-            saved = {k: v for k, v in vars(args).items() if k not in ("minutes", "trunk_cache")}
-            torch.save({"args": saved, "step": step, "log": log,
+            torch.save({"args": run_args, "step": step, "log": log,
                         "backbone": with_real_trunk(backbone.state_dict),
                         "g2g": g2g.state_dict(), "opt": opt.state_dict()}, state_path)
             with_real_trunk(lambda: export_model(out, cfg, backbone, g2g, {
-                "task": "reloc", "steps": step, "probe": "probe_joint_finetune", **saved}))
+                "task": "reloc", "steps": step, "probe": "probe_joint_finetune", **run_args}))
             (out / "log.json").write_text(json.dumps(log))
         if done:
             break
