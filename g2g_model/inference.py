@@ -20,6 +20,12 @@ frame B0's own prediction) and the other frames' estimates only enter those chec
 previous rig default their mean was 2 % better on moving held-out pairs but 2.7x worse in
 rotation when the rig stood still (B = A: 0.64 against 0.24 deg on a held-out scene;
 docs/TRAINING.md, "Session 20").
+
+Feature alignment (``alignment``, on by default for relocalization checkpoints): the rotation
+of T_{A0<-B0} is then taken from matches of the frozen image features of both groups
+(:mod:`g2g_model.alignment`) wherever enough of them agree, and G2G's translation is kept;
+``Prediction.alignment`` says what it found. On held-out simulator pairs it halves the
+rotation error of the regression (docs/TRAINING.md, "Session 23").
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 
+from g2g_model.alignment import Alignment, alignment_for, with_rotation
 from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
 from g2g_model.geometry import fuse_poses, invert_pose, project_to_rigid
 from g2g_model.groups import PreparedGroup, prepare_group
@@ -77,6 +84,8 @@ class Prediction:
         b0_estimates: ``[K, 4, 4]`` the estimates of T_{A0<-B0} that ``poses_b`` fuses (one per
             frame of B, plus one per frame of A when both directions ran).
         directions: 1, or 2 when the groups also ran exchanged.
+        alignment: the feature alignment's outcome (None when it is off); when it found a
+            rotation, ``poses_b`` carry it and ``b0_estimates`` stay G2G's own.
     """
 
     poses_a: np.ndarray
@@ -88,6 +97,7 @@ class Prediction:
     features_b: Optional[torch.Tensor] = field(default=None, repr=False)
     b0_estimates: Optional[np.ndarray] = field(default=None, repr=False)
     directions: int = 1
+    alignment: Optional[Alignment] = None
 
     @property
     def a0_T_b0(self) -> np.ndarray:
@@ -126,11 +136,13 @@ class G2GPipeline:
             False or "auto": True for checkpoints trained on relocalization pairs or with a
             share of the pairs reversed (``data.reverse_fraction`` > 0), the ones that learned
             motion in both orders.
+        alignment: feature alignment of the rotation (module docstring): "auto" (on for
+            relocalization checkpoints), True, False or an ``AlignmentConfig``.
     """
 
     def __init__(self, backbone: Backbone, model: G2GModel, device: str = "cpu",
                  bf16="auto", header: Optional[dict] = None, untrained: bool = False,
-                 both_directions="auto"):
+                 both_directions="auto", alignment="auto"):
         if model.config.input_dim != backbone.feature_dim:
             raise ValueError(
                 f"G2G input_dim={model.config.input_dim} does not match the backbone "
@@ -152,12 +164,13 @@ class G2GPipeline:
             raise ValueError(f"both_directions must be True, False or 'auto', got "
                              f"{both_directions!r}")
         self.both_directions = both_directions
+        self.alignment = alignment_for(alignment, self.header, self.backbone)
 
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_checkpoint(cls, path, device: str = "cpu", bf16="auto",
                         backbone_weights: Optional[str] = None,
-                        both_directions="auto") -> "G2GPipeline":
+                        both_directions="auto", alignment="auto") -> "G2GPipeline":
         """Build from a checkpoint of ours (backbone named in its header).
 
         A backbone trained here (``compact``) ships inside the checkpoint; ``backbone_weights``
@@ -196,7 +209,7 @@ class G2GPipeline:
             )
         LOG.info("loaded %s (backbone %s, preset %s)", path, name, loaded.header.get("preset"))
         return cls(backbone, loaded.model, device=device, bf16=bf16, header=loaded.header,
-                   both_directions=both_directions)
+                   both_directions=both_directions, alignment=alignment)
 
     @classmethod
     def untrained_default(cls, device: str = "cpu", seed: int = 0,
@@ -221,6 +234,13 @@ class G2GPipeline:
     @property
     def image_size(self) -> tuple:
         return tuple(self.backbone.image_size)
+
+    @property
+    def alignment_size(self) -> Optional[tuple]:
+        """(H, W) at which the feature alignment describes the frames (None when it is off)."""
+        if self.alignment is None:
+            return None
+        return (self.alignment.config.image_px,) * 2
 
     @property
     def max_frames(self) -> int:
@@ -301,16 +321,24 @@ class G2GPipeline:
         t0 = time.perf_counter()
         prep_a = self.prepare(group_a, "group_a")
         prep_b = self.prepare(group_b, "group_b")
-        pred = self.predict_prepared(prep_a, prep_b, features_a, features_b)
+        align = {}
+        if self.alignment is not None and self.alignment_size != self.image_size:
+            align = {"align_a": prepare_group(group_a, self.alignment_size, "group_a"),
+                     "align_b": prepare_group(group_b, self.alignment_size, "group_b")}
+        pred = self.predict_prepared(prep_a, prep_b, features_a, features_b, **align)
         pred.timing_ms["prepare"] = 1e3 * (time.perf_counter() - t0) - pred.timing_ms["total"]
         pred.timing_ms["total"] += pred.timing_ms["prepare"]
         return pred
 
     def predict_prepared(self, prep_a: PreparedGroup, prep_b: PreparedGroup,
                          features_a: Optional[torch.Tensor] = None,
-                         features_b: Optional[torch.Tensor] = None) -> Prediction:
+                         features_b: Optional[torch.Tensor] = None,
+                         align_a: Optional[PreparedGroup] = None,
+                         align_b: Optional[PreparedGroup] = None) -> Prediction:
         """:meth:`predict` on groups already at the backbone's size (``g2g-eval``'s loaded
-        pairs, with their clean or noisy input poses)."""
+        pairs, with their clean or noisy input poses); ``align_a`` / ``align_b``: the same
+        groups at :attr:`alignment_size` for the feature alignment (default ``prep_a`` /
+        ``prep_b``, at the backbone's size)."""
         for name, prep in (("group_a", prep_a), ("group_b", prep_b)):
             if prep.num_frames > self.max_frames:
                 raise ValueError(f"{name} has {prep.num_frames} frames; this model takes at "
@@ -332,17 +360,26 @@ class G2GPipeline:
         else:
             estimates = b0_estimates(poses_b, input_b)
         t3 = time.perf_counter()
+        aligned = None
+        if self.alignment is not None:
+            ga, gb = align_a or prep_a, align_b or prep_b
+            aligned = self.alignment.align(ga.images[0], ga.intrinsics[0], ga.cam_to_anchor[0],
+                                           gb.images[0], gb.intrinsics[0], gb.cam_to_anchor[0])
+            if aligned.rotation is not None:
+                poses_b = with_rotation(poses_b, input_b, aligned.rotation)
+        t4 = time.perf_counter()
         return Prediction(
             poses_a=poses_a,
             poses_b=poses_b,
             world_T_b=prep_a.anchor_to_world[None] @ poses_b,
             timing_ms={"prepare": 0.0, "encode": 1e3 * (t2 - t1), "g2g": 1e3 * (t3 - t2),
-                       "total": 1e3 * (t3 - t1)},
+                       "align": 1e3 * (t4 - t3), "total": 1e3 * (t4 - t1)},
             untrained=self.untrained,
             features_a=fa,
             features_b=fb,
             b0_estimates=estimates,
             directions=2 if self.both_directions else 1,
+            alignment=aligned,
         )
 
 

@@ -58,6 +58,7 @@ class MethodSpec:
     identity: bool = False
     verify: bool = False  # geometric verification after the checkpoint (or alone: no checkpoint)
     flip_directions: bool = False  # one way where the pipeline runs both, both where it runs one
+    no_alignment: bool = False  # without the feature alignment of the rotation (G2G's own)
 
 
 class G2GMethod:
@@ -65,13 +66,15 @@ class G2GMethod:
     the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups with
     their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
     block-diagonal mask. ``flip_directions``: one way where the pipeline would run both
-    directions, both where it would run one (:mod:`g2g_model.inference`)."""
+    directions, both where it would run one (:mod:`g2g_model.inference`). ``no_alignment``:
+    G2G's own rotation where the pipeline would align it (:mod:`g2g_model.alignment`)."""
 
     def __init__(self, path: str, no_cross_group: bool = False, device: str = "cpu",
-                 flip_directions: bool = False) -> None:
+                 flip_directions: bool = False, no_alignment: bool = False) -> None:
         from g2g_model.inference import G2GPipeline
 
-        self.pipeline = G2GPipeline.from_checkpoint(path, device, bf16=False)
+        self.pipeline = G2GPipeline.from_checkpoint(
+            path, device, bf16=False, alignment=False if no_alignment else "auto")
         if flip_directions:
             self.pipeline.both_directions = not self.pipeline.both_directions
         if no_cross_group:
@@ -81,23 +84,32 @@ class G2GMethod:
             self.pipeline.model = ablated.eval().to(self.pipeline.device)
         self.max_frames = self.pipeline.max_frames
         self.image_size = tuple(self.pipeline.image_size)
+        # Where the pipeline aligns at another size than its backbone's, the pairs are loaded
+        # at that size too (the nodes prepare both from the same images).
+        self.align_size = self.pipeline.alignment_size
 
-    def prediction(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
-        """The pipeline's :class:`~g2g_model.inference.Prediction` on loaded groups."""
+    def prediction(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor,
+                   align: Optional[tuple] = None):
+        """The pipeline's :class:`~g2g_model.inference.Prediction` on loaded groups;
+        ``align``: the same two groups loaded at :attr:`align_size`."""
         from g2g_model.groups import PreparedGroup
 
         def prepared(group, poses):
             return PreparedGroup(group.images[None], group.intrinsics[None],
                                  poses[None].float(), np.eye(4))
 
+        extra = {}
+        if align is not None:
+            extra = {"align_a": prepared(align[0], poses_a), "align_b": prepared(align[1], poses_b)}
         return self.pipeline.predict_prepared(prepared(group_a, poses_a),
-                                              prepared(group_b, poses_b))
+                                              prepared(group_b, poses_b), **extra)
 
-    def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
+    def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor,
+                align: Optional[tuple] = None):
         """``(pred_a [N_A,4,4], pred_b [N_B,4,4])`` float64 numpy rigid transforms (rotations
         projected onto SO(3); pred_a[0] = identity), exactly as the pipeline (and so the ROS
         nodes) returns them: g2g-eval-bag's numbers then equal these on the same pairs."""
-        pred = self.prediction(group_a, group_b, poses_a, poses_b)
+        pred = self.prediction(group_a, group_b, poses_a, poses_b, align)
         return pred.poses_a, pred.poses_b
 
 
@@ -167,11 +179,13 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
             if not Path(spec.checkpoint).is_file():
                 raise ValueError(f"checkpoint {spec.checkpoint!r} does not exist")
             runners[spec.label] = G2GMethod(spec.checkpoint, spec.no_cross_group, device,
-                                            spec.flip_directions)
+                                            spec.flip_directions, spec.no_alignment)
             if spec.verify:
                 runners[spec.label] = VerifiedMethod(task, runners[spec.label])
     g2g_sizes = {r.image_size for r in runners.values()
                  if not isinstance(r, ClassicalMethod) and r.image_size is not None}
+    g2g_sizes |= {getattr(r, "g2g", r).align_size for r in runners.values()
+                  if getattr(getattr(r, "g2g", r), "align_size", None)}
     native = TrajectoryStore(root, (1, 1))
     first = native.reader(items[0].spec_a[1]).rig
     cam0 = first[first.names[0]]
@@ -206,6 +220,13 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
             ga, gb = loaded[size]
             poses_a = _noisy(ga.cam_to_anchor, "a" + key, mode)
             poses_b = _noisy(gb.cam_to_anchor, "b" + key, mode)
+            align_size = getattr(getattr(runner, "g2g", runner), "align_size", None)
+            align = None
+            if align_size:
+                if align_size not in loaded:
+                    loaded[align_size] = (stores[align_size].load(it.spec_a),
+                                          stores[align_size].load(it.spec_b))
+                align = loaded[align_size]
             t0 = time.perf_counter()
             path, inliers = "", ""
             if isinstance(runner, VerifiedMethod):
@@ -215,11 +236,12 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
                 na, nb = loaded[native_size]
                 pred_a, pred_b, path, inliers = runner.predict(
                     ga, gb, poses_a, poses_b, (_uint8_images(na), na.intrinsics.double().numpy(),
-                                               _uint8_images(nb), nb.intrinsics.double().numpy()))
+                                               _uint8_images(nb), nb.intrinsics.double().numpy()),
+                    align)
             elif isinstance(runner, IdentityMethod):
                 pred_a, pred_b = runner.predict(poses_a, poses_b)
             elif isinstance(runner, G2GMethod):
-                pred_a, pred_b = runner.predict(ga, gb, poses_a, poses_b)
+                pred_a, pred_b = runner.predict(ga, gb, poses_a, poses_b, align)
             else:
                 world_a = ga.world_T_cam[0][None] @ poses_a.double().numpy()
                 world_b = gb.world_T_cam[0][None] @ poses_b.double().numpy()
@@ -313,10 +335,11 @@ def plot_results(rows: Dict[str, list], out: Path) -> None:
 
 def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool,
                     identity: bool = False, verify: bool = False,
-                    directions: bool = False) -> List[MethodSpec]:
+                    directions: bool = False, no_alignment: bool = False) -> List[MethodSpec]:
     """Labels: checkpoint file stems (``+nocross_switch`` with the switch, ``+verified`` with
     geometric verification, ``+flipped_directions`` run one way if the checkpoint runs both and
-    the other way round), ``classical``, ``identity``, ``geometry`` (verification alone)."""
+    the other way round, ``+no_alignment`` with G2G's own rotation), ``classical``,
+    ``identity``, ``geometry`` (verification alone)."""
     specs = [MethodSpec("identity", identity=True)] if identity else []
     if verify:
         specs.append(MethodSpec("geometry", verify=True))
@@ -331,6 +354,8 @@ def default_methods(checkpoints: List[str], classical: Optional[str], ablation: 
         if directions:
             specs.append(MethodSpec(stem + "+flipped_directions", checkpoint=path,
                                     flip_directions=True))
+        if no_alignment:
+            specs.append(MethodSpec(stem + "+no_alignment", checkpoint=path, no_alignment=True))
     if classical:
         specs.append(MethodSpec("classical", classical_preset=classical))
     labels = [s.label for s in specs]

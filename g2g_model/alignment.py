@@ -1,0 +1,226 @@
+"""Feature alignment: the rotation between two groups from matches of frozen image features.
+
+G2G's pose head regresses T_{A0<-B0} from pooled tokens and, on 7 x 7 tokens, recovers about half
+of every turn over 2 degrees (docs/TRAINING.md, "Session 21"). The frozen ImageNet features under
+the backbone already match across seasons better than chance (docs/TRAINING.md, "Encoders"), and a
+match is a pair of viewing rays: a cell of frame A_i and a cell of frame B_j that see the same
+thing. Expressed in their groups' anchor frames through the known intra-group poses, the two rays
+of a match differ by the rotation R_{A0<-B0} alone when the scene is far compared with the
+distance between the groups (relocalization windows are centimetres to decimetres apart, the
+scene metres away). So:
+
+1. a frozen MobileNetV2 stride-16 feature map of every frame of both groups, at ``image_px``;
+2. for every frame pair (A_i, B_j), the mutual nearest neighbours of their cells (cosine);
+3. each matched cell centre lifted to a unit ray in its group's anchor frame (intrinsics and the
+   known T_{X0<-Xi});
+4. the rotation that most matches agree with: RANSAC over rotations from two matches, then a
+   least-squares fit on the inliers (Kabsch), repeated until the inliers settle.
+
+The rotation does not shrink with the size of the turn, as a regression does; where the features
+do not match (blank, dark or textureless images, no overlap) too few inliers agree and the caller
+keeps G2G's rotation. G2G still gives the translation. Measured in docs/TRAINING.md, "Session 23".
+
+Why our own small RANSAC: PoseLib, used for the verification's solvers, has no rotation-only
+solver for two sets of rays (its generalized relative pose needs parallax, which cell-sized
+matches do not resolve: measured, its translations were worse than G2G's), and
+``scipy.spatial.transform.Rotation.align_vectors`` solves one problem per call where RANSAC needs
+hundreds of hypotheses at once; the batched Kabsch below is the same closed form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class AlignmentConfig:
+    """Settings of :class:`FeatureAlignment`.
+
+    Attributes:
+        image_px: the frames are described at ``image_px x image_px`` (a stride-16 grid of
+            ``image_px / 16`` cells a side).
+        inlier_deg: a match agrees with a rotation when its two rays are this close after it.
+        hypotheses: RANSAC hypotheses (rotations from two matches each).
+        min_inliers: fewer agreeing matches: no alignment (the caller keeps G2G's rotation).
+        seed: of the RANSAC draws (the result is deterministic for given inputs).
+    """
+
+    image_px: int = 160
+    inlier_deg: float = 8.0
+    hypotheses: int = 256
+    min_inliers: int = 24
+    seed: int = 0
+
+    def validate(self) -> "AlignmentConfig":
+        if int(self.image_px) < 32 or int(self.image_px) % 16:
+            raise ValueError(f"image_px must be a multiple of 16 and >= 32, got {self.image_px}")
+        if not 0 < float(self.inlier_deg) < 90:
+            raise ValueError(f"inlier_deg must be in (0, 90), got {self.inlier_deg}")
+        for name in ("hypotheses", "min_inliers"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        return self
+
+
+@dataclass
+class Alignment:
+    """Outcome of one alignment.
+
+    Attributes:
+        rotation: ``[3, 3]`` R_{A0<-B0}, or None when fewer than ``min_inliers`` matches agreed.
+        inliers: matches that agree with ``rotation`` (with the best hypothesis when None).
+        matches: mutual nearest-neighbour matches over all frame pairs.
+        reason: why there is no rotation ("" when there is one).
+    """
+
+    rotation: Optional[np.ndarray]
+    inliers: int
+    matches: int
+    reason: str = ""
+
+
+def kabsch(rays_a: np.ndarray, rays_b: np.ndarray) -> np.ndarray:
+    """Least-squares rotations R with ``rays_a ~ R rays_b``: ``[..., K, 3]`` -> ``[..., 3, 3]``."""
+    h = np.swapaxes(rays_b, -1, -2) @ rays_a
+    u, _, vt = np.linalg.svd(h)
+    d = np.sign(np.linalg.det(np.swapaxes(vt, -1, -2) @ np.swapaxes(u, -1, -2)))
+    fix = np.ones(u.shape[:-2] + (3,))
+    fix[..., 2] = d
+    return np.swapaxes(vt, -1, -2) @ (fix[..., :, None] * np.swapaxes(u, -1, -2))
+
+
+def robust_rotation(rays_a: np.ndarray, rays_b: np.ndarray, config: AlignmentConfig
+                    ) -> Tuple[np.ndarray, np.ndarray]:
+    """RANSAC + iterated least squares: (R_{A<-B} ``[3, 3]``, inlier mask ``[K]``) for unit rays
+    ``[K, 3]`` (K >= 2) with ``rays_a ~ R rays_b``."""
+    rng = np.random.default_rng(config.seed)
+    cos_min = np.cos(np.radians(config.inlier_deg))
+    first = rng.integers(0, len(rays_a), config.hypotheses)
+    second = (first + rng.integers(1, len(rays_a), config.hypotheses)) % len(rays_a)
+    pairs = np.stack([first, second], 1)
+    hyps = kabsch(rays_a[pairs], rays_b[pairs])                         # [H, 3, 3]
+    agree = np.einsum("kc,hcd,kd->hk", rays_a, hyps, rays_b) > cos_min  # [H, K]
+    best = int(agree.sum(1).argmax())
+    rotation, inliers = hyps[best], agree[best]
+    for _ in range(5):
+        if inliers.sum() < 3:
+            break
+        rotation = kabsch(rays_a[inliers], rays_b[inliers])
+        now = np.einsum("kc,cd,kd->k", rays_a, rotation, rays_b) > cos_min
+        if np.array_equal(now, inliers):
+            break
+        inliers = now
+    return rotation, inliers
+
+
+def cell_rays(cells: torch.Tensor, stride: float, intrinsics: torch.Tensor,
+              cam_to_anchor: torch.Tensor) -> torch.Tensor:
+    """Unit rays ``[K, 3]`` in the anchor frame through the centres of grid ``cells`` ``[K, 2]``
+    (column, row) of one frame described with ``stride`` pixels per cell."""
+    pix = torch.cat([(cells.double() + 0.5) * stride, torch.ones(len(cells), 1,
+                                                                  dtype=torch.float64)], 1)
+    rays = F.normalize(pix @ torch.linalg.inv(intrinsics.double()).T, dim=1)
+    return rays @ cam_to_anchor[:3, :3].double().T
+
+
+def mutual_matches(feats_a: torch.Tensor, feats_b: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    """Mutual nearest neighbours (cosine) between the cells of two ``[C, h, w]`` feature maps:
+    (cells of A ``[K, 2]``, cells of B ``[K, 2]``), (column, row)."""
+    w = feats_a.shape[-1]
+    da = F.normalize(feats_a.flatten(1).T.float(), dim=1)
+    db = F.normalize(feats_b.flatten(1).T.float(), dim=1)
+    sim = da @ db.T
+    a_to_b, b_to_a = sim.argmax(1), sim.argmax(0)
+    ia = torch.nonzero(b_to_a[a_to_b] == torch.arange(len(da))).flatten()
+    ib = a_to_b[ia]
+    return (torch.stack([ia % w, ia // w], 1), torch.stack([ib % w, ib // w], 1))
+
+
+class FeatureAlignment:
+    """R_{A0<-B0} from two groups' images (module docstring).
+
+    Args:
+        config: :class:`AlignmentConfig`.
+        trunk: the frozen stride-16 feature extractor (``[M, 3, H, W]`` in [0, 1] ->
+            ``[M, C, H/16, W/16]``); default the shipped MobileNetV2 trunk (the one under the
+            ``compact_mnv2`` backbone: pass ``backbone.stem.trunk`` to share it).
+    """
+
+    STRIDE = 16
+
+    def __init__(self, config: Optional[AlignmentConfig] = None,
+                 trunk: Optional[torch.nn.Module] = None) -> None:
+        self.config = (config or AlignmentConfig()).validate()
+        if trunk is None:
+            from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
+            trunk = MobileNetV2Trunk(self.STRIDE)
+        self.trunk = trunk.eval()
+
+    @torch.inference_mode()
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """``[N, 3, H, W]`` RGB in [0, 1] at ``image_px`` -> ``[N, C, h, w]`` float32."""
+        device = next(self.trunk.parameters()).device
+        return self.trunk(images.to(device).float()).float().cpu()
+
+    def align(self, images_a: torch.Tensor, intrinsics_a: torch.Tensor, poses_a: torch.Tensor,
+              images_b: torch.Tensor, intrinsics_b: torch.Tensor, poses_b: torch.Tensor
+              ) -> Alignment:
+        """Align two groups given at ``image_px``: images ``[N, 3, H, W]`` in [0, 1], intrinsics
+        ``[N, 3, 3]`` at that size, ``poses`` ``[N, 4, 4]`` T_{X0<-Xi}."""
+        fa, fb = self.features(images_a), self.features(images_b)
+        stride = images_a.shape[-1] / fa.shape[-1]
+        rays_a, rays_b = [], []
+        for i in range(len(fa)):
+            for j in range(len(fb)):
+                cells_a, cells_b = mutual_matches(fa[i], fb[j])
+                rays_a.append(cell_rays(cells_a, stride, intrinsics_a[i], poses_a[i]))
+                rays_b.append(cell_rays(cells_b, stride, intrinsics_b[j], poses_b[j]))
+        ra, rb = torch.cat(rays_a).numpy(), torch.cat(rays_b).numpy()
+        if len(ra) < max(2, self.config.min_inliers):
+            return Alignment(None, 0, len(ra), f"{len(ra)} matches (< min_inliers "
+                             f"{self.config.min_inliers})")
+        rotation, inliers = robust_rotation(ra, rb, self.config)
+        count = int(inliers.sum())
+        if count < self.config.min_inliers or not np.all(np.isfinite(rotation)):
+            return Alignment(None, count, len(ra), f"{count} of {len(ra)} matches agree (< "
+                             f"min_inliers {self.config.min_inliers})")
+        return Alignment(rotation, count, len(ra))
+
+
+def alignment_for(setting, header: Optional[dict], backbone=None) -> Optional[FeatureAlignment]:
+    """The pipeline's alignment for ``setting``: "auto" (on for relocalization checkpoints, the
+    ones measured in docs/TRAINING.md; off for rig odometry and untrained stand-ins), True,
+    False / None, or an :class:`AlignmentConfig`. Shares the MobileNetV2 trunk of a
+    ``compact_mnv2`` backbone (the same frozen weights) instead of loading a second copy."""
+    if setting == "auto":
+        setting = ((header or {}).get("training") or {}).get("task") == "reloc"
+    if setting is None or setting is False:
+        return None
+    if setting is True:
+        config = AlignmentConfig()
+    elif isinstance(setting, AlignmentConfig):
+        config = setting
+    else:
+        raise ValueError(f"alignment must be 'auto', True, False, None or an AlignmentConfig, "
+                         f"got {setting!r}")
+    from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
+
+    trunk = getattr(getattr(backbone, "stem", None), "trunk", None)
+    shared = isinstance(trunk, MobileNetV2Trunk) and trunk.stride == FeatureAlignment.STRIDE
+    return FeatureAlignment(config, trunk if shared else None)
+
+
+def with_rotation(poses_b: np.ndarray, input_b: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+    """Group B's ``[N, 4, 4]`` T_{A0<-Bj} with T_{A0<-B0}'s rotation replaced by ``rotation``
+    (its translation kept) and the frames carried rigidly through the known T_{B0<-Bj}."""
+    from g2g_model.geometry import invert_pose
+
+    a0_T_b0 = poses_b[0] @ invert_pose(input_b[0])
+    a0_T_b0 = a0_T_b0.copy()
+    a0_T_b0[:3, :3] = rotation
+    return np.stack([a0_T_b0 @ q for q in input_b])
