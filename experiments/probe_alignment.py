@@ -48,8 +48,7 @@ def main():
     base = TrajectoryStore(args.root, method.image_size)
     stores = {s: TrajectoryStore(args.root, (s, s)) for s in args.sizes}
     settings = [(s, d) for s in args.sizes for d in args.inlier_deg]
-    aligners = {k: FeatureAlignment(AlignmentConfig(image_px=k[0], inlier_deg=k[1]))
-                for k in settings}
+    aligners = {k: FeatureAlignment(AlignmentConfig(inlier_deg=k[1])) for k in settings}
     err = {k: [] for k in ["none", "g2g", *settings]}
     declined = {k: 0 for k in settings}
     seconds = {k: 0.0 for k in settings}

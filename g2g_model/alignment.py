@@ -9,7 +9,12 @@ of a match differ by the rotation R_{A0<-B0} alone when the scene is far compare
 distance between the groups (relocalization windows are centimetres to decimetres apart, the
 scene metres away). So:
 
-1. a frozen MobileNetV2 stride-16 feature map of every frame of both groups, at ``image_px``;
+1. a frozen MobileNetV2 stride-16 feature map of every frame of both groups. The pipeline gives
+   the frames at the backbone's input size (112 px, the size at which maps store keyframes) and
+   they are described enlarged to ``describe_px`` (bilinear; 160 px: 10 x 10 cells): on 7 x 7
+   cells a turn under one cell (about 11 deg) keeps most matches at the same cell and the
+   rotation shrinks, as G2G's does; the enlarged frames carry no new detail but a finer grid,
+   and described that way they align as well as frames rendered at that size (measured);
 2. for every frame pair (A_i, B_j), the mutual nearest neighbours of their cells (cosine);
 3. each matched cell centre lifted to a unit ray in its group's anchor frame (intrinsics and the
    known T_{X0<-Xi});
@@ -42,25 +47,26 @@ class AlignmentConfig:
     """Settings of :class:`FeatureAlignment`.
 
     Attributes:
-        image_px: the frames are described at ``image_px x image_px`` (a stride-16 grid of
-            ``image_px / 16`` cells a side).
+        describe_px: frames are enlarged (or reduced) to this width, the height in proportion,
+            before they are described (0: as given).
         inlier_deg: a match agrees with a rotation when its two rays are this close after it.
         hypotheses: RANSAC hypotheses (rotations from two matches each).
         min_inliers: fewer agreeing matches: no alignment (the caller keeps G2G's rotation).
         seed: of the RANSAC draws (the result is deterministic for given inputs).
     """
 
-    image_px: int = 160
+    describe_px: int = 160
     inlier_deg: float = 8.0
     hypotheses: int = 256
     min_inliers: int = 24
     seed: int = 0
 
     def validate(self) -> "AlignmentConfig":
-        if int(self.image_px) < 32 or int(self.image_px) % 16:
-            raise ValueError(f"image_px must be a multiple of 16 and >= 32, got {self.image_px}")
         if not 0 < float(self.inlier_deg) < 90:
             raise ValueError(f"inlier_deg must be in (0, 90), got {self.inlier_deg}")
+        if int(self.describe_px) and int(self.describe_px) < 32:
+            raise ValueError(f"describe_px must be 0 (as given) or >= 32, got "
+                             f"{self.describe_px}")
         for name in ("hypotheses", "min_inliers"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -122,8 +128,10 @@ def cell_rays(cells: torch.Tensor, stride: float, intrinsics: torch.Tensor,
               cam_to_anchor: torch.Tensor) -> torch.Tensor:
     """Unit rays ``[K, 3]`` in the anchor frame through the centres of grid ``cells`` ``[K, 2]``
     (column, row) of one frame described with ``stride`` pixels per cell."""
-    pix = torch.cat([(cells.double() + 0.5) * stride, torch.ones(len(cells), 1,
-                                                                  dtype=torch.float64)], 1)
+    # Pixel centres at integer coordinates (g2g_model.groups): cell c spans pixels
+    # [c stride, (c + 1) stride - 1].
+    centres = (cells.double() + 0.5) * stride - 0.5
+    pix = torch.cat([centres, torch.ones(len(cells), 1, dtype=torch.float64)], 1)
     rays = F.normalize(pix @ torch.linalg.inv(intrinsics.double()).T, dim=1)
     return rays @ cam_to_anchor[:3, :3].double().T
 
@@ -163,15 +171,34 @@ class FeatureAlignment:
 
     @torch.inference_mode()
     def features(self, images: torch.Tensor) -> torch.Tensor:
-        """``[N, 3, H, W]`` RGB in [0, 1] at ``image_px`` -> ``[N, C, h, w]`` float32."""
+        """``[N, 3, H, W]`` RGB in [0, 1] -> ``[N, C, H/16, W/16]`` float32."""
         device = next(self.trunk.parameters()).device
         return self.trunk(images.to(device).float()).float().cpu()
+
+    def resized(self, images: torch.Tensor, intrinsics: torch.Tensor
+                ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Frames and intrinsics at ``describe_px`` wide (pixel-centre convention of
+        :func:`g2g_model.groups.resize_with_intrinsics`)."""
+        h, w = images.shape[-2:]
+        width = int(self.config.describe_px) or w
+        height = max(self.STRIDE, int(round(h * width / w)))
+        if (height, width) == (h, w):
+            return images, intrinsics
+        out = F.interpolate(images.float(), size=(height, width), mode="bilinear",
+                            align_corners=False, antialias=width < w)
+        k = intrinsics.clone().double()
+        for axis, s in ((0, width / w), (1, height / h)):
+            k[..., axis, axis] *= s
+            k[..., axis, 2] = (k[..., axis, 2] + 0.5) * s - 0.5
+        return out, k
 
     def align(self, images_a: torch.Tensor, intrinsics_a: torch.Tensor, poses_a: torch.Tensor,
               images_b: torch.Tensor, intrinsics_b: torch.Tensor, poses_b: torch.Tensor
               ) -> Alignment:
-        """Align two groups given at ``image_px``: images ``[N, 3, H, W]`` in [0, 1], intrinsics
-        ``[N, 3, 3]`` at that size, ``poses`` ``[N, 4, 4]`` T_{X0<-Xi}."""
+        """Align two groups: images ``[N, 3, H, W]`` in [0, 1] (any size, a stride-16 grid of
+        cells), intrinsics ``[N, 3, 3]`` at that size, ``poses`` ``[N, 4, 4]`` T_{X0<-Xi}."""
+        (images_a, intrinsics_a), (images_b, intrinsics_b) = (
+            self.resized(images_a, intrinsics_a), self.resized(images_b, intrinsics_b))
         fa, fb = self.features(images_a), self.features(images_b)
         stride = images_a.shape[-1] / fa.shape[-1]
         rays_a, rays_b = [], []

@@ -236,13 +236,6 @@ class G2GPipeline:
         return tuple(self.backbone.image_size)
 
     @property
-    def alignment_size(self) -> Optional[tuple]:
-        """(H, W) at which the feature alignment describes the frames (None when it is off)."""
-        if self.alignment is None:
-            return None
-        return (self.alignment.config.image_px,) * 2
-
-    @property
     def max_frames(self) -> int:
         return self.model.config.max_frames
 
@@ -321,24 +314,16 @@ class G2GPipeline:
         t0 = time.perf_counter()
         prep_a = self.prepare(group_a, "group_a")
         prep_b = self.prepare(group_b, "group_b")
-        align = {}
-        if self.alignment is not None and self.alignment_size != self.image_size:
-            align = {"align_a": prepare_group(group_a, self.alignment_size, "group_a"),
-                     "align_b": prepare_group(group_b, self.alignment_size, "group_b")}
-        pred = self.predict_prepared(prep_a, prep_b, features_a, features_b, **align)
+        pred = self.predict_prepared(prep_a, prep_b, features_a, features_b)
         pred.timing_ms["prepare"] = 1e3 * (time.perf_counter() - t0) - pred.timing_ms["total"]
         pred.timing_ms["total"] += pred.timing_ms["prepare"]
         return pred
 
     def predict_prepared(self, prep_a: PreparedGroup, prep_b: PreparedGroup,
                          features_a: Optional[torch.Tensor] = None,
-                         features_b: Optional[torch.Tensor] = None,
-                         align_a: Optional[PreparedGroup] = None,
-                         align_b: Optional[PreparedGroup] = None) -> Prediction:
+                         features_b: Optional[torch.Tensor] = None) -> Prediction:
         """:meth:`predict` on groups already at the backbone's size (``g2g-eval``'s loaded
-        pairs, with their clean or noisy input poses); ``align_a`` / ``align_b``: the same
-        groups at :attr:`alignment_size` for the feature alignment (default ``prep_a`` /
-        ``prep_b``, at the backbone's size)."""
+        pairs, with their clean or noisy input poses)."""
         for name, prep in (("group_a", prep_a), ("group_b", prep_b)):
             if prep.num_frames > self.max_frames:
                 raise ValueError(f"{name} has {prep.num_frames} frames; this model takes at "
@@ -362,9 +347,10 @@ class G2GPipeline:
         t3 = time.perf_counter()
         aligned = None
         if self.alignment is not None:
-            ga, gb = align_a or prep_a, align_b or prep_b
-            aligned = self.alignment.align(ga.images[0], ga.intrinsics[0], ga.cam_to_anchor[0],
-                                           gb.images[0], gb.intrinsics[0], gb.cam_to_anchor[0])
+            # At the backbone's input size, as maps store their keyframes (g2g_model.alignment).
+            aligned = self.alignment.align(
+                prep_a.images[0], prep_a.intrinsics[0], prep_a.cam_to_anchor[0],
+                prep_b.images[0], prep_b.intrinsics[0], prep_b.cam_to_anchor[0])
             if aligned.rotation is not None:
                 poses_b = with_rotation(poses_b, input_b, aligned.rotation)
         t4 = time.perf_counter()

@@ -19,7 +19,7 @@ from g2g_model.geometry import invert_pose, rotation_angle_deg  # noqa: E402
 from g2g_model.groups import Group, prepare_group  # noqa: E402
 from g2g_model.inference import G2GPipeline, default_checkpoint  # noqa: E402
 
-SIZE = (160, 160)
+SIZE = (112, 112)  # the relocalization default's input size
 
 
 def angle(r1, r2) -> float:
@@ -54,7 +54,7 @@ def test_robust_rotation_ignores_outliers():
 
 
 def test_config_is_validated():
-    for bad in ({"image_px": 100}, {"inlier_deg": 0}, {"hypotheses": 0}, {"min_inliers": 0}):
+    for bad in ({"inlier_deg": 0}, {"hypotheses": 0}, {"min_inliers": 0}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             AlignmentConfig(**bad).validate()
 
@@ -71,7 +71,7 @@ def traversals(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def aligner():
-    return FeatureAlignment(AlignmentConfig(image_px=SIZE[0]))
+    return FeatureAlignment(AlignmentConfig())
 
 
 def window(reader, cam, first, count=3) -> Group:
@@ -144,7 +144,7 @@ def test_blank_images_are_declined_and_the_pipeline_keeps_g2g(traversals, aligne
 def test_pipeline_takes_the_aligned_rotation_and_g2g_translation(traversals):
     assert G2GPipeline.default("rig_odometry").alignment is None
     pipe = G2GPipeline.default("relocalization")
-    assert pipe.alignment is not None and pipe.alignment_size == SIZE
+    assert pipe.alignment is not None and pipe.image_size == SIZE
     # The compact_mnv2 backbone's frozen trunk is shared, not loaded twice.
     assert pipe.alignment.trunk is pipe.backbone.stem.trunk
     plain = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"), alignment=False)
@@ -167,8 +167,8 @@ def test_pipeline_takes_the_aligned_rotation_and_g2g_translation(traversals):
 
 def test_a_given_config_and_bad_settings(traversals):
     path = default_checkpoint("relocalization")
-    pipe = G2GPipeline.from_checkpoint(path, alignment=AlignmentConfig(image_px=112))
-    assert pipe.alignment_size == pipe.image_size == (112, 112)
+    pipe = G2GPipeline.from_checkpoint(path, alignment=AlignmentConfig(inlier_deg=4.0))
+    assert pipe.alignment.config.inlier_deg == 4.0
     group = window(traversals[0], "cam0", 4)
     assert pipe.predict(group, group).alignment.rotation is not None
     with pytest.raises(ValueError, match="alignment must be"):

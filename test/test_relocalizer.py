@@ -134,7 +134,8 @@ def test_the_gate_receives_path_inliers_and_covariance(scene):
 def test_the_spread_gate_sees_both_directions(scene):
     # G2G's path: every estimate of T_{A0<-B0} of both directions (W of the query, W of the map
     # window) counts; the gate's spread is their largest distance from the fused one, and the
-    # fused one gives map->odom.
+    # pipeline's answer (the fused translation; the rotation from the feature alignment where it
+    # found one) gives map->odom.
     pipeline, gmap, path, query = scene
     engine = _engine(pipeline, gate=GateConfig(consistency_count=2))
     engine.use_map(gmap, "mem")
@@ -146,8 +147,14 @@ def test_the_spread_gate_sees_both_directions(scene):
     odom_T_b0 = np.asarray(result.query.cam_to_world)[0]
     (cand,) = engine.gate.pending
     np.testing.assert_allclose(cand.map_T_odom, result.map_T_odom)
+    answer = pred.a0_T_b0
+    np.testing.assert_allclose(answer[:3, 3], fused[:3, 3], atol=1e-9)
+    if pred.alignment is None or pred.alignment.rotation is None:
+        np.testing.assert_allclose(answer, fused, atol=1e-9)
+    else:
+        np.testing.assert_allclose(answer[:3, :3], pred.alignment.rotation, atol=1e-9)
     np.testing.assert_allclose(
-        cand.map_T_odom, result.group_a.cam_to_world[0] @ fused @ invert_pose(odom_T_b0))
+        cand.map_T_odom, result.group_a.cam_to_world[0] @ answer @ invert_pose(odom_T_b0))
     expected = max(np.linalg.norm(e[:3, 3] - fused[:3, 3]) for e in pred.b0_estimates)
     assert cand.spread_m == pytest.approx(expected, rel=1e-9) and cand.spread_m > 0
     strict = _engine(pipeline, gate=GateConfig(consistency_count=1,

@@ -84,32 +84,23 @@ class G2GMethod:
             self.pipeline.model = ablated.eval().to(self.pipeline.device)
         self.max_frames = self.pipeline.max_frames
         self.image_size = tuple(self.pipeline.image_size)
-        # Where the pipeline aligns at another size than its backbone's, the pairs are loaded
-        # at that size too (the nodes prepare both from the same images).
-        self.align_size = self.pipeline.alignment_size
 
-    def prediction(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor,
-                   align: Optional[tuple] = None):
-        """The pipeline's :class:`~g2g_model.inference.Prediction` on loaded groups;
-        ``align``: the same two groups loaded at :attr:`align_size`."""
+    def prediction(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
+        """The pipeline's :class:`~g2g_model.inference.Prediction` on loaded groups."""
         from g2g_model.groups import PreparedGroup
 
         def prepared(group, poses):
             return PreparedGroup(group.images[None], group.intrinsics[None],
                                  poses[None].float(), np.eye(4))
 
-        extra = {}
-        if align is not None:
-            extra = {"align_a": prepared(align[0], poses_a), "align_b": prepared(align[1], poses_b)}
         return self.pipeline.predict_prepared(prepared(group_a, poses_a),
-                                              prepared(group_b, poses_b), **extra)
+                                              prepared(group_b, poses_b))
 
-    def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor,
-                align: Optional[tuple] = None):
+    def predict(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
         """``(pred_a [N_A,4,4], pred_b [N_B,4,4])`` float64 numpy rigid transforms (rotations
         projected onto SO(3); pred_a[0] = identity), exactly as the pipeline (and so the ROS
         nodes) returns them: g2g-eval-bag's numbers then equal these on the same pairs."""
-        pred = self.prediction(group_a, group_b, poses_a, poses_b, align)
+        pred = self.prediction(group_a, group_b, poses_a, poses_b)
         return pred.poses_a, pred.poses_b
 
 
@@ -184,8 +175,6 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
                 runners[spec.label] = VerifiedMethod(task, runners[spec.label])
     g2g_sizes = {r.image_size for r in runners.values()
                  if not isinstance(r, ClassicalMethod) and r.image_size is not None}
-    g2g_sizes |= {getattr(r, "g2g", r).align_size for r in runners.values()
-                  if getattr(getattr(r, "g2g", r), "align_size", None)}
     native = TrajectoryStore(root, (1, 1))
     first = native.reader(items[0].spec_a[1]).rig
     cam0 = first[first.names[0]]
@@ -220,13 +209,6 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
             ga, gb = loaded[size]
             poses_a = _noisy(ga.cam_to_anchor, "a" + key, mode)
             poses_b = _noisy(gb.cam_to_anchor, "b" + key, mode)
-            align_size = getattr(getattr(runner, "g2g", runner), "align_size", None)
-            align = None
-            if align_size:
-                if align_size not in loaded:
-                    loaded[align_size] = (stores[align_size].load(it.spec_a),
-                                          stores[align_size].load(it.spec_b))
-                align = loaded[align_size]
             t0 = time.perf_counter()
             path, inliers = "", ""
             if isinstance(runner, VerifiedMethod):
@@ -236,12 +218,11 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
                 na, nb = loaded[native_size]
                 pred_a, pred_b, path, inliers = runner.predict(
                     ga, gb, poses_a, poses_b, (_uint8_images(na), na.intrinsics.double().numpy(),
-                                               _uint8_images(nb), nb.intrinsics.double().numpy()),
-                    align)
+                                               _uint8_images(nb), nb.intrinsics.double().numpy()))
             elif isinstance(runner, IdentityMethod):
                 pred_a, pred_b = runner.predict(poses_a, poses_b)
             elif isinstance(runner, G2GMethod):
-                pred_a, pred_b = runner.predict(ga, gb, poses_a, poses_b, align)
+                pred_a, pred_b = runner.predict(ga, gb, poses_a, poses_b)
             else:
                 world_a = ga.world_T_cam[0][None] @ poses_a.double().numpy()
                 world_b = gb.world_T_cam[0][None] @ poses_b.double().numpy()

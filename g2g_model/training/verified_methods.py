@@ -46,15 +46,14 @@ class VerifiedMethod:
         self.verifier = StructureVerifier(cfg) if task == "reloc" else RigMotionVerifier(cfg)
         self.image_size = g2g.image_size if g2g is not None else None
 
-    def predict(self, ga, gb, poses_a, poses_b, native: Tuple[list, np.ndarray, list, np.ndarray],
-                align: Optional[tuple] = None) -> Tuple[np.ndarray, np.ndarray, str, int]:
+    def predict(self, ga, gb, poses_a, poses_b, native: Tuple[list, np.ndarray, list, np.ndarray]
+                ) -> Tuple[np.ndarray, np.ndarray, str, int]:
         """``ga``/``gb``: the groups at the G2G model's size; ``poses_*``: the input intra-group
-        poses (anchor frames); ``native``: (images A, K A, images B, K B) at native size;
-        ``align``: the groups at the G2G pipeline's alignment size (``G2GMethod.predict``)."""
+        poses (anchor frames); ``native``: (images A, K A, images B, K B) at native size."""
         pa = poses_a.double().numpy()
         pb = poses_b.double().numpy()
         if self.g2g is not None:
-            pred_a, pred_b = self.g2g.predict(ga, gb, poses_a, poses_b, align)
+            pred_a, pred_b = self.g2g.predict(ga, gb, poses_a, poses_b)
         else:  # "no motion": B0 at A0
             pred_a, pred_b = pa, pb
         images_a, k_a, images_b, k_b = native
