@@ -21,10 +21,10 @@ previous rig default their mean was 2 % better on moving held-out pairs but 2.7x
 rotation when the rig stood still (B = A: 0.64 against 0.24 deg on a held-out scene;
 docs/TRAINING.md, "Session 20").
 
-Feature alignment (``alignment``, on by default for relocalization checkpoints): the rotation
-of T_{A0<-B0} is then taken from matches of the frozen image features of both groups
-(:mod:`g2g_model.alignment`) wherever enough of them agree, and G2G's translation is kept;
-``Prediction.alignment`` says what it found. On held-out simulator pairs it halves the
+Rotation matching (``rotation_matching``, on by default for relocalization checkpoints): the
+rotation of T_{A0<-B0} is then taken from matches of the frozen image features of both groups
+(:mod:`g2g_model.rotation_matching`) wherever enough of them agree, and G2G's translation is kept;
+``Prediction.rotation_match`` says what it found. On held-out simulator pairs it halves the
 rotation error of the regression (docs/TRAINING.md, "Session 23").
 """
 
@@ -40,7 +40,7 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 
-from g2g_model.alignment import Alignment, alignment_for, with_rotation
+from g2g_model.rotation_matching import RotationMatch, matcher_for, with_rotation
 from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
 from g2g_model.geometry import fuse_poses, invert_pose, project_to_rigid
 from g2g_model.groups import PreparedGroup, prepare_group
@@ -84,7 +84,7 @@ class Prediction:
         b0_estimates: ``[K, 4, 4]`` the estimates of T_{A0<-B0} that ``poses_b`` fuses (one per
             frame of B, plus one per frame of A when both directions ran).
         directions: 1, or 2 when the groups also ran exchanged.
-        alignment: the feature alignment's outcome (None when it is off); when it found a
+        rotation_match: the rotation matching's outcome (None when it is off); when it found a
             rotation, ``poses_b`` carry it and ``b0_estimates`` stay G2G's own.
     """
 
@@ -97,7 +97,7 @@ class Prediction:
     features_b: Optional[torch.Tensor] = field(default=None, repr=False)
     b0_estimates: Optional[np.ndarray] = field(default=None, repr=False)
     directions: int = 1
-    alignment: Optional[Alignment] = None
+    rotation_match: Optional[RotationMatch] = None
 
     @property
     def a0_T_b0(self) -> np.ndarray:
@@ -136,13 +136,13 @@ class G2GPipeline:
             False or "auto": True for checkpoints trained on relocalization pairs or with a
             share of the pairs reversed (``data.reverse_fraction`` > 0), the ones that learned
             motion in both orders.
-        alignment: feature alignment of the rotation (module docstring): "auto" (on for
-            relocalization checkpoints), True, False or an ``AlignmentConfig``.
+        rotation_matching: the rotation from feature matches (module docstring): "auto" (on for
+            relocalization checkpoints), True, False or an ``MatchingConfig``.
     """
 
     def __init__(self, backbone: Backbone, model: G2GModel, device: str = "cpu",
                  bf16="auto", header: Optional[dict] = None, untrained: bool = False,
-                 both_directions="auto", alignment="auto"):
+                 both_directions="auto", rotation_matching="auto"):
         if model.config.input_dim != backbone.feature_dim:
             raise ValueError(
                 f"G2G input_dim={model.config.input_dim} does not match the backbone "
@@ -164,13 +164,13 @@ class G2GPipeline:
             raise ValueError(f"both_directions must be True, False or 'auto', got "
                              f"{both_directions!r}")
         self.both_directions = both_directions
-        self.alignment = alignment_for(alignment, self.header, self.backbone)
+        self.rotation_matcher = matcher_for(rotation_matching, self.header, self.backbone)
 
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_checkpoint(cls, path, device: str = "cpu", bf16="auto",
                         backbone_weights: Optional[str] = None,
-                        both_directions="auto", alignment="auto") -> "G2GPipeline":
+                        both_directions="auto", rotation_matching="auto") -> "G2GPipeline":
         """Build from a checkpoint of ours (backbone named in its header).
 
         A backbone trained here (``compact``) ships inside the checkpoint; ``backbone_weights``
@@ -209,7 +209,8 @@ class G2GPipeline:
             )
         LOG.info("loaded %s (backbone %s, preset %s)", path, name, loaded.header.get("preset"))
         return cls(backbone, loaded.model, device=device, bf16=bf16, header=loaded.header,
-                   both_directions=both_directions, alignment=alignment)
+                   both_directions=both_directions,
+                   rotation_matching=rotation_matching)
 
     @classmethod
     def untrained_default(cls, device: str = "cpu", seed: int = 0,
@@ -345,27 +346,27 @@ class G2GPipeline:
         else:
             estimates = b0_estimates(poses_b, input_b)
         t3 = time.perf_counter()
-        aligned = None
-        if self.alignment is not None:
-            # At the backbone's input size, as maps store their keyframes (g2g_model.alignment).
-            aligned = self.alignment.align(
+        matched = None
+        if self.rotation_matcher is not None:
+            # From the frames at the backbone's input size, as maps store their keyframes.
+            matched = self.rotation_matcher.match(
                 prep_a.images[0], prep_a.intrinsics[0], prep_a.cam_to_anchor[0],
                 prep_b.images[0], prep_b.intrinsics[0], prep_b.cam_to_anchor[0])
-            if aligned.rotation is not None:
-                poses_b = with_rotation(poses_b, input_b, aligned.rotation)
+            if matched.rotation is not None:
+                poses_b = with_rotation(poses_b, input_b, matched.rotation)
         t4 = time.perf_counter()
         return Prediction(
             poses_a=poses_a,
             poses_b=poses_b,
             world_T_b=prep_a.anchor_to_world[None] @ poses_b,
             timing_ms={"prepare": 0.0, "encode": 1e3 * (t2 - t1), "g2g": 1e3 * (t3 - t2),
-                       "align": 1e3 * (t4 - t3), "total": 1e3 * (t4 - t1)},
+                       "match": 1e3 * (t4 - t3), "total": 1e3 * (t4 - t1)},
             untrained=self.untrained,
             features_a=fa,
             features_b=fb,
             b0_estimates=estimates,
             directions=2 if self.both_directions else 1,
-            alignment=aligned,
+            rotation_match=matched,
         )
 
 

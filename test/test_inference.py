@@ -29,7 +29,7 @@ def test_predict_shapes_and_frames(pipe):
     assert np.isfinite(pred.poses_b).all() and not pred.untrained
     np.testing.assert_allclose(pred.a0_T_b0, pred.poses_b[0])
     np.testing.assert_allclose(pred.world_T_b, np.eye(4)[None] @ pred.poses_b, atol=1e-12)
-    assert set(pred.timing_ms) == {"prepare", "encode", "g2g", "align", "total"}
+    assert set(pred.timing_ms) == {"prepare", "encode", "g2g", "match", "total"}
 
 
 def test_world_frame_does_not_matter(pipe):
@@ -66,9 +66,10 @@ def test_relocalization_runs_both_ways_and_fuses(pipe):
     from g2g_model.inference import default_checkpoint
 
     assert pipe.both_directions
-    # The fusion itself, without the feature alignment that replaces the fused rotation
-    # (test_alignment.py).
-    pipe = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"), alignment=False)
+    # The fusion itself, without the rotation matching that replaces the fused rotation
+    # (test_rotation_matching.py).
+    pipe = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"),
+                                       rotation_matching=False)
     rig = G2GPipeline.default("rig_odometry")
     reverse = (rig.header["training"].get("reverse_fraction") or 0.0) > 0
     assert rig.both_directions == reverse
@@ -87,7 +88,7 @@ def test_relocalization_runs_both_ways_and_fuses(pipe):
     loop = pred.a0_T_b0 @ back.a0_T_b0
     np.testing.assert_allclose(loop[:3, :3], np.eye(3), atol=1e-5)
     one_way = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"),
-                                          both_directions=False, alignment=False)
+                                          both_directions=False, rotation_matching=False)
     single = one_way.predict(ga, gb)
     assert single.directions == 1 and single.b0_estimates.shape == (3, 4, 4)
     np.testing.assert_allclose(single.poses_b[0], single.b0_estimates[0], atol=1e-5)

@@ -134,7 +134,7 @@ def test_the_gate_receives_path_inliers_and_covariance(scene):
 def test_the_spread_gate_sees_both_directions(scene):
     # G2G's path: every estimate of T_{A0<-B0} of both directions (W of the query, W of the map
     # window) counts; the gate's spread is their largest distance from the fused one, and the
-    # pipeline's answer (the fused translation; the rotation from the feature alignment where it
+    # pipeline's answer (the fused translation; the rotation from the rotation matching where it
     # found one) gives map->odom.
     pipeline, gmap, path, query = scene
     engine = _engine(pipeline, gate=GateConfig(consistency_count=2))
@@ -149,10 +149,10 @@ def test_the_spread_gate_sees_both_directions(scene):
     np.testing.assert_allclose(cand.map_T_odom, result.map_T_odom)
     answer = pred.a0_T_b0
     np.testing.assert_allclose(answer[:3, 3], fused[:3, 3], atol=1e-9)
-    if pred.alignment is None or pred.alignment.rotation is None:
+    if pred.rotation_match is None or pred.rotation_match.rotation is None:
         np.testing.assert_allclose(answer, fused, atol=1e-9)
     else:
-        np.testing.assert_allclose(answer[:3, :3], pred.alignment.rotation, atol=1e-9)
+        np.testing.assert_allclose(answer[:3, :3], pred.rotation_match.rotation, atol=1e-9)
     np.testing.assert_allclose(
         cand.map_T_odom, result.group_a.cam_to_world[0] @ answer @ invert_pose(odom_T_b0))
     expected = max(np.linalg.norm(e[:3, 3] - fused[:3, 3]) for e in pred.b0_estimates)

@@ -37,9 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--directions", action="store_true",
                    help="also evaluate every checkpoint with its directions flipped: one way "
                    "where it runs both (relocalization), both where it runs one (rig odometry)")
-    p.add_argument("--no-alignment", action="store_true",
+    p.add_argument("--no-rotation-matching", action="store_true",
                    help="also evaluate every checkpoint with G2G's own rotation where the "
-                   "pipeline would take it from the feature alignment (relocalization)")
+                   "pipeline would take it from the rotation matching (relocalization)")
     p.add_argument("--identity", action="store_true",
                    help="also score the 'no motion' reference (B0 at A0)")
     p.add_argument("--verify", action="store_true",
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING)
     try:
         methods = default_methods(args.checkpoint, args.classical, args.ablation, args.identity,
-                                  args.verify, args.directions, args.no_alignment)
+                                  args.verify, args.directions, args.no_rotation_matching)
         results = evaluate_methods(args.task, args.root, args.index, methods, args.out,
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
                                    device=args.device, progress=not args.quiet,

@@ -58,7 +58,7 @@ class MethodSpec:
     identity: bool = False
     verify: bool = False  # geometric verification after the checkpoint (or alone: no checkpoint)
     flip_directions: bool = False  # one way where the pipeline runs both, both where it runs one
-    no_alignment: bool = False  # without the feature alignment of the rotation (G2G's own)
+    no_rotation_matching: bool = False  # without the rotation matching of the rotation (G2G's own)
 
 
 class G2GMethod:
@@ -66,15 +66,15 @@ class G2GMethod:
     the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups with
     their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
     block-diagonal mask. ``flip_directions``: one way where the pipeline would run both
-    directions, both where it would run one (:mod:`g2g_model.inference`). ``no_alignment``:
-    G2G's own rotation where the pipeline would align it (:mod:`g2g_model.alignment`)."""
+    directions, both where it would run one (:mod:`g2g_model.inference`). ``no_rotation_matching``:
+    G2G's own rotation where the pipeline would align it (:mod:`g2g_model.rotation_matching`)."""
 
     def __init__(self, path: str, no_cross_group: bool = False, device: str = "cpu",
-                 flip_directions: bool = False, no_alignment: bool = False) -> None:
+                 flip_directions: bool = False, no_rotation_matching: bool = False) -> None:
         from g2g_model.inference import G2GPipeline
 
         self.pipeline = G2GPipeline.from_checkpoint(
-            path, device, bf16=False, alignment=False if no_alignment else "auto")
+            path, device, bf16=False, rotation_matching=False if no_rotation_matching else "auto")
         if flip_directions:
             self.pipeline.both_directions = not self.pipeline.both_directions
         if no_cross_group:
@@ -170,7 +170,7 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
             if not Path(spec.checkpoint).is_file():
                 raise ValueError(f"checkpoint {spec.checkpoint!r} does not exist")
             runners[spec.label] = G2GMethod(spec.checkpoint, spec.no_cross_group, device,
-                                            spec.flip_directions, spec.no_alignment)
+                                            spec.flip_directions, spec.no_rotation_matching)
             if spec.verify:
                 runners[spec.label] = VerifiedMethod(task, runners[spec.label])
     g2g_sizes = {r.image_size for r in runners.values()
@@ -316,10 +316,11 @@ def plot_results(rows: Dict[str, list], out: Path) -> None:
 
 def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool,
                     identity: bool = False, verify: bool = False,
-                    directions: bool = False, no_alignment: bool = False) -> List[MethodSpec]:
+                    directions: bool = False, no_rotation_matching: bool = False
+                    ) -> List[MethodSpec]:
     """Labels: checkpoint file stems (``+nocross_switch`` with the switch, ``+verified`` with
     geometric verification, ``+flipped_directions`` run one way if the checkpoint runs both and
-    the other way round, ``+no_alignment`` with G2G's own rotation), ``classical``,
+    the other way round, ``+no_rotation_matching`` with G2G's own rotation), ``classical``,
     ``identity``, ``geometry`` (verification alone)."""
     specs = [MethodSpec("identity", identity=True)] if identity else []
     if verify:
@@ -335,8 +336,9 @@ def default_methods(checkpoints: List[str], classical: Optional[str], ablation: 
         if directions:
             specs.append(MethodSpec(stem + "+flipped_directions", checkpoint=path,
                                     flip_directions=True))
-        if no_alignment:
-            specs.append(MethodSpec(stem + "+no_alignment", checkpoint=path, no_alignment=True))
+        if no_rotation_matching:
+            specs.append(MethodSpec(stem + "+no_rotation_matching", checkpoint=path,
+                                    no_rotation_matching=True))
     if classical:
         specs.append(MethodSpec("classical", classical_preset=classical))
     labels = [s.label for s in specs]

@@ -1,4 +1,4 @@
-"""Feature alignment: the rotation between two groups from matches of frozen image features.
+"""Rotation matching: the rotation between two groups from matches of frozen image features.
 
 G2G's pose head regresses T_{A0<-B0} from pooled tokens and, on 7 x 7 tokens, recovers about half
 of every turn over 2 degrees (docs/TRAINING.md, "Session 21"). The frozen ImageNet features under
@@ -14,16 +14,20 @@ scene metres away). So:
    they are described enlarged to ``describe_px`` (bilinear; 160 px: 10 x 10 cells): on 7 x 7
    cells a turn under one cell (about 11 deg) keeps most matches at the same cell and the
    rotation shrinks, as G2G's does; the enlarged frames carry no new detail but a finer grid,
-   and described that way they align as well as frames rendered at that size (measured);
+   and described that way they match as well as frames rendered at that size (measured);
 2. for every frame pair (A_i, B_j), the mutual nearest neighbours of their cells (cosine);
 3. each matched cell centre lifted to a unit ray in its group's anchor frame (intrinsics and the
    known T_{X0<-Xi});
 4. the rotation that most matches agree with: RANSAC over rotations from two matches, then a
    least-squares fit on the inliers (Kabsch), repeated until the inliers settle.
 
-The rotation does not shrink with the size of the turn, as a regression does; where the features
-do not match (blank, dark or textureless images, no overlap) too few inliers agree and the caller
-keeps G2G's rotation. G2G still gives the translation. Measured in docs/TRAINING.md, "Session 23".
+The rotation does not shrink with the size of the turn, as a regression does. Where nothing
+matches (blank or dark images) too few matches agree and the caller keeps G2G's rotation; G2G
+always gives the translation. Limits: on frames without structure (noise) cells match their own
+position and the answer is about "no motion" with many inliers, so the inlier count is not a
+confidence (random images: 400 of 1,000 matches agree); parallax is ignored, so groups a sizeable
+part of the scene's depth apart (0.3 m from things 2 m away) carry a few degrees of error.
+Measured in docs/TRAINING.md, "Session 23".
 
 Why our own small RANSAC: PoseLib, used for the verification's solvers, has no rotation-only
 solver for two sets of rays (its generalized relative pose needs parallax, which cell-sized
@@ -43,15 +47,15 @@ import torch.nn.functional as F
 
 
 @dataclass
-class AlignmentConfig:
-    """Settings of :class:`FeatureAlignment`.
+class MatchingConfig:
+    """Settings of :class:`RotationMatcher`.
 
     Attributes:
         describe_px: frames are enlarged (or reduced) to this width, the height in proportion,
             before they are described (0: as given).
         inlier_deg: a match agrees with a rotation when its two rays are this close after it.
         hypotheses: RANSAC hypotheses (rotations from two matches each).
-        min_inliers: fewer agreeing matches: no alignment (the caller keeps G2G's rotation).
+        min_inliers: fewer agreeing matches: no rotation (the caller keeps G2G's rotation).
         seed: of the RANSAC draws (the result is deterministic for given inputs).
     """
 
@@ -61,7 +65,7 @@ class AlignmentConfig:
     min_inliers: int = 24
     seed: int = 0
 
-    def validate(self) -> "AlignmentConfig":
+    def validate(self) -> "MatchingConfig":
         if not 0 < float(self.inlier_deg) < 90:
             raise ValueError(f"inlier_deg must be in (0, 90), got {self.inlier_deg}")
         if int(self.describe_px) and int(self.describe_px) < 32:
@@ -74,8 +78,8 @@ class AlignmentConfig:
 
 
 @dataclass
-class Alignment:
-    """Outcome of one alignment.
+class RotationMatch:
+    """Outcome of one rotation matching.
 
     Attributes:
         rotation: ``[3, 3]`` R_{A0<-B0}, or None when fewer than ``min_inliers`` matches agreed.
@@ -100,7 +104,7 @@ def kabsch(rays_a: np.ndarray, rays_b: np.ndarray) -> np.ndarray:
     return np.swapaxes(vt, -1, -2) @ (fix[..., :, None] * np.swapaxes(u, -1, -2))
 
 
-def robust_rotation(rays_a: np.ndarray, rays_b: np.ndarray, config: AlignmentConfig
+def robust_rotation(rays_a: np.ndarray, rays_b: np.ndarray, config: MatchingConfig
                     ) -> Tuple[np.ndarray, np.ndarray]:
     """RANSAC + iterated least squares: (R_{A<-B} ``[3, 3]``, inlier mask ``[K]``) for unit rays
     ``[K, 3]`` (K >= 2) with ``rays_a ~ R rays_b``."""
@@ -149,11 +153,11 @@ def mutual_matches(feats_a: torch.Tensor, feats_b: torch.Tensor) -> Tuple[torch.
     return (torch.stack([ia % w, ia // w], 1), torch.stack([ib % w, ib // w], 1))
 
 
-class FeatureAlignment:
+class RotationMatcher:
     """R_{A0<-B0} from two groups' images (module docstring).
 
     Args:
-        config: :class:`AlignmentConfig`.
+        config: :class:`MatchingConfig`.
         trunk: the frozen stride-16 feature extractor (``[M, 3, H, W]`` in [0, 1] ->
             ``[M, C, H/16, W/16]``); default the shipped MobileNetV2 trunk (the one under the
             ``compact_mnv2`` backbone: pass ``backbone.stem.trunk`` to share it).
@@ -161,9 +165,9 @@ class FeatureAlignment:
 
     STRIDE = 16
 
-    def __init__(self, config: Optional[AlignmentConfig] = None,
+    def __init__(self, config: Optional[MatchingConfig] = None,
                  trunk: Optional[torch.nn.Module] = None) -> None:
-        self.config = (config or AlignmentConfig()).validate()
+        self.config = (config or MatchingConfig()).validate()
         if trunk is None:
             from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
             trunk = MobileNetV2Trunk(self.STRIDE)
@@ -192,9 +196,9 @@ class FeatureAlignment:
             k[..., axis, 2] = (k[..., axis, 2] + 0.5) * s - 0.5
         return out, k
 
-    def align(self, images_a: torch.Tensor, intrinsics_a: torch.Tensor, poses_a: torch.Tensor,
+    def match(self, images_a: torch.Tensor, intrinsics_a: torch.Tensor, poses_a: torch.Tensor,
               images_b: torch.Tensor, intrinsics_b: torch.Tensor, poses_b: torch.Tensor
-              ) -> Alignment:
+              ) -> RotationMatch:
         """Align two groups: images ``[N, 3, H, W]`` in [0, 1] (any size, a stride-16 grid of
         cells), intrinsics ``[N, 3, 3]`` at that size, ``poses`` ``[N, 4, 4]`` T_{X0<-Xi}."""
         (images_a, intrinsics_a), (images_b, intrinsics_b) = (
@@ -209,37 +213,38 @@ class FeatureAlignment:
                 rays_b.append(cell_rays(cells_b, stride, intrinsics_b[j], poses_b[j]))
         ra, rb = torch.cat(rays_a).numpy(), torch.cat(rays_b).numpy()
         if len(ra) < max(2, self.config.min_inliers):
-            return Alignment(None, 0, len(ra), f"{len(ra)} matches (< min_inliers "
-                             f"{self.config.min_inliers})")
+            return RotationMatch(None, 0, len(ra), f"{len(ra)} matches (< min_inliers "
+                                 f"{self.config.min_inliers})")
         rotation, inliers = robust_rotation(ra, rb, self.config)
         count = int(inliers.sum())
         if count < self.config.min_inliers or not np.all(np.isfinite(rotation)):
-            return Alignment(None, count, len(ra), f"{count} of {len(ra)} matches agree (< "
-                             f"min_inliers {self.config.min_inliers})")
-        return Alignment(rotation, count, len(ra))
+            return RotationMatch(None, count, len(ra), f"{count} of {len(ra)} matches agree "
+                                 f"(< min_inliers {self.config.min_inliers})")
+        return RotationMatch(rotation, count, len(ra))
 
 
-def alignment_for(setting, header: Optional[dict], backbone=None) -> Optional[FeatureAlignment]:
-    """The pipeline's alignment for ``setting``: "auto" (on for relocalization checkpoints, the
-    ones measured in docs/TRAINING.md; off for rig odometry and untrained stand-ins), True,
-    False / None, or an :class:`AlignmentConfig`. Shares the MobileNetV2 trunk of a
+def matcher_for(setting, header: Optional[dict], backbone=None) -> Optional[RotationMatcher]:
+    """The pipeline's rotation matcher for ``setting``: "auto" (on for relocalization
+    checkpoints, the ones measured in docs/TRAINING.md; off for rig odometry and untrained
+    stand-ins), True,
+    False / None, or an :class:`MatchingConfig`. Shares the MobileNetV2 trunk of a
     ``compact_mnv2`` backbone (the same frozen weights) instead of loading a second copy."""
     if setting == "auto":
         setting = ((header or {}).get("training") or {}).get("task") == "reloc"
     if setting is None or setting is False:
         return None
     if setting is True:
-        config = AlignmentConfig()
-    elif isinstance(setting, AlignmentConfig):
+        config = MatchingConfig()
+    elif isinstance(setting, MatchingConfig):
         config = setting
     else:
-        raise ValueError(f"alignment must be 'auto', True, False, None or an AlignmentConfig, "
-                         f"got {setting!r}")
+        raise ValueError(f"rotation_matching must be 'auto', True, False, None or a "
+                         f"MatchingConfig, got {setting!r}")
     from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
 
     trunk = getattr(getattr(backbone, "stem", None), "trunk", None)
-    shared = isinstance(trunk, MobileNetV2Trunk) and trunk.stride == FeatureAlignment.STRIDE
-    return FeatureAlignment(config, trunk if shared else None)
+    shared = isinstance(trunk, MobileNetV2Trunk) and trunk.stride == RotationMatcher.STRIDE
+    return RotationMatcher(config, trunk if shared else None)
 
 
 def with_rotation(poses_b: np.ndarray, input_b: np.ndarray, rotation: np.ndarray) -> np.ndarray:

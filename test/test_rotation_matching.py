@@ -1,4 +1,4 @@
-"""Feature alignment (g2g_model/alignment.py): the solver, real images, and the pipeline."""
+"""Rotation matching (g2g_model/rotation_matching.py): the solver, real images, the pipeline."""
 
 import sys
 from pathlib import Path
@@ -11,8 +11,8 @@ from scipy.spatial.transform import Rotation
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_fixtures import tiny_trajectories  # noqa: E402
 
-from g2g_model.alignment import (  # noqa: E402
-    AlignmentConfig, FeatureAlignment, kabsch, robust_rotation,
+from g2g_model.rotation_matching import (  # noqa: E402
+    MatchingConfig, RotationMatcher, kabsch, robust_rotation,
 )
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import invert_pose, rotation_angle_deg  # noqa: E402
@@ -48,7 +48,7 @@ def test_robust_rotation_ignores_outliers():
     rays_a = np.einsum("kij,kj->ki", noise, rays_b @ truth.T)
     outliers = rng.random(300) < 0.45
     rays_a[outliers] = unit(rng.normal(size=(outliers.sum(), 3)))
-    rotation, inliers = robust_rotation(rays_a, rays_b, AlignmentConfig())
+    rotation, inliers = robust_rotation(rays_a, rays_b, MatchingConfig())
     assert angle(rotation, truth) < 0.3
     assert inliers[~outliers].mean() > 0.95 and inliers[outliers].mean() < 0.1
 
@@ -56,7 +56,7 @@ def test_robust_rotation_ignores_outliers():
 def test_config_is_validated():
     for bad in ({"inlier_deg": 0}, {"hypotheses": 0}, {"min_inliers": 0}):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            AlignmentConfig(**bad).validate()
+            MatchingConfig(**bad).validate()
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +70,8 @@ def traversals(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def aligner():
-    return FeatureAlignment(AlignmentConfig())
+def matcher():
+    return RotationMatcher(MatchingConfig())
 
 
 def window(reader, cam, first, count=3) -> Group:
@@ -81,15 +81,15 @@ def window(reader, cam, first, count=3) -> Group:
                  cam_to_world=reader.world_T_cam(cam)[frames])
 
 
-def align(aligner, group_a, group_b):
+def match(matcher, group_a, group_b):
     a, b = prepare_group(group_a, SIZE), prepare_group(group_b, SIZE)
-    return aligner.align(a.images[0], a.intrinsics[0], a.cam_to_anchor[0],
+    return matcher.match(a.images[0], a.intrinsics[0], a.cam_to_anchor[0],
                          b.images[0], b.intrinsics[0], b.cam_to_anchor[0])
 
 
-def test_same_group_aligns_to_the_identity(traversals, aligner):
+def test_same_group_aligns_to_the_identity(traversals, matcher):
     group = window(traversals[0], "cam0", 4)
-    out = align(aligner, group, group)
+    out = match(matcher, group, group)
     # Frame pairs (A_i, A_i) match onto themselves; the others see the scene from up to 0.6 m
     # apart, so near things disagree (parallax) but not in the mean.
     assert out.rotation is not None and out.inliers > out.matches / 2 > 100
@@ -112,14 +112,15 @@ def cross_season_pairs(traversals, count=6):
     return pairs[:count]
 
 
-def test_cross_season_rotation_from_the_images(traversals, aligner):
-    """Across seasons the alignment finds the turn where G2G's regression does not (measured
+def test_cross_season_rotation_from_the_images(traversals, matcher):
+    """Across seasons the matched rotation is the turn where G2G's regression does not (measured
     when written: 2.4-6.4 deg against G2G's 9.7-21.4 on turns of 8-17 deg)."""
-    plain = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"), alignment=False)
+    plain = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"),
+                                        rotation_matching=False)
     errors, g2g, turns = [], [], []
     for c0, i, c1, j, truth in cross_season_pairs(traversals):
         group_a, group_b = window(traversals[0], c0, i), window(traversals[1], c1, j)
-        out = align(aligner, group_a, group_b)
+        out = match(matcher, group_a, group_b)
         assert out.rotation is not None, out.reason
         errors.append(angle(out.rotation, truth))
         g2g.append(angle(plain.predict(group_a, group_b).a0_T_b0[:3, :3], truth))
@@ -128,31 +129,33 @@ def test_cross_season_rotation_from_the_images(traversals, aligner):
     assert np.mean(errors) < np.mean(g2g) / 2, (errors, g2g)
 
 
-def test_blank_images_are_declined_and_the_pipeline_keeps_g2g(traversals, aligner):
+def test_blank_images_are_declined_and_the_pipeline_keeps_g2g(traversals, matcher):
     group = window(traversals[0], "cam0", 4)
     blank = Group(images=[np.zeros_like(im) for im in group.images],
                   intrinsics=group.intrinsics, cam_to_world=group.cam_to_world)
-    out = align(aligner, group, blank)
+    out = match(matcher, group, blank)
     assert out.rotation is None and "min_inliers" in out.reason
-    with_alignment = G2GPipeline.default("relocalization")
-    without = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"), alignment=False)
-    pred, plain = with_alignment.predict(group, blank), without.predict(group, blank)
-    assert pred.alignment is not None and pred.alignment.rotation is None
+    matching = G2GPipeline.default("relocalization")
+    without = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"),
+                                          rotation_matching=False)
+    pred, plain = matching.predict(group, blank), without.predict(group, blank)
+    assert pred.rotation_match is not None and pred.rotation_match.rotation is None
     np.testing.assert_allclose(pred.poses_b, plain.poses_b, atol=1e-6)
 
 
 def test_pipeline_takes_the_aligned_rotation_and_g2g_translation(traversals):
-    assert G2GPipeline.default("rig_odometry").alignment is None
+    assert G2GPipeline.default("rig_odometry").rotation_matcher is None
     pipe = G2GPipeline.default("relocalization")
-    assert pipe.alignment is not None and pipe.image_size == SIZE
+    assert pipe.rotation_matcher is not None and pipe.image_size == SIZE
     # The compact_mnv2 backbone's frozen trunk is shared, not loaded twice.
-    assert pipe.alignment.trunk is pipe.backbone.stem.trunk
-    plain = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"), alignment=False)
+    assert pipe.rotation_matcher.trunk is pipe.backbone.stem.trunk
+    plain = G2GPipeline.from_checkpoint(default_checkpoint("relocalization"),
+                                        rotation_matching=False)
     c0, i, c1, j, truth = cross_season_pairs(traversals, 1)[0]
     group_a, group_b = window(traversals[0], c0, i), window(traversals[1], c1, j)
     pred, base = pipe.predict(group_a, group_b), plain.predict(group_a, group_b)
-    assert pred.alignment.rotation is not None
-    np.testing.assert_allclose(pred.a0_T_b0[:3, :3], pred.alignment.rotation, atol=1e-9)
+    assert pred.rotation_match.rotation is not None
+    np.testing.assert_allclose(pred.a0_T_b0[:3, :3], pred.rotation_match.rotation, atol=1e-9)
     np.testing.assert_allclose(pred.a0_T_b0[:3, 3], base.a0_T_b0[:3, 3], atol=1e-9)
     np.testing.assert_allclose(pred.b0_estimates, base.b0_estimates, atol=1e-9)
     # Group B stays rigid with its input poses (float32 in the pipeline), and world_T_b follows.
@@ -161,17 +164,18 @@ def test_pipeline_takes_the_aligned_rotation_and_g2g_translation(traversals):
         np.testing.assert_allclose(pose, pred.a0_T_b0 @ rel, atol=1e-5)
     np.testing.assert_allclose(pred.world_T_b, group_a.cam_to_world[0] @ pred.poses_b,
                                atol=1e-9)
-    assert pred.timing_ms["align"] > 0
+    assert pred.timing_ms["match"] > 0
     assert angle(pred.a0_T_b0[:3, :3], truth) < angle(base.a0_T_b0[:3, :3], truth) + 1.0
 
 
 def test_a_given_config_and_bad_settings(traversals):
     path = default_checkpoint("relocalization")
-    pipe = G2GPipeline.from_checkpoint(path, alignment=AlignmentConfig(inlier_deg=4.0))
-    assert pipe.alignment.config.inlier_deg == 4.0
+    pipe = G2GPipeline.from_checkpoint(path, rotation_matching=MatchingConfig(inlier_deg=4.0))
+    assert pipe.rotation_matcher.config.inlier_deg == 4.0
     group = window(traversals[0], "cam0", 4)
-    assert pipe.predict(group, group).alignment.rotation is not None
-    with pytest.raises(ValueError, match="alignment must be"):
-        G2GPipeline.from_checkpoint(path, alignment="yes")
+    assert pipe.predict(group, group).rotation_match.rotation is not None
+    with pytest.raises(ValueError, match="rotation_matching must be"):
+        G2GPipeline.from_checkpoint(path, rotation_matching="yes")
     with torch.no_grad():
-        assert G2GPipeline.from_checkpoint(path, alignment=True).alignment is not None
+        on = G2GPipeline.from_checkpoint(path, rotation_matching=True)
+        assert on.rotation_matcher is not None
