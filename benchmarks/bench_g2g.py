@@ -102,33 +102,43 @@ def bench_pipeline_vs_classical(reps: int, budget_s: float) -> List[str]:
 def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[str]:
     """5+5 predictions of the embedded default and of candidate checkpoints, timed round-robin
     on the same input (each as the product loads it: ``bf16="auto"``), with the default as the
-    baseline of the ratios."""
+    baseline of the ratios; a checkpoint that matches its rotation also runs without
+    (``rotation_matching=False``), and the matching's own share is a column."""
     from g2g_model.inference import G2GPipeline, default_checkpoint
 
     ga, gb = sim_groups()
     names = [str(default_checkpoint("relocalization"))] + list(checkpoints)
-    pipes = [G2GPipeline.from_checkpoint(name) for name in names]
-    for pipe in pipes:  # warm-up
+    runs = []
+    for name in names:
+        pipe = G2GPipeline.from_checkpoint(name)
+        runs.append((name, "", pipe))
+        if pipe.rotation_matcher is not None:
+            runs.append((name, " without rotation matching",
+                         G2GPipeline.from_checkpoint(name, rotation_matching=False)))
+    for _, _, pipe in runs:  # warm-up
         pipe.predict(ga, gb)
-    times: List[List[float]] = [[] for _ in pipes]
+    times: List[List[float]] = [[] for _ in runs]
+    match: List[List[float]] = [[] for _ in runs]
     start = time.perf_counter()
     for _ in range(reps):
-        for pipe, row in zip(pipes, times):
+        for (_, _, pipe), row, m in zip(runs, times, match):
             t0 = time.perf_counter()
-            pipe.predict(ga, gb)
+            pred = pipe.predict(ga, gb)
             row.append(time.perf_counter() - t0)
-        if len(times[0]) >= 3 and time.perf_counter() - start > budget_s * len(pipes):
+            m.append(pred.timing_ms.get("match", 0.0))
+        if len(times[0]) >= 3 and time.perf_counter() - start > budget_s * len(runs):
             break
     base = statistics.median(times[0])
     lines = ["## Whole predictions, 5+5 frames of 224x224 simulator images (round-robin)",
-             "| checkpoint | backbone | image px | bf16 | median ms | min ms | runs "
-             "| vs default |",
-             "|---|---|---|---|---|---|---|---|"]
-    for name, pipe, row in zip(names, pipes, times):
+             "| checkpoint | backbone | image px | bf16 | median ms | min ms | of it rotation "
+             "matching (median ms) | runs | vs default |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for (name, what, pipe), row, m in zip(runs, times, match):
         cfg = (pipe.header or {}).get("backbone", {}).get("config", {})
-        lines.append(f"| `{'/'.join(pathlib.Path(name).parts[-2:])}` | {cfg.get('stem', '?')} | "
-                     f"{cfg.get('image_size', '?')} | {pipe.bf16} | "
-                     f"{1e3 * statistics.median(row):.1f} | {1e3 * min(row):.1f} | {len(row)} | "
+        lines.append(f"| `{'/'.join(pathlib.Path(name).parts[-2:])}`{what} | "
+                     f"{cfg.get('stem', '?')} | {cfg.get('image_size', '?')} | {pipe.bf16} | "
+                     f"{1e3 * statistics.median(row):.1f} | {1e3 * min(row):.1f} | "
+                     f"{statistics.median(m):.1f} | {len(row)} | "
                      f"{statistics.median(row) / base:.2f}x |")
     return lines
 

@@ -54,7 +54,8 @@ def test_robust_rotation_ignores_outliers():
 
 
 def test_config_is_validated():
-    for bad in ({"inlier_deg": 0}, {"hypotheses": 0}, {"min_inliers": 0}):
+    for bad in ({"inlier_deg": 0}, {"hypotheses": 0}, {"min_inliers": 0},
+                {"min_inlier_share": 1.0}, {"describe_px": 16}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             MatchingConfig(**bad).validate()
 
@@ -179,3 +180,13 @@ def test_a_given_config_and_bad_settings(traversals):
     with torch.no_grad():
         on = G2GPipeline.from_checkpoint(path, rotation_matching=True)
         assert on.rotation_matcher is not None
+
+
+def test_a_low_share_of_agreeing_matches_is_declined(traversals):
+    # The same pair as the cross-season test; demanding that nearly all matches agree turns the
+    # rotation down with the reason (real pairs far apart for their depth agree at 0.17-0.23).
+    c0, i, c1, j, _ = cross_season_pairs(traversals, 1)[0]
+    strict = RotationMatcher(MatchingConfig(min_inlier_share=0.99))
+    out = match(strict, window(traversals[0], c0, i), window(traversals[1], c1, j))
+    assert out.rotation is None and "min_inlier_share" in out.reason, out
+    assert 0 < out.inliers < out.matches

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Evaluate relocalization checkpoints on the REAL validation set (docs/TRAINING.md, "Real images
 # (validation set)"): every window pair of data/real_val/pairs_w3.json and pairs_w5.json, with the
-# "no motion" reference, the classical baseline and (VERIFY=1, the default) G2G + geometric
+# "no motion" reference, the classical baseline, each checkpoint with G2G's own rotation where the
+# pipeline would match it (+no_rotation_matching) and (VERIFY=1, the default) G2G + geometric
 # verification and the verification alone. Build the set first with tools/make_real_val.py.
 #
 #   tools/eval_real_val.sh                              # the shipped g2g_reloc_mnv2
@@ -32,6 +33,7 @@ extra=()
 if [ "$VERIFY" = 1 ]; then extra+=(--verify); fi
 for w in $WINDOWS; do
   nice -n 5 "$PY" -m g2g_model.training.eval_cli --task reloc --root "$ROOT" \
-    --index "pairs_w$w.json" "${args[@]}" --identity --classical "${extra[@]}" -q \
+    --index "pairs_w$w.json" "${args[@]}" --identity --classical --no-rotation-matching \
+    "${extra[@]}" -q \
     --out "$OUT/w$w"
 done

@@ -262,7 +262,8 @@ class Relocalizer:
                           + (f", path {result.path}, {result.inliers} inliers"
                              if self.verifier is not None else "") + ")"
                           + (f"; verification: {result.verification_reason}"
-                             if result.path == PATH_G2G and result.verification_reason else ""))
+                             if result.path == PATH_G2G and result.verification_reason else "")
+                          + rotation_note(pred.rotation_match))
         result.timing_ms = {"select": 1e3 * (t1 - t0), "g2g": 1e3 * (t2 - t1),
                             "verify": 1e3 * (t3 - t2), "total": 1e3 * (time.perf_counter() - t0)}
         return self._done(result)
@@ -294,3 +295,13 @@ class Relocalizer:
     def _done(self, result: LocalizationResult) -> LocalizationResult:
         self.last = result
         return result
+
+
+def rotation_note(match) -> str:
+    """Where the rotation of G2G's answer came from, for the result message (empty when the
+    pipeline does not match rotations)."""
+    if match is None:
+        return ""
+    if match.rotation is not None:
+        return f"; rotation from feature matches ({match.inliers} of {match.matches} agree)"
+    return f"; rotation: G2G's ({match.reason})"
