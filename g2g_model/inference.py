@@ -224,12 +224,13 @@ class G2GPipeline:
         return cls(bb, model, device=device, header={"preset": g2g_preset}, untrained=True)
 
     @classmethod
-    def default(cls, task: str = "relocalization", device: str = "cpu") -> "G2GPipeline":
+    def default(cls, task: str = "relocalization", device: str = "cpu",
+                rotation_matching="auto") -> "G2GPipeline":
         """The embedded default for ``task``, or the untrained stand-in if none is shipped."""
         path = default_checkpoint(task)
         if path is None:
             return cls.untrained_default(device=device)
-        return cls.from_checkpoint(path, device=device)
+        return cls.from_checkpoint(path, device=device, rotation_matching=rotation_matching)
 
     # ---------------------------------------------------------------- running
     @property

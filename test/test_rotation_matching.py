@@ -190,3 +190,16 @@ def test_a_low_share_of_agreeing_matches_is_declined(traversals):
     out = match(strict, window(traversals[0], c0, i), window(traversals[1], c1, j))
     assert out.rotation is None and "min_inlier_share" in out.reason, out
     assert 0 < out.inliers < out.matches
+
+
+def test_node_model_loading_follows_the_parameter():
+    # The relocalize node's rotation_matching parameter (read at configure) reaches the pipeline.
+    from g2g_ros.model_loading import describe_model, load_pipeline
+
+    on = load_pipeline("", "cpu", "relocalization")
+    off = load_pipeline("", "cpu", "relocalization", rotation_matching=False)
+    assert on.rotation_matcher is not None and off.rotation_matcher is None
+    assert "rotation from feature matches" in describe_model(on, "", "relocalization")
+    assert "rotation from" not in describe_model(on, "", "relocalization", encoder_only=True)
+    assert "rotation from" not in describe_model(off, "", "relocalization")
+    assert load_pipeline("", "cpu", "rig_odometry").rotation_matcher is None

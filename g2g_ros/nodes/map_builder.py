@@ -106,9 +106,11 @@ class MapBuilderNode(ManagedNode):
             self.p["camera_info_topic"], self.p["use_compressed"],
             self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
             on_reject=lambda cam, why: self.report_input(f"camera {cam}", why)))
+        encoder = describe_model(self.pipeline, self.p["checkpoint"], "relocalization",
+                                 encoder_only=True)
         self.get_logger().info(
             f"recording keyframes of {list(self.p['cameras'])} in frame {self.p['map_frame']}; "
-            f"encoder of {describe_model(self.pipeline, self.p['checkpoint'], 'relocalization')}")
+            f"encoder of {encoder}")
 
     def deactivate(self) -> None:
         # Recording pauses (the base unsubscribed the inputs); the keyframes are kept and

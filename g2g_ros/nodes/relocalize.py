@@ -121,7 +121,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             for line in format_rig_log_lines(self.rig):
                 self.get_logger().info(line)
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization",
-                                      p["precision"], p["backbone_weights"])
+                                      p["precision"], p["backbone_weights"],
+                                      p["rotation_matching"])
         if self.pipeline.untrained:
             self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
                                       "corrections are meaningless (wiring only)")

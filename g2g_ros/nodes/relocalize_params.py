@@ -88,6 +88,9 @@ class RelocalizeParams(VerifyParams, CameraParams):
     device: str = param("cpu", "torch device")
     precision: str = param("auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
                            "or bf16")
+    rotation_matching: bool = param(True, "take the rotation of G2G's answer from matches of the "
+                                    "frozen image features where enough agree (relocalization "
+                                    "checkpoints); false: G2G's own rotation")
     status_period_s: float = param(1.0, "status/diagnostics period", fixed=True,
                                    value_range=(0.05, 3600.0))
     stale_after_s: float = param(
