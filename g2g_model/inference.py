@@ -40,7 +40,7 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 
-from g2g_model.rotation_matching import RotationMatch, matcher_for, with_rotation
+from g2g_model.rotation_matching import RotationMatch, matcher_for, with_pose
 from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
 from g2g_model.geometry import fuse_poses, invert_pose, project_to_rigid
 from g2g_model.groups import PreparedGroup, prepare_group
@@ -352,9 +352,10 @@ class G2GPipeline:
             # From the frames at the backbone's input size, as maps store their keyframes.
             matched = self.rotation_matcher.match(
                 prep_a.images[0], prep_a.intrinsics[0], prep_a.cam_to_anchor[0],
-                prep_b.images[0], prep_b.intrinsics[0], prep_b.cam_to_anchor[0])
+                prep_b.images[0], prep_b.intrinsics[0], prep_b.cam_to_anchor[0],
+                prior_translation=(poses_b[0] @ invert_pose(input_b[0]))[:3, 3])
             if matched.rotation is not None:
-                poses_b = with_rotation(poses_b, input_b, matched.rotation)
+                poses_b = with_pose(poses_b, input_b, matched.rotation, matched.translation)
         t4 = time.perf_counter()
         return Prediction(
             poses_a=poses_a,

@@ -62,6 +62,8 @@ class MatchingConfig:
             model does not explain them (groups far apart for the scene's depth, parallax;
             measured: real indoor pairs 1.3 m apart agree at 0.17-0.23, held-out simulator
             pairs at 0.65 in the median).
+        translation_prior: weight of the caller's translation against the matches' constraints
+            (unit-normal rows, metres) in :func:`translation_given_rotation`.
         seed: of the RANSAC draws (the result is deterministic for given inputs).
     """
 
@@ -70,6 +72,7 @@ class MatchingConfig:
     hypotheses: int = 256
     min_inliers: int = 24
     min_inlier_share: float = 0.25
+    translation_prior: float = 1.0
     seed: int = 0
 
     def validate(self) -> "MatchingConfig":
@@ -78,6 +81,8 @@ class MatchingConfig:
         if int(self.describe_px) and int(self.describe_px) < 32:
             raise ValueError(f"describe_px must be 0 (as given) or >= 32, got "
                              f"{self.describe_px}")
+        if not float(self.translation_prior) > 0:
+            raise ValueError(f"translation_prior must be > 0, got {self.translation_prior}")
         if not 0 <= float(self.min_inlier_share) < 1:
             raise ValueError(f"min_inlier_share must be in [0, 1), got {self.min_inlier_share}")
         for name in ("hypotheses", "min_inliers"):
@@ -95,12 +100,16 @@ class RotationMatch:
         inliers: matches that agree with ``rotation`` (with the best hypothesis when None).
         matches: mutual nearest-neighbour matches over all frame pairs.
         reason: why there is no rotation ("" when there is one).
+        translation: ``[3]`` B0's position in A0's frame from the agreeing matches with
+            ``rotation`` fixed (:func:`translation_given_rotation`), when the caller gave its
+            own estimate as the prior; else None.
     """
 
     rotation: Optional[np.ndarray]
     inliers: int
     matches: int
     reason: str = ""
+    translation: Optional[np.ndarray] = None
 
 
 def kabsch(rays_a: np.ndarray, rays_b: np.ndarray) -> np.ndarray:
@@ -135,6 +144,34 @@ def robust_rotation(rays_a: np.ndarray, rays_b: np.ndarray, config: MatchingConf
             break
         inliers = now
     return rotation, inliers
+
+
+def translation_given_rotation(rays_a: np.ndarray, rays_b: np.ndarray, centres_a: np.ndarray,
+                               centres_b: np.ndarray, rotation: np.ndarray, prior: np.ndarray,
+                               prior_weight: float, huber_m: float = 0.02,
+                               iterations: int = 5) -> np.ndarray:
+    """B0's position t in A0's frame from matched rays with R = R_{A0<-B0} fixed.
+
+    A match's two rays, from camera centres ``centres_a`` (A0's frame) and ``centres_b`` (B0's
+    frame), meet at one point, so t + R c_b - c_a lies in the plane of the rays a and R b: with
+    n the unit normal of that plane, n . t = n . (c_a - R c_b), linear in t (the generalized
+    epipolar constraint with the rotation known). The centres' spread within each group (its
+    known poses) gives the metric scale. Solved by least squares, Huber-weighted (``huber_m``),
+    with ``prior_weight`` x |t - prior|^2 added: where the rows do not fix t (no baseline within
+    the groups, or rays too close to parallel) the prior does."""
+    rb = rays_b @ rotation.T
+    normals = np.cross(rays_a, rb)
+    norm = np.linalg.norm(normals, axis=1)
+    keep = norm > 1e-3
+    normals = normals[keep] / norm[keep, None]
+    rhs = np.sum(normals * (centres_a[keep] - centres_b[keep] @ rotation.T), axis=1)
+    t = prior.copy()
+    for _ in range(iterations):
+        r = normals @ t - rhs
+        w = np.where(np.abs(r) < huber_m, 1.0, huber_m / np.maximum(np.abs(r), 1e-12))
+        h = (normals * w[:, None]).T @ normals + prior_weight * np.eye(3)
+        t = np.linalg.solve(h, (normals * w[:, None]).T @ rhs + prior_weight * prior)
+    return t
 
 
 def cell_rays(cells: torch.Tensor, stride: float, intrinsics: torch.Tensor,
@@ -206,20 +243,24 @@ class RotationMatcher:
         return out, k
 
     def match(self, images_a: torch.Tensor, intrinsics_a: torch.Tensor, poses_a: torch.Tensor,
-              images_b: torch.Tensor, intrinsics_b: torch.Tensor, poses_b: torch.Tensor
-              ) -> RotationMatch:
+              images_b: torch.Tensor, intrinsics_b: torch.Tensor, poses_b: torch.Tensor,
+              prior_translation: Optional[np.ndarray] = None) -> RotationMatch:
         """Align two groups: images ``[N, 3, H, W]`` in [0, 1] (any size, a stride-16 grid of
-        cells), intrinsics ``[N, 3, 3]`` at that size, ``poses`` ``[N, 4, 4]`` T_{X0<-Xi}."""
+        cells), intrinsics ``[N, 3, 3]`` at that size, ``poses`` ``[N, 4, 4]`` T_{X0<-Xi};
+        ``prior_translation``: the caller's estimate of B0's position in A0's frame (G2G's), to
+        which the translation from the matches is anchored."""
         (images_a, intrinsics_a), (images_b, intrinsics_b) = (
             self.resized(images_a, intrinsics_a), self.resized(images_b, intrinsics_b))
         fa, fb = self.features(images_a), self.features(images_b)
         stride = images_a.shape[-1] / fa.shape[-1]
-        rays_a, rays_b = [], []
+        rays_a, rays_b, centres_a, centres_b = [], [], [], []
         for i in range(len(fa)):
             for j in range(len(fb)):
                 cells_a, cells_b = mutual_matches(fa[i], fb[j])
                 rays_a.append(cell_rays(cells_a, stride, intrinsics_a[i], poses_a[i]))
                 rays_b.append(cell_rays(cells_b, stride, intrinsics_b[j], poses_b[j]))
+                centres_a += [poses_a[i, :3, 3].double().numpy()] * len(cells_a)
+                centres_b += [poses_b[j, :3, 3].double().numpy()] * len(cells_b)
         ra, rb = torch.cat(rays_a).numpy(), torch.cat(rays_b).numpy()
         if len(ra) < max(2, self.config.min_inliers):
             return RotationMatch(None, 0, len(ra), f"{len(ra)} matches (< min_inliers "
@@ -233,7 +274,13 @@ class RotationMatcher:
             return RotationMatch(None, count, len(ra), f"{count} of {len(ra)} matches agree "
                                  f"(< min_inlier_share {self.config.min_inlier_share:g}): "
                                  "not one rotation (parallax or wrong matches)")
-        return RotationMatch(rotation, count, len(ra))
+        translation = None
+        if prior_translation is not None:
+            translation = translation_given_rotation(
+                ra[inliers], rb[inliers], np.asarray(centres_a)[inliers],
+                np.asarray(centres_b)[inliers], rotation,
+                np.asarray(prior_translation, float), self.config.translation_prior)
+        return RotationMatch(rotation, count, len(ra), translation=translation)
 
 
 def matcher_for(setting, header: Optional[dict], backbone=None) -> Optional[RotationMatcher]:
@@ -260,12 +307,16 @@ def matcher_for(setting, header: Optional[dict], backbone=None) -> Optional[Rota
     return RotationMatcher(config, trunk if shared else None)
 
 
-def with_rotation(poses_b: np.ndarray, input_b: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+def with_pose(poses_b: np.ndarray, input_b: np.ndarray, rotation: np.ndarray,
+              translation: Optional[np.ndarray] = None) -> np.ndarray:
     """Group B's ``[N, 4, 4]`` T_{A0<-Bj} with T_{A0<-B0}'s rotation replaced by ``rotation``
-    (its translation kept) and the frames carried rigidly through the known T_{B0<-Bj}."""
+    (and its translation by ``translation`` when given) and the frames carried rigidly through
+    the known T_{B0<-Bj}."""
     from g2g_model.geometry import invert_pose
 
     a0_T_b0 = poses_b[0] @ invert_pose(input_b[0])
     a0_T_b0 = a0_T_b0.copy()
     a0_T_b0[:3, :3] = rotation
+    if translation is not None:
+        a0_T_b0[:3, 3] = translation
     return np.stack([a0_T_b0 @ q for q in input_b])
