@@ -23,9 +23,10 @@ docs/TRAINING.md, "Session 20").
 
 Rotation matching (``rotation_matching``, on by default for relocalization checkpoints): the
 rotation of T_{A0<-B0} is then taken from matches of the frozen image features of both groups
-(:mod:`g2g_model.rotation_matching`) wherever enough of them agree, and G2G's translation is kept;
-``Prediction.rotation_match`` says what it found. On held-out simulator pairs it halves the
-rotation error of the regression (docs/TRAINING.md, "Session 23").
+(:mod:`g2g_model.rotation_matching`) wherever enough of them agree, and the translation from
+the same matches with that rotation fixed, anchored to G2G's; ``Prediction.rotation_match``
+says what it found. On held-out simulator pairs it takes the rotation error from 3.2 to 1.9 deg
+and the translation error from 0.081 to 0.049 m (docs/TRAINING.md, "Session 23").
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ class Prediction:
             frame of B, plus one per frame of A when both directions ran).
         directions: 1, or 2 when the groups also ran exchanged.
         rotation_match: the rotation matching's outcome (None when it is off); when it found a
-            rotation, ``poses_b`` carry it and ``b0_estimates`` stay G2G's own.
+            rotation, ``poses_b`` carry it and its translation, and ``b0_estimates`` stay G2G's
+            own.
     """
 
     poses_a: np.ndarray

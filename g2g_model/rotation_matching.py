@@ -1,4 +1,4 @@
-"""Rotation matching: the rotation between two groups from matches of frozen image features.
+"""Rotation matching: the pose between two groups from matches of frozen image features.
 
 G2G's pose head regresses T_{A0<-B0} from pooled tokens and, on 7 x 7 tokens, recovers about half
 of every turn over 2 degrees (docs/TRAINING.md, "Session 21"). The frozen ImageNet features under
@@ -19,21 +19,26 @@ scene metres away). So:
 3. each matched cell centre lifted to a unit ray in its group's anchor frame (intrinsics and the
    known T_{X0<-Xi});
 4. the rotation that most matches agree with: RANSAC over rotations from two matches, then a
-   least-squares fit on the inliers (Kabsch), repeated until the inliers settle.
+   least-squares fit on the inliers (Kabsch), repeated until the inliers settle;
+5. with that rotation fixed, the translation from the same agreeing matches: each gives one
+   linear constraint (generalized epipolar: the two rays leave camera centres that the known
+   intra-group poses place, which gives the metric scale), solved by Huber least squares
+   anchored to the caller's (G2G's) translation, which decides what the rays leave open.
 
-The rotation does not shrink with the size of the turn, as a regression does; G2G always gives
-the translation. Where nothing matches (blank or dark images) too few matches agree, and where
-the groups stand far apart for the scene's depth (parallax) too small a share; then the caller
-keeps G2G's rotation. Limits: on frames without structure (noise) cells match their own
-position and the answer is about "no motion" with many inliers, so the inlier count is not a
-confidence (random images: 400 of 1,000 matches agree); parallax is ignored, so groups a sizeable
-part of the scene's depth apart (0.3 m from things 2 m away) carry a few degrees of error before
-the share of agreeing matches falls low enough to decline.
+The rotation does not shrink with the size of the turn, as a regression does. Where nothing
+matches (blank or dark images) too few matches agree, and where the groups stand far apart for
+the scene's depth (parallax) too small a share; then the caller keeps G2G's pose. Limits: on
+frames without structure (noise) cells match their own position and the answer is about "no
+motion" with many inliers, so the inlier count is not a confidence (random images: 400 of 1,000
+matches agree); the rotation ignores parallax, so groups a sizeable part of the scene's depth
+apart (0.3 m from things 2 m away) carry a few degrees of error before the share of agreeing
+matches falls low enough to decline.
 Measured in docs/TRAINING.md, "Session 23".
 
-Why our own small RANSAC: PoseLib, used for the verification's solvers, has no rotation-only
-solver for two sets of rays (its generalized relative pose needs parallax, which cell-sized
-matches do not resolve: measured, its translations were worse than G2G's), and
+Why our own small solvers: PoseLib, used for the verification's solvers, has no rotation-only
+solver for two sets of rays, nor a translation solver for a known rotation (its generalized
+relative pose, rotation and translation at once from these cell-sized matches, was measured
+worse than G2G in both), and
 ``scipy.spatial.transform.Rotation.align_vectors`` solves one problem per call where RANSAC needs
 hundreds of hypotheses at once; the batched Kabsch below is the same closed form.
 """
