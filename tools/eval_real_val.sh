@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Evaluate relocalization checkpoints on the REAL validation set (docs/TRAINING.md, "Real images
 # (validation set)"): every window pair of data/real_val/pairs_w3.json and pairs_w5.json, with the
-# "no motion" reference, the classical baseline, each checkpoint with G2G's own rotation where the
+# "no motion" reference, the classical baseline, each checkpoint with G2G's own pose where the
 # pipeline would match it (+no_rotation_matching) and (VERIFY=1, the default) G2G + geometric
 # verification and the verification alone. Build the set first with tools/make_real_val.py.
 #

@@ -38,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also evaluate every checkpoint with its directions flipped: one way "
                    "where it runs both (relocalization), both where it runs one (rig odometry)")
     p.add_argument("--no-rotation-matching", action="store_true",
-                   help="also evaluate every checkpoint with G2G's own rotation where the "
-                   "pipeline would take it from the rotation matching (relocalization)")
+                   help="also evaluate every checkpoint with G2G's own pose where the "
+                   "pipeline would take it from feature matches (relocalization; "
+                   "g2g_model/rotation_matching.py)")
     p.add_argument("--identity", action="store_true",
                    help="also score the 'no motion' reference (B0 at A0)")
     p.add_argument("--verify", action="store_true",

@@ -58,7 +58,7 @@ class MethodSpec:
     identity: bool = False
     verify: bool = False  # geometric verification after the checkpoint (or alone: no checkpoint)
     flip_directions: bool = False  # one way where the pipeline runs both, both where it runs one
-    no_rotation_matching: bool = False  # without the rotation matching of the rotation (G2G's own)
+    no_rotation_matching: bool = False  # G2G's own pose, not the one from feature matches
 
 
 class G2GMethod:
@@ -66,8 +66,9 @@ class G2GMethod:
     the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups with
     their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
     block-diagonal mask. ``flip_directions``: one way where the pipeline would run both
-    directions, both where it would run one (:mod:`g2g_model.inference`). ``no_rotation_matching``:
-    G2G's own rotation where the pipeline would align it (:mod:`g2g_model.rotation_matching`)."""
+    directions, both where it would run one (:mod:`g2g_model.inference`).
+    ``no_rotation_matching``: G2G's own pose where the pipeline would take it from feature
+    matches (:mod:`g2g_model.rotation_matching`)."""
 
     def __init__(self, path: str, no_cross_group: bool = False, device: str = "cpu",
                  flip_directions: bool = False, no_rotation_matching: bool = False) -> None:
@@ -320,7 +321,7 @@ def default_methods(checkpoints: List[str], classical: Optional[str], ablation: 
                     ) -> List[MethodSpec]:
     """Labels: checkpoint file stems (``+nocross_switch`` with the switch, ``+verified`` with
     geometric verification, ``+flipped_directions`` run one way if the checkpoint runs both and
-    the other way round, ``+no_rotation_matching`` with G2G's own rotation), ``classical``,
+    the other way round, ``+no_rotation_matching`` with G2G's own pose), ``classical``,
     ``identity``, ``geometry`` (verification alone)."""
     specs = [MethodSpec("identity", identity=True)] if identity else []
     if verify:
