@@ -65,8 +65,8 @@ class MatchingConfig:
         min_inliers: fewer agreeing matches: no rotation (the caller keeps G2G's rotation).
         min_inlier_share: nor when a smaller share of the matches agrees: the rotation-only
             model does not explain them (groups far apart for the scene's depth, parallax;
-            measured: real indoor pairs 1.3 m apart agree at 0.17-0.23, held-out simulator
-            pairs at 0.65 in the median).
+            measured: real indoor pairs 1.3 m apart agree at 0.17-0.23, simulator pairs of
+            the training scenes at 0.65 in the median).
         translation_prior: weight of the caller's translation against the matches' constraints
             (unit-normal rows, metres) in :func:`translation_given_rotation`.
         seed: of the RANSAC draws (the result is deterministic for given inputs).
