@@ -41,7 +41,6 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 
-from g2g_model.rotation_matching import RotationMatch, matcher_for, with_pose
 from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
 from g2g_model.geometry import fuse_poses, invert_pose, project_to_rigid
 from g2g_model.groups import PreparedGroup, prepare_group
@@ -49,6 +48,7 @@ from g2g_model.model.checkpoint import load_any
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
 from g2g_model.precision import autocast
+from g2g_model.rotation_matching import RotationMatch, matcher_for, with_pose
 
 LOG = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class G2GPipeline:
             share of the pairs reversed (``data.reverse_fraction`` > 0), the ones that learned
             motion in both orders.
         rotation_matching: the rotation from feature matches (module docstring): "auto" (on for
-            relocalization checkpoints), True, False or an ``MatchingConfig``.
+            relocalization checkpoints), True, False or a ``MatchingConfig``.
     """
 
     def __init__(self, backbone: Backbone, model: G2GModel, device: str = "cpu",
