@@ -124,6 +124,16 @@ def validate_group(group, name: str = "group", rotation_tol: float = 1e-3) -> Gr
     return Group(images=images, intrinsics=k, cam_to_world=poses, stamps=group.stamps)
 
 
+def scale_intrinsics(k, sx: float, sy: float):
+    """K (``[..., 3, 3]``, numpy or torch, a copy) for an image scaled by ``sx`` x ``sy``, pixel
+    centres at integer coordinates: x' + 0.5 = sx (x + 0.5)."""
+    k = k.copy() if isinstance(k, np.ndarray) else k.clone()
+    for axis, s in ((0, sx), (1, sy)):
+        k[..., axis, axis] *= s
+        k[..., axis, 2] = (k[..., axis, 2] + 0.5) * s - 0.5
+    return k
+
+
 def resize_with_intrinsics(image: np.ndarray, k: np.ndarray, size_hw: tuple):
     """Resize ``image`` to ``size_hw`` and scale K consistently (pixel-centre convention)."""
     h, w = image.shape[:2]
@@ -132,13 +142,7 @@ def resize_with_intrinsics(image: np.ndarray, k: np.ndarray, size_hw: tuple):
     if (h, w) != (out_h, out_w):
         interp = cv2.INTER_AREA if sx < 1 and sy < 1 else cv2.INTER_LINEAR
         image = cv2.resize(image, (out_w, out_h), interpolation=interp)
-    k = k.copy()
-    k[0, 0] *= sx
-    k[1, 1] *= sy
-    # Pixel centres at integer coordinates: x' + 0.5 = sx (x + 0.5).
-    k[0, 2] = (k[0, 2] + 0.5) * sx - 0.5
-    k[1, 2] = (k[1, 2] + 0.5) * sy - 0.5
-    return image, k
+    return image, scale_intrinsics(k, sx, sy)
 
 
 def prepare_group(group, image_size_hw: tuple, name: str = "group") -> PreparedGroup:

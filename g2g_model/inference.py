@@ -352,12 +352,13 @@ class G2GPipeline:
         matched = None
         if self.rotation_matcher is not None:
             # From the frames at the backbone's input size, as maps store their keyframes.
+            a0_T_b0 = poses_b[0] @ invert_pose(input_b[0])
             matched = self.rotation_matcher.match(
                 prep_a.images[0], prep_a.intrinsics[0], prep_a.cam_to_anchor[0],
                 prep_b.images[0], prep_b.intrinsics[0], prep_b.cam_to_anchor[0],
-                prior_translation=(poses_b[0] @ invert_pose(input_b[0]))[:3, 3])
+                prior_translation=a0_T_b0[:3, 3])
             if matched.rotation is not None:
-                poses_b = with_pose(poses_b, input_b, matched.rotation, matched.translation)
+                poses_b = with_pose(a0_T_b0, input_b, matched.rotation, matched.translation)
         t4 = time.perf_counter()
         return Prediction(
             poses_a=poses_a,

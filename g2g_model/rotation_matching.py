@@ -232,8 +232,10 @@ class RotationMatcher:
 
     def resized(self, images: torch.Tensor, intrinsics: torch.Tensor
                 ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Frames and intrinsics at ``describe_px`` wide (pixel-centre convention of
-        :func:`g2g_model.groups.resize_with_intrinsics`)."""
+        """Frames and intrinsics at ``describe_px`` wide (K as
+        :func:`g2g_model.groups.resize_with_intrinsics` scales it)."""
+        from g2g_model.groups import scale_intrinsics
+
         h, w = images.shape[-2:]
         width = int(self.config.describe_px) or w
         height = max(self.STRIDE, int(round(h * width / w)))
@@ -241,11 +243,7 @@ class RotationMatcher:
             return images, intrinsics
         out = F.interpolate(images.float(), size=(height, width), mode="bilinear",
                             align_corners=False, antialias=width < w)
-        k = intrinsics.clone().double()
-        for axis, s in ((0, width / w), (1, height / h)):
-            k[..., axis, axis] *= s
-            k[..., axis, 2] = (k[..., axis, 2] + 0.5) * s - 0.5
-        return out, k
+        return out, scale_intrinsics(intrinsics.double(), width / w, height / h)
 
     def match(self, images_a: torch.Tensor, intrinsics_a: torch.Tensor, poses_a: torch.Tensor,
               images_b: torch.Tensor, intrinsics_b: torch.Tensor, poses_b: torch.Tensor,
@@ -291,8 +289,7 @@ class RotationMatcher:
 def matcher_for(setting, header: Optional[dict], backbone=None) -> Optional[RotationMatcher]:
     """The pipeline's rotation matcher for ``setting``: "auto" (on for relocalization
     checkpoints, the ones measured in docs/TRAINING.md; off for rig odometry and untrained
-    stand-ins), True,
-    False / None, or an :class:`MatchingConfig`. Shares the MobileNetV2 trunk of a
+    stand-ins), True, False / None, or a :class:`MatchingConfig`. Shares the MobileNetV2 trunk of a
     ``compact_mnv2`` backbone (the same frozen weights) instead of loading a second copy."""
     if setting == "auto":
         setting = ((header or {}).get("training") or {}).get("task") == "reloc"
@@ -312,14 +309,11 @@ def matcher_for(setting, header: Optional[dict], backbone=None) -> Optional[Rota
     return RotationMatcher(config, trunk if shared else None)
 
 
-def with_pose(poses_b: np.ndarray, input_b: np.ndarray, rotation: np.ndarray,
+def with_pose(a0_T_b0: np.ndarray, input_b: np.ndarray, rotation: np.ndarray,
               translation: Optional[np.ndarray] = None) -> np.ndarray:
-    """Group B's ``[N, 4, 4]`` T_{A0<-Bj} with T_{A0<-B0}'s rotation replaced by ``rotation``
-    (and its translation by ``translation`` when given) and the frames carried rigidly through
-    the known T_{B0<-Bj}."""
-    from g2g_model.geometry import invert_pose
-
-    a0_T_b0 = poses_b[0] @ invert_pose(input_b[0])
+    """Group B's ``[N, 4, 4]`` T_{A0<-Bj}: ``a0_T_b0`` with its rotation replaced by
+    ``rotation`` (and its translation by ``translation`` when given), the frames carried
+    rigidly through the known T_{B0<-Bj} ``input_b``."""
     a0_T_b0 = a0_T_b0.copy()
     a0_T_b0[:3, :3] = rotation
     if translation is not None:
