@@ -1,34 +1,37 @@
-"""The rotation from feature matches against G2G's own, on relocalization pairs, per setting.
+"""The pose from feature matches against G2G's own, on relocalization pairs, per setting.
 
 For every pair (the selection and seed of `g2g-eval`), "no motion", the shipped pipeline's
 T_{A0<-B0} without rotation matching, and :class:`g2g_model.rotation_matching.RotationMatcher`
-for every ``--describe-px`` x ``--inlier-deg`` on the groups as the pipeline gives them (loaded
-at the model's input size, clean input poses). Prints rotation error mean / median / RRA@5 /
-worst per setting, how often the matcher declined (then G2G's rotation counts) and its time
-per pair. Settings are chosen on training scenes and measured on the test scenes
-(docs/TRAINING.md, "Session 23"):
+for every ``--describe-px`` x ``--inlier-deg`` x ``--subcell`` x ``--final-scale-deg`` x
+``--translation-prior`` on the groups as the pipeline gives them (loaded at the model's input
+size, clean input poses; G2G's translation as the prior, as the pipeline does). Prints rotation
+error mean / median / RRA@5 / worst and translation error mean / median per setting, how often
+the matcher declined (then G2G's pose counts) and its time per pair. Settings are chosen on
+training scenes and measured on the test scenes (docs/TRAINING.md, "Session 23", "Session 24"):
 
     .venv/bin/python experiments/probe_rotation_matching.py --root data/sim_train168 \
         --index pairs_w5_all.json --max-pairs 200
 """
 
 import argparse
+import itertools
 import time
 
 import numpy as np
 import torch
 
 from g2g_model.metrics.errors import rotation_error_deg
-from g2g_model.rotation_matching import MatchingConfig, RotationMatcher
+from g2g_model.rotation_matching import MatchingConfig, RotationMatcher, with_pose
 from g2g_model.training.evaluate import G2GMethod
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
 from g2g_model.training.trajectory_groups import TrajectoryStore
 
 
-def summary(name: str, errors, extra: str = "") -> str:
-    e = np.asarray(errors, float)
-    return (f"{name:28s} mean {e.mean():5.2f}  median {np.median(e):5.2f}  "
-            f"RRA@5 {100 * (e < 5).mean():3.0f} %  worst {e.max():6.1f}{extra}")
+def summary(name: str, errors, metres, extra: str = "") -> str:
+    e, m = np.asarray(errors, float), np.asarray(metres, float)
+    return (f"{name:34s} rot mean {e.mean():5.2f} median {np.median(e):5.2f}  "
+            f"RRA@5 {100 * (e < 5).mean():3.0f} %  worst {e.max():5.1f}  "
+            f"trans mean {m.mean():.3f} median {np.median(m):.3f}{extra}")
 
 
 def main():
@@ -39,6 +42,9 @@ def main():
     p.add_argument("--max-pairs", type=int, default=100)
     p.add_argument("--describe-px", type=int, nargs="+", default=[112, 160, 192])
     p.add_argument("--inlier-deg", type=float, nargs="+", default=[6.0, 8.0, 10.0])
+    p.add_argument("--subcell", type=int, nargs="+", default=[1], choices=[0, 1])
+    p.add_argument("--final-scale-deg", type=float, nargs="+", default=[4.0])
+    p.add_argument("--translation-prior", type=float, nargs="+", default=[1.0])
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -46,31 +52,39 @@ def main():
     method = G2GMethod(args.checkpoint, no_rotation_matching=True)
     targets = PairDataset(items, TrajectoryStore(args.root, (1, 1)))
     store = TrajectoryStore(args.root, method.image_size)
-    settings = [(s, d) for s in args.describe_px for d in args.inlier_deg]
-    matchers = {k: RotationMatcher(MatchingConfig(describe_px=k[0], inlier_deg=k[1]))
-                for k in settings}
+    settings = list(itertools.product(args.describe_px, args.inlier_deg, args.subcell,
+                                      args.final_scale_deg, args.translation_prior))
+    matchers = {k: RotationMatcher(MatchingConfig(
+        describe_px=k[0], inlier_deg=k[1], subcell=bool(k[2]), final_scale_deg=k[3],
+        translation_prior=k[4])) for k in settings}
     err = {k: [] for k in ["none", "g2g", *settings]}
+    metres = {k: [] for k in err}
     declined = {k: 0 for k in settings}
     seconds = {k: 0.0 for k in settings}
     for i, item in enumerate(items):
-        truth = targets.targets(i)[1][0][:3, :3]
+        truth = targets.targets(i)[1][0]
         a, b = store.load(item.spec_a), store.load(item.spec_b)
-        g2g = method.prediction(a, b, a.cam_to_anchor, b.cam_to_anchor).a0_T_b0[:3, :3]
-        err["none"].append(rotation_error_deg(np.eye(3), truth))
-        err["g2g"].append(rotation_error_deg(g2g, truth))
+        g2g = method.prediction(a, b, a.cam_to_anchor, b.cam_to_anchor).a0_T_b0
+        for key, (rotation, position) in (("none", (np.eye(3), np.zeros(3))),
+                                          ("g2g", (g2g[:3, :3], g2g[:3, 3]))):
+            err[key].append(rotation_error_deg(rotation, truth[:3, :3]))
+            metres[key].append(float(np.linalg.norm(position - truth[:3, 3])))
         for key in settings:
             t0 = time.perf_counter()
             out = matchers[key].match(a.images, a.intrinsics, a.cam_to_anchor,
-                                      b.images, b.intrinsics, b.cam_to_anchor)
+                                      b.images, b.intrinsics, b.cam_to_anchor, g2g[:3, 3])
             seconds[key] += time.perf_counter() - t0
             declined[key] += out.rotation is None
-            err[key].append(rotation_error_deg(g2g if out.rotation is None else out.rotation,
-                                               truth))
-    print(f"{len(items)} pairs of {args.root}/{args.index}; rotation error of T_A0<-B0, deg")
-    print(summary("no motion", err["none"]))
-    print(summary("G2G (both ways, shipped)", err["g2g"]))
+            pose = g2g if out.rotation is None else with_pose(g2g, np.eye(4)[None],
+                                                              out.rotation, out.translation)[0]
+            err[key].append(rotation_error_deg(pose[:3, :3], truth[:3, :3]))
+            metres[key].append(float(np.linalg.norm(pose[:3, 3] - truth[:3, 3])))
+    print(f"{len(items)} pairs of {args.root}/{args.index}; errors of T_A0<-B0 (deg, m)")
+    print(summary("no motion", err["none"], metres["none"]))
+    print(summary("G2G (both ways, shipped)", err["g2g"], metres["g2g"]))
     for key in settings:
-        print(summary(f"matched at {key[0]} px, {key[1]:g} deg", err[key],
+        name = f"{key[0]} px {key[1]:g} deg sub {key[2]} fin {key[3]:g} w {key[4]:g}"
+        print(summary(name, err[key], metres[key],
                       f"  declined {declined[key]}  {1e3 * seconds[key] / len(items):.0f} ms"))
 
 

@@ -25,8 +25,8 @@ Rotation matching (``rotation_matching``, on by default for relocalization check
 rotation of T_{A0<-B0} is then taken from matches of the frozen image features of both groups
 (:mod:`g2g_model.rotation_matching`) wherever enough of them agree, and the translation from
 the same matches with that rotation fixed, anchored to G2G's; ``Prediction.rotation_match``
-says what it found. On held-out simulator pairs it takes the rotation error from 3.2 to 1.9 deg
-and the translation error from 0.081 to 0.049 m (docs/TRAINING.md, "Session 23").
+says what it found. On held-out simulator pairs it takes the rotation error from 3.2 to 1.7 deg
+and the translation error from 0.081 to 0.046 m (docs/TRAINING.md, "Sessions 23, 24").
 """
 
 from __future__ import annotations

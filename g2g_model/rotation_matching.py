@@ -15,11 +15,15 @@ scene metres away). So:
    cells a turn under one cell (about 11 deg) keeps most matches at the same cell and the
    rotation shrinks, as G2G's does; the enlarged frames carry no new detail but a finer grid,
    and described that way they match as well as frames rendered at that size (measured);
-2. for every frame pair (A_i, B_j), the mutual nearest neighbours of their cells (cosine);
-3. each matched cell centre lifted to a unit ray in its group's anchor frame (intrinsics and the
-   known T_{X0<-Xi});
+2. for every frame pair (A_i, B_j), the mutual nearest neighbours of their cells (cosine), each
+   B cell moved to where the similarity to its A cell peaks between cells (a parabola per axis
+   through the best cell and its neighbours): a turn smaller than a cell moves the peak, not the
+   best cell;
+3. each match (A's cell centre, B's sub-cell point) lifted to a pair of unit rays in the groups'
+   anchor frames (intrinsics and the known T_{X0<-Xi});
 4. the rotation that most matches agree with: RANSAC over rotations from two matches, then a
-   least-squares fit on the inliers (Kabsch), repeated until the inliers settle;
+   least-squares fit on the inliers (Kabsch), repeated until the inliers settle, and a last fit
+   that weights each agreeing match by its residual angle (Cauchy);
 5. with that rotation fixed, the translation from the same agreeing matches: each gives one
    linear constraint (generalized epipolar: the two rays leave camera centres that the known
    intra-group poses place, which gives the metric scale), solved by Huber least squares
@@ -33,7 +37,8 @@ motion" with many inliers, so the inlier count is not a confidence (random image
 matches agree); the rotation ignores parallax, so groups a sizeable part of the scene's depth
 apart (0.3 m from things 2 m away) carry a few degrees of error before the share of agreeing
 matches falls low enough to decline.
-Measured in docs/TRAINING.md, "Session 23".
+Measured in docs/TRAINING.md, "Session 23" and "Session 24" (steps 2's sub-cell peak and 4's
+weighted fit).
 
 Why our own small solvers: PoseLib, used for the verification's solvers, has no rotation-only
 solver for two sets of rays, nor a translation solver for a known rotation (its generalized
@@ -69,6 +74,10 @@ class MatchingConfig:
             the training scenes at 0.65 in the median).
         translation_prior: weight of the caller's translation against the matches' constraints
             (unit-normal rows, metres) in :func:`translation_given_rotation`.
+        subcell: place each match between cells where the similarity peaks
+            (:func:`subcell_offsets`) instead of at the best cell's centre.
+        final_scale_deg: the last fit weights each agreeing match by
+            ``1 / (1 + (angle / final_scale_deg)^2)`` of its residual angle (0: all alike).
         seed: of the RANSAC draws (the result is deterministic for given inputs).
     """
 
@@ -78,6 +87,8 @@ class MatchingConfig:
     min_inliers: int = 24
     min_inlier_share: float = 0.25
     translation_prior: float = 1.0
+    subcell: bool = True
+    final_scale_deg: float = 4.0
     seed: int = 0
 
     def validate(self) -> "MatchingConfig":
@@ -88,6 +99,8 @@ class MatchingConfig:
                              f"{self.describe_px}")
         if not float(self.translation_prior) > 0:
             raise ValueError(f"translation_prior must be > 0, got {self.translation_prior}")
+        if not float(self.final_scale_deg) >= 0:
+            raise ValueError(f"final_scale_deg must be >= 0, got {self.final_scale_deg}")
         if not 0 <= float(self.min_inlier_share) < 1:
             raise ValueError(f"min_inlier_share must be in [0, 1), got {self.min_inlier_share}")
         for name in ("hypotheses", "min_inliers"):
@@ -117,8 +130,12 @@ class RotationMatch:
     translation: Optional[np.ndarray] = None
 
 
-def kabsch(rays_a: np.ndarray, rays_b: np.ndarray) -> np.ndarray:
-    """Least-squares rotations R with ``rays_a ~ R rays_b``: ``[..., K, 3]`` -> ``[..., 3, 3]``."""
+def kabsch(rays_a: np.ndarray, rays_b: np.ndarray, weights: Optional[np.ndarray] = None
+           ) -> np.ndarray:
+    """Least-squares rotations R with ``rays_a ~ R rays_b``: ``[..., K, 3]`` -> ``[..., 3, 3]``
+    (each pair weighted by ``weights`` ``[..., K]`` when given)."""
+    if weights is not None:
+        rays_b = rays_b * weights[..., None]
     h = np.swapaxes(rays_b, -1, -2) @ rays_a
     u, _, vt = np.linalg.svd(h)
     d = np.sign(np.linalg.det(np.swapaxes(vt, -1, -2) @ np.swapaxes(u, -1, -2)))
@@ -148,6 +165,15 @@ def robust_rotation(rays_a: np.ndarray, rays_b: np.ndarray, config: MatchingConf
         if np.array_equal(now, inliers):
             break
         inliers = now
+    if config.final_scale_deg > 0 and inliers.sum() >= 3:
+        # The final fit weights the agreeing matches by their residual angle (Cauchy): a match
+        # that barely agrees (parallax, a neighbouring cell) pulls less than one that fits.
+        for _ in range(5):
+            cos = np.einsum("kc,cd,kd->k", rays_a, rotation, rays_b)
+            angle = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+            weights = np.where(cos > cos_min, 1.0 / (1.0 + (angle / config.final_scale_deg) ** 2),
+                               0.0)
+            rotation = kabsch(rays_a, rays_b, weights)
     return rotation, inliers
 
 
@@ -191,17 +217,46 @@ def cell_rays(cells: torch.Tensor, stride: float, intrinsics: torch.Tensor,
     return rays @ cam_to_anchor[:3, :3].double().T
 
 
-def mutual_matches(feats_a: torch.Tensor, feats_b: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+def mutual_matches(feats_a: torch.Tensor, feats_b: torch.Tensor, subcell: bool = False
+                   ) -> Tuple[torch.Tensor, ...]:
     """Mutual nearest neighbours (cosine) between the cells of two ``[C, h, w]`` feature maps:
-    (cells of A ``[K, 2]``, cells of B ``[K, 2]``), (column, row)."""
-    w = feats_a.shape[-1]
+    (cells of A ``[K, 2]``, cells of B ``[K, 2]``), (column, row). With ``subcell`` the cells of
+    B are float: where A's cell falls between B's cells (:func:`subcell_offsets`)."""
+    wa = feats_a.shape[-1]
+    h, w = feats_b.shape[-2:]
     da = F.normalize(feats_a.flatten(1).T.float(), dim=1)
     db = F.normalize(feats_b.flatten(1).T.float(), dim=1)
     sim = da @ db.T
     a_to_b, b_to_a = sim.argmax(1), sim.argmax(0)
     ia = torch.nonzero(b_to_a[a_to_b] == torch.arange(len(da))).flatten()
     ib = a_to_b[ia]
-    return (torch.stack([ia % w, ia // w], 1), torch.stack([ib % w, ib // w], 1))
+    cells_a, cells_b = torch.stack([ia % wa, ia // wa], 1), torch.stack([ib % w, ib // w], 1)
+    if subcell:
+        cells_b = cells_b.double() + subcell_offsets(sim[ia].view(-1, h, w), cells_b)
+    return cells_a, cells_b
+
+
+def subcell_offsets(similarity: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+    """Offsets ``[K, 2]`` (column, row; within half a cell) of the similarity peaks: a parabola
+    through each ``[K, h, w]`` map's best cell ``cells`` ``[K, 2]`` and its two neighbours, per
+    axis (0 on the grid's border and where the three do not make a peak). A turn smaller than a
+    cell keeps most matches at the same cell; the peak between cells still moves."""
+    k = torch.arange(len(cells))
+    offsets = []
+    for axis, size in ((0, similarity.shape[2]), (1, similarity.shape[1])):
+        step = torch.zeros_like(cells)
+        step[:, axis] = 1
+        lo, hi = (cells - step).clamp(min=0), cells + step
+        hi[:, 0].clamp_(max=similarity.shape[2] - 1)
+        hi[:, 1].clamp_(max=similarity.shape[1] - 1)
+        left = similarity[k, lo[:, 1], lo[:, 0]].double()
+        mid = similarity[k, cells[:, 1], cells[:, 0]].double()
+        right = similarity[k, hi[:, 1], hi[:, 0]].double()
+        curvature = left - 2 * mid + right
+        inside = (cells[:, axis] > 0) & (cells[:, axis] < size - 1) & (curvature < -1e-6)
+        offset = 0.5 * (left - right) / torch.where(inside, curvature, torch.ones_like(mid))
+        offsets.append(torch.where(inside, offset, torch.zeros_like(mid)).clamp(-0.5, 0.5))
+    return torch.stack(offsets, 1)
 
 
 class RotationMatcher:
@@ -259,7 +314,7 @@ class RotationMatcher:
         rays_a, rays_b, centres_a, centres_b = [], [], [], []
         for i in range(len(fa)):
             for j in range(len(fb)):
-                cells_a, cells_b = mutual_matches(fa[i], fb[j])
+                cells_a, cells_b = mutual_matches(fa[i], fb[j], self.config.subcell)
                 rays_a.append(cell_rays(cells_a, stride, intrinsics_a[i], poses_a[i]))
                 rays_b.append(cell_rays(cells_b, stride, intrinsics_b[j], poses_b[j]))
                 centres_a += [poses_a[i, :3, 3].double().numpy()] * len(cells_a)
