@@ -4,7 +4,9 @@ For every pair (the selection and seed of `g2g-eval`), "no motion", the shipped 
 T_{A0<-B0} without rotation matching, and :class:`g2g_model.rotation_matching.RotationMatcher`
 for every ``--describe-px`` x ``--inlier-deg`` x ``--subcell`` x ``--final-scale-deg`` x
 ``--translation-prior`` on the groups as the pipeline gives them (loaded at the model's input
-size, clean input poses; G2G's translation as the prior, as the pipeline does). Prints rotation
+size, clean input poses; G2G's translation as the prior and G2G's pose where the matcher
+declines, as the pipeline does; ``--prior none`` puts "no motion" in G2G's place: what matching
+gives without the trained modules). Prints rotation
 error mean / median / RRA@5 / worst and translation error mean / median per setting, how often
 the matcher declined (then G2G's pose counts) and its time per pair. Settings are chosen on
 training scenes and measured on the test scenes (docs/TRAINING.md, "Session 23", "Session 24"):
@@ -45,6 +47,7 @@ def main():
     p.add_argument("--subcell", type=int, nargs="+", default=[1], choices=[0, 1])
     p.add_argument("--final-scale-deg", type=float, nargs="+", default=[4.0])
     p.add_argument("--translation-prior", type=float, nargs="+", default=[1.0])
+    p.add_argument("--prior", nargs="+", default=["g2g"], choices=["g2g", "none"])
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -53,10 +56,12 @@ def main():
     targets = PairDataset(items, TrajectoryStore(args.root, (1, 1)))
     store = TrajectoryStore(args.root, method.image_size)
     settings = list(itertools.product(args.describe_px, args.inlier_deg, args.subcell,
-                                      args.final_scale_deg, args.translation_prior))
+                                      args.final_scale_deg, args.translation_prior, args.prior))
     matchers = {k: RotationMatcher(MatchingConfig(
         describe_px=k[0], inlier_deg=k[1], subcell=bool(k[2]), final_scale_deg=k[3],
         translation_prior=k[4])) for k in settings}
+    for k in settings:  # one matcher per setting but the prior, which is not the matcher's
+        matchers[k] = matchers.get(k[:5] + ("g2g",), matchers[k])
     err = {k: [] for k in ["none", "g2g", *settings]}
     metres = {k: [] for k in err}
     declined = {k: 0 for k in settings}
@@ -71,19 +76,21 @@ def main():
             metres[key].append(float(np.linalg.norm(position - truth[:3, 3])))
         for key in settings:
             t0 = time.perf_counter()
+            prior = g2g if key[5] == "g2g" else np.eye(4)
             out = matchers[key].match(a.images, a.intrinsics, a.cam_to_anchor,
-                                      b.images, b.intrinsics, b.cam_to_anchor, g2g[:3, 3])
+                                      b.images, b.intrinsics, b.cam_to_anchor, prior[:3, 3])
             seconds[key] += time.perf_counter() - t0
             declined[key] += out.rotation is None
-            pose = g2g if out.rotation is None else with_pose(g2g, np.eye(4)[None],
-                                                              out.rotation, out.translation)[0]
+            pose = prior if out.rotation is None else with_pose(prior, np.eye(4)[None],
+                                                                out.rotation, out.translation)[0]
             err[key].append(rotation_error_deg(pose[:3, :3], truth[:3, :3]))
             metres[key].append(float(np.linalg.norm(pose[:3, 3] - truth[:3, 3])))
     print(f"{len(items)} pairs of {args.root}/{args.index}; errors of T_A0<-B0 (deg, m)")
     print(summary("no motion", err["none"], metres["none"]))
     print(summary("G2G (both ways, shipped)", err["g2g"], metres["g2g"]))
     for key in settings:
-        name = f"{key[0]} px {key[1]:g} deg sub {key[2]} fin {key[3]:g} w {key[4]:g}"
+        name = (f"{key[0]} px {key[1]:g} deg sub {key[2]} fin {key[3]:g} w {key[4]:g}"
+                + ("" if key[5] == "g2g" else " prior none"))
         print(summary(name, err[key], metres[key],
                       f"  declined {declined[key]}  {1e3 * seconds[key] / len(items):.0f} ms"))
 
