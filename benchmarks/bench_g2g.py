@@ -103,8 +103,11 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
     """5+5 predictions of the embedded default and of candidate checkpoints, timed round-robin
     on the same input (each as the product loads it: ``bf16="auto"``), with the default as the
     baseline of the ratios; a checkpoint that matches its rotation also runs without
-    (``rotation_matching=False``), and the matching's own share is a column."""
+    (``rotation_matching=False``) and with the joint (parallax) solve run on every pair
+    (``parallax_share=1``: its cost where groups stand far apart; these groups do not), and the
+    matching's own share is a column."""
     from g2g_model.inference import G2GPipeline, default_checkpoint
+    from g2g_model.rotation_matching import MatchingConfig
 
     ga, gb = sim_groups()
     names = [str(default_checkpoint("relocalization"))] + list(checkpoints)
@@ -115,6 +118,10 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
         if pipe.rotation_matcher is not None:
             runs.append((name, " without rotation matching",
                          G2GPipeline.from_checkpoint(name, rotation_matching=False)))
+            always = MatchingConfig(**{**vars(pipe.rotation_matcher.config),
+                                       "parallax_share": 1.0})
+            runs.append((name, " with the parallax solve on every pair",
+                         G2GPipeline.from_checkpoint(name, rotation_matching=always)))
     for _, _, pipe in runs:  # warm-up
         pipe.predict(ga, gb)
     times: List[List[float]] = [[] for _ in runs]

@@ -3,13 +3,14 @@
 For every pair (the selection and seed of `g2g-eval`), "no motion", the shipped pipeline's
 T_{A0<-B0} without rotation matching, and :class:`g2g_model.rotation_matching.RotationMatcher`
 for every ``--describe-px`` x ``--inlier-deg`` x ``--subcell`` x ``--final-scale-deg`` x
-``--translation-prior`` on the groups as the pipeline gives them (loaded at the model's input
-size, clean input poses; G2G's translation as the prior and G2G's pose where the matcher
-declines, as the pipeline does; ``--prior none`` puts "no motion" in G2G's place: what matching
-gives without the trained modules). Prints rotation
-error mean / median / RRA@5 / worst and translation error mean / median per setting, how often
-the matcher declined (then G2G's pose counts) and its time per pair. Settings are chosen on
-training scenes and measured on the test scenes (docs/TRAINING.md, "Session 23", "Session 24"):
+``--translation-prior`` x ``--parallax-share`` x ``--parallax-gain`` on the groups as the
+pipeline gives them (loaded at the model's input size, clean input poses; G2G's pose as the
+prior and where the matcher declines, as the pipeline does; ``--prior none`` puts "no motion"
+in G2G's place: what matching gives without the trained modules). Prints rotation error mean /
+median / RRA@5 / worst and translation error mean / median per setting, how often the matcher
+declined (then G2G's pose counts), how often it took the pose solved with parallax, and its
+time per pair. Settings are chosen on training scenes and measured on the test scenes
+(docs/TRAINING.md, "Session 23", "Session 24"):
 
     .venv/bin/python experiments/probe_rotation_matching.py --root data/sim_train168 \
         --index pairs_w5_all.json --max-pairs 200
@@ -48,6 +49,8 @@ def main():
     p.add_argument("--final-scale-deg", type=float, nargs="+", default=[4.0])
     p.add_argument("--translation-prior", type=float, nargs="+", default=[1.0])
     p.add_argument("--prior", nargs="+", default=["g2g"], choices=["g2g", "none"])
+    p.add_argument("--parallax-share", type=float, nargs="+", default=[0.5])
+    p.add_argument("--parallax-gain", type=float, nargs="+", default=[1.2])
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -56,15 +59,17 @@ def main():
     targets = PairDataset(items, TrajectoryStore(args.root, (1, 1)))
     store = TrajectoryStore(args.root, method.image_size)
     settings = list(itertools.product(args.describe_px, args.inlier_deg, args.subcell,
-                                      args.final_scale_deg, args.translation_prior, args.prior))
+                                      args.final_scale_deg, args.translation_prior,
+                                      args.parallax_share, args.parallax_gain, args.prior))
     matchers = {k: RotationMatcher(MatchingConfig(
         describe_px=k[0], inlier_deg=k[1], subcell=bool(k[2]), final_scale_deg=k[3],
-        translation_prior=k[4])) for k in settings}
+        translation_prior=k[4], parallax_share=k[5], parallax_gain=k[6])) for k in settings}
     for k in settings:  # one matcher per setting but the prior, which is not the matcher's
-        matchers[k] = matchers.get(k[:5] + ("g2g",), matchers[k])
+        matchers[k] = matchers.get(k[:7] + ("g2g",), matchers[k])
     err = {k: [] for k in ["none", "g2g", *settings]}
     metres = {k: [] for k in err}
     declined = {k: 0 for k in settings}
+    parallax = {k: 0 for k in settings}
     seconds = {k: 0.0 for k in settings}
     for i, item in enumerate(items):
         truth = targets.targets(i)[1][0]
@@ -76,11 +81,12 @@ def main():
             metres[key].append(float(np.linalg.norm(position - truth[:3, 3])))
         for key in settings:
             t0 = time.perf_counter()
-            prior = g2g if key[5] == "g2g" else np.eye(4)
+            prior = g2g if key[7] == "g2g" else np.eye(4)
             out = matchers[key].match(a.images, a.intrinsics, a.cam_to_anchor,
-                                      b.images, b.intrinsics, b.cam_to_anchor, prior[:3, 3])
+                                      b.images, b.intrinsics, b.cam_to_anchor, prior)
             seconds[key] += time.perf_counter() - t0
             declined[key] += out.rotation is None
+            parallax[key] += out.parallax
             pose = prior if out.rotation is None else with_pose(prior, np.eye(4)[None],
                                                                 out.rotation, out.translation)[0]
             err[key].append(rotation_error_deg(pose[:3, :3], truth[:3, :3]))
@@ -89,10 +95,11 @@ def main():
     print(summary("no motion", err["none"], metres["none"]))
     print(summary("G2G (both ways, shipped)", err["g2g"], metres["g2g"]))
     for key in settings:
-        name = (f"{key[0]} px {key[1]:g} deg sub {key[2]} fin {key[3]:g} w {key[4]:g}"
-                + ("" if key[5] == "g2g" else " prior none"))
+        name = (f"{key[0]} px {key[1]:g} deg sub {key[2]} fin {key[3]:g} w {key[4]:g} "
+                f"par {key[5]:g}/{key[6]:g}" + ("" if key[7] == "g2g" else " prior none"))
         print(summary(name, err[key], metres[key],
-                      f"  declined {declined[key]}  {1e3 * seconds[key] / len(items):.0f} ms"))
+                      f"  declined {declined[key]}  parallax {parallax[key]}  "
+                      f"{1e3 * seconds[key] / len(items):.0f} ms"))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ Rotation matching (``rotation_matching``, on by default for relocalization check
 rotation of T_{A0<-B0} is then taken from matches of the frozen image features of both groups
 (:mod:`g2g_model.rotation_matching`) wherever enough of them agree, and the translation from
 the same matches with that rotation fixed, anchored to G2G's; ``Prediction.rotation_match``
-says what it found. On held-out simulator pairs it takes the rotation error from 3.2 to 1.7 deg
-and the translation error from 0.081 to 0.046 m (docs/TRAINING.md, "Sessions 23, 24").
+says what it found. On held-out simulator pairs it takes the rotation error from 3.2 to 1.5 deg
+and the translation error from 0.081 to 0.045 m (docs/TRAINING.md, "Sessions 23, 24").
 """
 
 from __future__ import annotations
@@ -356,7 +356,7 @@ class G2GPipeline:
             matched = self.rotation_matcher.match(
                 prep_a.images[0], prep_a.intrinsics[0], prep_a.cam_to_anchor[0],
                 prep_b.images[0], prep_b.intrinsics[0], prep_b.cam_to_anchor[0],
-                prior_translation=a0_T_b0[:3, 3])
+                prior=a0_T_b0)
             if matched.rotation is not None:
                 poses_b = with_pose(a0_T_b0, input_b, matched.rotation, matched.translation)
         t4 = time.perf_counter()

@@ -27,25 +27,30 @@ scene metres away). So:
 5. with that rotation fixed, the translation from the same agreeing matches: each gives one
    linear constraint (generalized epipolar: the two rays leave camera centres that the known
    intra-group poses place, which gives the metric scale), solved by Huber least squares
-   anchored to the caller's (G2G's) translation, which decides what the rays leave open.
+   anchored to the caller's (G2G's) translation, which decides what the rays leave open
+   (:mod:`g2g_model.match_geometry`);
+6. parallax: when under 40 % of the matches agree with the rotation (``parallax_share``), the
+   groups may stand far apart for the scene's depth (a metre from things two metres away, as in
+   real indoor relocalization), where no one rotation explains the rays. Then R and t are also
+   solved together from all matches (PoseLib's generalized relative pose, started from the
+   caller's pose), and that pose is taken when it puts 1.2 x as many matches within 1 deg of
+   their epipolar planes as the rotation with its translation does (``parallax_gain``) and B0
+   within 2 m of the caller's position (``parallax_max_m``). Between groups close together the
+   joint solve from cell-sized matches is the less accurate one (rotation and translation trade
+   off, and its scale can run away), which is why it is not the first choice.
 
 The rotation does not shrink with the size of the turn, as a regression does. Where nothing
-matches (blank or dark images) too few matches agree, and where the groups stand far apart for
-the scene's depth (parallax) too small a share; then the caller keeps G2G's pose. Limits: on
-frames without structure (noise) cells match their own position and the answer is about "no
-motion" with many inliers, so the inlier count is not a confidence (random images: 400 of 1,000
-matches agree); the rotation ignores parallax, so groups a sizeable part of the scene's depth
-apart (0.3 m from things 2 m away) carry a few degrees of error before the share of agreeing
-matches falls low enough to decline.
-Measured in docs/TRAINING.md, "Session 23" and "Session 24" (steps 2's sub-cell peak and 4's
-weighted fit).
+matches (blank or dark images) too few matches agree, and where neither model explains enough of
+them too small a share; then the caller keeps G2G's pose. Limits: on frames without structure
+(noise) cells match their own position and the answer is about "no motion" with many inliers,
+so the inlier count is not a confidence (random images: 400 of 1,000 matches agree).
+Measured in docs/TRAINING.md, "Session 23" and "Session 24" (steps 2's sub-cell peak, 4's
+weighted fit and 6).
 
-Why our own small solvers: PoseLib, used for the verification's solvers, has no rotation-only
-solver for two sets of rays, nor a translation solver for a known rotation (its generalized
-relative pose, rotation and translation at once from these cell-sized matches, was measured
-worse than G2G in both), and
-``scipy.spatial.transform.Rotation.align_vectors`` solves one problem per call where RANSAC needs
-hundreds of hypotheses at once; the batched Kabsch below is the same closed form.
+Why our own small solvers: PoseLib, used for step 6 and the verification's solvers, has no
+rotation-only solver for two sets of rays, and ``scipy.spatial.transform.Rotation.align_vectors``
+solves one problem per call where RANSAC needs hundreds of hypotheses at once; the batched
+Kabsch below is the same closed form.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from g2g_model.match_geometry import generalized_pose, plane_inliers, translation_given_rotation
 
 
 @dataclass
@@ -78,6 +85,17 @@ class MatchingConfig:
             (:func:`subcell_offsets`) instead of at the best cell's centre.
         final_scale_deg: the last fit weights each agreeing match by
             ``1 / (1 + (angle / final_scale_deg)^2)`` of its residual angle (0: all alike).
+        parallax_share: when fewer of the matches agree with the rotation, the pose is also
+            solved with parallax (:func:`g2g_model.match_geometry.generalized_pose`; 0: never)
+            and taken when it puts ``parallax_gain`` times as many matches within
+            ``parallax_plane_deg`` of their epipolar planes as the rotation with its translation
+            does (:func:`g2g_model.match_geometry.plane_inliers`).
+        parallax_px: that solve's RANSAC threshold (epipolar distance, pixels of the frames as
+            described).
+        parallax_max_m: nor when it puts B0 further than this from the caller's position (the
+            same bound as the verification's ``prior_translation_m``: the scale of a joint
+            solve from cell-sized matches can run away).
+        parallax_iterations: at most this many RANSAC iterations of that solve.
         seed: of the RANSAC draws (the result is deterministic for given inputs).
     """
 
@@ -89,6 +107,12 @@ class MatchingConfig:
     translation_prior: float = 1.0
     subcell: bool = True
     final_scale_deg: float = 4.0
+    parallax_share: float = 0.4
+    parallax_gain: float = 1.2
+    parallax_plane_deg: float = 1.0
+    parallax_px: float = 3.0
+    parallax_max_m: float = 2.0
+    parallax_iterations: int = 2000
     seed: int = 0
 
     def validate(self) -> "MatchingConfig":
@@ -99,11 +123,16 @@ class MatchingConfig:
                              f"{self.describe_px}")
         if not float(self.translation_prior) > 0:
             raise ValueError(f"translation_prior must be > 0, got {self.translation_prior}")
+        if not float(self.parallax_gain) >= 1:
+            raise ValueError(f"parallax_gain must be >= 1, got {self.parallax_gain}")
+        for name in ("parallax_plane_deg", "parallax_px", "parallax_max_m"):
+            if not float(getattr(self, name)) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if not float(self.final_scale_deg) >= 0:
             raise ValueError(f"final_scale_deg must be >= 0, got {self.final_scale_deg}")
         if not 0 <= float(self.min_inlier_share) < 1:
             raise ValueError(f"min_inlier_share must be in [0, 1), got {self.min_inlier_share}")
-        for name in ("hypotheses", "min_inliers"):
+        for name in ("hypotheses", "min_inliers", "parallax_iterations"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         return self
@@ -118,9 +147,11 @@ class RotationMatch:
         inliers: matches that agree with ``rotation`` (with the best hypothesis when None).
         matches: mutual nearest-neighbour matches over all frame pairs.
         reason: why there is no rotation ("" when there is one).
-        translation: ``[3]`` B0's position in A0's frame from the agreeing matches with
-            ``rotation`` fixed (:func:`translation_given_rotation`), when the caller gave its
-            own estimate as the prior; else None.
+        translation: ``[3]`` B0's position in A0's frame: from the agreeing matches with
+            ``rotation`` fixed (:func:`translation_given_rotation`) when the caller gave its
+            own pose as the prior, else None; solved with the rotation when ``parallax``.
+        parallax: the pose was solved with parallax (rotation and translation together);
+            ``inliers`` then counts the matches near their epipolar planes.
     """
 
     rotation: Optional[np.ndarray]
@@ -128,6 +159,7 @@ class RotationMatch:
     matches: int
     reason: str = ""
     translation: Optional[np.ndarray] = None
+    parallax: bool = False
 
 
 def kabsch(rays_a: np.ndarray, rays_b: np.ndarray, weights: Optional[np.ndarray] = None
@@ -175,34 +207,6 @@ def robust_rotation(rays_a: np.ndarray, rays_b: np.ndarray, config: MatchingConf
                                0.0)
             rotation = kabsch(rays_a, rays_b, weights)
     return rotation, inliers
-
-
-def translation_given_rotation(rays_a: np.ndarray, rays_b: np.ndarray, centres_a: np.ndarray,
-                               centres_b: np.ndarray, rotation: np.ndarray, prior: np.ndarray,
-                               prior_weight: float, huber_m: float = 0.02,
-                               iterations: int = 5) -> np.ndarray:
-    """B0's position t in A0's frame from matched rays with R = R_{A0<-B0} fixed.
-
-    A match's two rays, from camera centres ``centres_a`` (A0's frame) and ``centres_b`` (B0's
-    frame), meet at one point, so t + R c_b - c_a lies in the plane of the rays a and R b: with
-    n the unit normal of that plane, n . t = n . (c_a - R c_b), linear in t (the generalized
-    epipolar constraint with the rotation known). The centres' spread within each group (its
-    known poses) gives the metric scale. Solved by least squares, Huber-weighted (``huber_m``),
-    with ``prior_weight`` x |t - prior|^2 added: where the rows do not fix t (no baseline within
-    the groups, or rays too close to parallel) the prior does."""
-    rb = rays_b @ rotation.T
-    normals = np.cross(rays_a, rb)
-    norm = np.linalg.norm(normals, axis=1)
-    keep = norm > 1e-3
-    normals = normals[keep] / norm[keep, None]
-    rhs = np.sum(normals * (centres_a[keep] - centres_b[keep] @ rotation.T), axis=1)
-    t = prior.copy()
-    for _ in range(iterations):
-        r = normals @ t - rhs
-        w = np.where(np.abs(r) < huber_m, 1.0, huber_m / np.maximum(np.abs(r), 1e-12))
-        h = (normals * w[:, None]).T @ normals + prior_weight * np.eye(3)
-        t = np.linalg.solve(h, (normals * w[:, None]).T @ rhs + prior_weight * prior)
-    return t
 
 
 def cell_rays(cells: torch.Tensor, stride: float, intrinsics: torch.Tensor,
@@ -302,29 +306,54 @@ class RotationMatcher:
 
     def match(self, images_a: torch.Tensor, intrinsics_a: torch.Tensor, poses_a: torch.Tensor,
               images_b: torch.Tensor, intrinsics_b: torch.Tensor, poses_b: torch.Tensor,
-              prior_translation: Optional[np.ndarray] = None) -> RotationMatch:
+              prior: Optional[np.ndarray] = None) -> RotationMatch:
         """Align two groups: images ``[N, 3, H, W]`` in [0, 1] (any size, a stride-16 grid of
         cells), intrinsics ``[N, 3, 3]`` at that size, ``poses`` ``[N, 4, 4]`` T_{X0<-Xi};
-        ``prior_translation``: the caller's estimate of B0's position in A0's frame (G2G's), to
-        which the translation from the matches is anchored."""
+        ``prior``: the caller's T_{A0<-B0} (G2G's), to whose translation the translation from
+        the matches is anchored and from which the parallax solve starts."""
         (images_a, intrinsics_a), (images_b, intrinsics_b) = (
             self.resized(images_a, intrinsics_a), self.resized(images_b, intrinsics_b))
         fa, fb = self.features(images_a), self.features(images_b)
         stride = images_a.shape[-1] / fa.shape[-1]
-        rays_a, rays_b, centres_a, centres_b = [], [], [], []
+        rays_a, rays_b, cells, frames = [], [], [], []
         for i in range(len(fa)):
             for j in range(len(fb)):
                 cells_a, cells_b = mutual_matches(fa[i], fb[j], self.config.subcell)
                 rays_a.append(cell_rays(cells_a, stride, intrinsics_a[i], poses_a[i]))
                 rays_b.append(cell_rays(cells_b, stride, intrinsics_b[j], poses_b[j]))
-                centres_a += [poses_a[i, :3, 3].double().numpy()] * len(cells_a)
-                centres_b += [poses_b[j, :3, 3].double().numpy()] * len(cells_b)
+                cells.append(torch.cat([cells_a.double(), cells_b.double()], 1))
+                frames += [(i, j)] * len(cells_a)
         ra, rb = torch.cat(rays_a).numpy(), torch.cat(rays_b).numpy()
         if len(ra) < max(2, self.config.min_inliers):
             return RotationMatch(None, 0, len(ra), f"{len(ra)} matches (< min_inliers "
                                  f"{self.config.min_inliers})")
+        frames = np.asarray(frames)
+        pa, pb = poses_a.double().numpy(), poses_b.double().numpy()
+        centres_a, centres_b = pa[frames[:, 0], :3, 3], pb[frames[:, 1], :3, 3]
         rotation, inliers = robust_rotation(ra, rb, self.config)
         count = int(inliers.sum())
+        prior = None if prior is None else np.asarray(prior, float)
+        if count < self.config.parallax_share * len(ra):
+            # Rays of far-apart groups disagree with any one rotation (parallax): solve R and t
+            # together and keep that pose when it explains clearly more of the matches.
+            pixels = (torch.cat(cells).numpy() + 0.5) * stride - 0.5
+            t_rot = translation_given_rotation(
+                ra[inliers], rb[inliers], centres_a[inliers], centres_b[inliers], rotation,
+                np.zeros(3) if prior is None else prior[:3, 3], self.config.translation_prior)
+            pose = generalized_pose(
+                pixels[:, :2], pixels[:, 2:], frames[:, 0], frames[:, 1],
+                intrinsics_a.double().numpy(), intrinsics_b.double().numpy(), pa, pb,
+                tuple(images_a.shape[-2:]), np.eye(4) if prior is None else prior,
+                self.config.parallax_px, self.config.parallax_iterations)
+            deg = self.config.parallax_plane_deg
+            fit = plane_inliers(ra, rb, centres_a, centres_b, pose[:3, :3], pose[:3, 3], deg)
+            moved = np.linalg.norm(pose[:3, 3] - (np.zeros(3) if prior is None else prior[:3, 3]))
+            if (np.all(np.isfinite(pose)) and moved <= self.config.parallax_max_m
+                    and fit >= self.config.min_inliers
+                    and fit > self.config.parallax_gain * plane_inliers(
+                        ra, rb, centres_a, centres_b, rotation, t_rot, deg)):
+                return RotationMatch(pose[:3, :3], fit, len(ra), translation=pose[:3, 3],
+                                     parallax=True)
         if count < self.config.min_inliers or not np.all(np.isfinite(rotation)):
             return RotationMatch(None, count, len(ra), f"{count} of {len(ra)} matches agree "
                                  f"(< min_inliers {self.config.min_inliers})")
@@ -333,11 +362,10 @@ class RotationMatcher:
                                  f"(< min_inlier_share {self.config.min_inlier_share:g}): "
                                  "not one rotation (parallax or wrong matches)")
         translation = None
-        if prior_translation is not None:
+        if prior is not None:
             translation = translation_given_rotation(
-                ra[inliers], rb[inliers], np.asarray(centres_a)[inliers],
-                np.asarray(centres_b)[inliers], rotation,
-                np.asarray(prior_translation, float), self.config.translation_prior)
+                ra[inliers], rb[inliers], centres_a[inliers], centres_b[inliers], rotation,
+                prior[:3, 3], self.config.translation_prior)
         return RotationMatch(rotation, count, len(ra), translation=translation)
 
 

@@ -302,6 +302,9 @@ def rotation_note(match) -> str:
     pipeline does not match rotations)."""
     if match is None:
         return ""
+    if match.rotation is not None and match.parallax:
+        return (f"; pose from feature matches solved with parallax ({match.inliers} of "
+                f"{match.matches} near their epipolar planes)")
     if match.rotation is not None:
         return f"; rotation from feature matches ({match.inliers} of {match.matches} agree)"
     return f"; rotation: G2G's ({match.reason})"
