@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from g2g_model.metrics.errors import rotation_error_deg
-from g2g_model.rotation_matching import MatchingConfig, RotationMatcher, with_pose
+from g2g_model.match_geometry import with_pose
+from g2g_model.rotation_matching import MatchingConfig, RotationMatcher
 from g2g_model.training.evaluate import G2GMethod
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
 from g2g_model.training.trajectory_groups import TrajectoryStore

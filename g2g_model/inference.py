@@ -44,11 +44,12 @@ import torch
 from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
 from g2g_model.geometry import fuse_poses, invert_pose, project_to_rigid
 from g2g_model.groups import PreparedGroup, prepare_group
+from g2g_model.match_geometry import with_pose
 from g2g_model.model.checkpoint import load_any
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
 from g2g_model.precision import autocast
-from g2g_model.rotation_matching import RotationMatch, matcher_for, with_pose
+from g2g_model.rotation_matching import RotationMatch, matcher_for
 
 LOG = logging.getLogger(__name__)
 

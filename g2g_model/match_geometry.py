@@ -11,7 +11,8 @@ anchor frame, leaving camera centres that the known intra-group poses place. Two
   refinement), fed the matches as pixels of the frames they were described in.
 
 :func:`plane_inliers` scores a pose by how many matches lie near their epipolar plane, the
-measure by which the matcher decides between the two (rotation_matching, step 6).
+measure by which the matcher decides between the two (rotation_matching, step 6), and
+:func:`with_pose` puts the answer on group B's frames.
 
 Why our own linear solve for the translation: PoseLib has no translation solver for a known
 rotation (its generalized solvers move the rotation too; on cell-sized matches of nearby groups
@@ -20,7 +21,7 @@ that was measured worse, docs/TRAINING.md, "Session 24").
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -108,3 +109,15 @@ def generalized_pose(pixels_a: np.ndarray, pixels_b: np.ndarray, frames_a: np.nd
          "min_iterations": min(100, int(iterations))},
         {"loss_scale": max_error_px}, initial_pose=camera_pose(invert_pose(seed)))
     return invert_pose(pose_matrix(pose))
+
+
+def with_pose(a0_T_b0: np.ndarray, input_b: np.ndarray, rotation: np.ndarray,
+              translation: Optional[np.ndarray] = None) -> np.ndarray:
+    """Group B's ``[N, 4, 4]`` T_{A0<-Bj}: ``a0_T_b0`` with its rotation replaced by
+    ``rotation`` (and its translation by ``translation`` when given), the frames carried
+    rigidly through the known T_{B0<-Bj} ``input_b``."""
+    a0_T_b0 = a0_T_b0.copy()
+    a0_T_b0[:3, :3] = rotation
+    if translation is not None:
+        a0_T_b0[:3, 3] = translation
+    return np.stack([a0_T_b0 @ q for q in input_b])

@@ -340,11 +340,14 @@ class RotationMatcher:
             t_rot = translation_given_rotation(
                 ra[inliers], rb[inliers], centres_a[inliers], centres_b[inliers], rotation,
                 np.zeros(3) if prior is None else prior[:3, 3], self.config.translation_prior)
-            pose = generalized_pose(
-                pixels[:, :2], pixels[:, 2:], frames[:, 0], frames[:, 1],
-                intrinsics_a.double().numpy(), intrinsics_b.double().numpy(), pa, pb,
-                tuple(images_a.shape[-2:]), np.eye(4) if prior is None else prior,
-                self.config.parallax_px, self.config.parallax_iterations)
+            try:
+                pose = generalized_pose(
+                    pixels[:, :2], pixels[:, 2:], frames[:, 0], frames[:, 1],
+                    intrinsics_a.double().numpy(), intrinsics_b.double().numpy(), pa, pb,
+                    tuple(images_a.shape[-2:]), np.eye(4) if prior is None else prior,
+                    self.config.parallax_px, self.config.parallax_iterations)
+            except (RuntimeError, ValueError):  # a solver failure leaves the rotation's path
+                pose = np.full((4, 4), np.nan)
             deg = self.config.parallax_plane_deg
             fit = plane_inliers(ra, rb, centres_a, centres_b, pose[:3, :3], pose[:3, 3], deg)
             moved = np.linalg.norm(pose[:3, 3] - (np.zeros(3) if prior is None else prior[:3, 3]))
@@ -390,15 +393,3 @@ def matcher_for(setting, header: Optional[dict], backbone=None) -> Optional[Rota
     trunk = getattr(getattr(backbone, "stem", None), "trunk", None)
     shared = isinstance(trunk, MobileNetV2Trunk) and trunk.stride == RotationMatcher.STRIDE
     return RotationMatcher(config, trunk if shared else None)
-
-
-def with_pose(a0_T_b0: np.ndarray, input_b: np.ndarray, rotation: np.ndarray,
-              translation: Optional[np.ndarray] = None) -> np.ndarray:
-    """Group B's ``[N, 4, 4]`` T_{A0<-Bj}: ``a0_T_b0`` with its rotation replaced by
-    ``rotation`` (and its translation by ``translation`` when given), the frames carried
-    rigidly through the known T_{B0<-Bj} ``input_b``."""
-    a0_T_b0 = a0_T_b0.copy()
-    a0_T_b0[:3, :3] = rotation
-    if translation is not None:
-        a0_T_b0[:3, 3] = translation
-    return np.stack([a0_T_b0 @ q for q in input_b])
