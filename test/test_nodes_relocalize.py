@@ -134,6 +134,9 @@ def test_relocalize_end_to_end(scene, tmp_path):
         assert listener.spin_until(lambda: _diag_value(diags, "last_path") == align.path, 10), \
             _diag_dump(diags)
         assert _diag_value(diags, "last_inliers") == str(align.inliers)
+        # ... and where G2G's answer, which verification started from, took its pose.
+        source = _diag_value(diags, "last_pose_source") or ""
+        assert source.startswith(("feature matches", "G2G (")), _diag_dump(diags)
         assert listener.spin_until(
             lambda: statuses[-1].state in (EstimatorStatus.STATE_OK,
                                            EstimatorStatus.STATE_DEGRADED), 10)

@@ -297,14 +297,19 @@ class Relocalizer:
         return result
 
 
-def rotation_note(match) -> str:
-    """Where the rotation of G2G's answer came from, for the result message (empty when the
-    pipeline does not match rotations)."""
+def pose_source(match) -> str:
+    """Where the pose of G2G's answer came from (``Prediction.rotation_match``), for the result
+    message and the node's diagnostics."""
     if match is None:
-        return ""
-    if match.rotation is not None and match.parallax:
-        return (f"; pose from feature matches solved with parallax ({match.inliers} of "
-                f"{match.matches} near their epipolar planes)")
-    if match.rotation is not None:
-        return f"; rotation from feature matches ({match.inliers} of {match.matches} agree)"
-    return f"; rotation: G2G's ({match.reason})"
+        return "G2G (feature matching off)"
+    if match.rotation is None:
+        return f"G2G ({match.reason})"
+    if match.parallax:
+        return (f"feature matches solved with parallax ({match.inliers} of {match.matches} "
+                "near their epipolar planes)")
+    return f"feature matches ({match.inliers} of {match.matches} agree with one rotation)"
+
+
+def rotation_note(match) -> str:
+    """:func:`pose_source` for the result message (empty when the pipeline does not match)."""
+    return "" if match is None else "; pose from " + pose_source(match)

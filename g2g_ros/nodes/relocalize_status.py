@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from g2g_model.localization.relocalizer import pose_source
 from g2g_ros.diagnostics import publish_estimator_status
 
 
@@ -55,6 +56,8 @@ def publish_relocalize_status(node) -> None:
         "last_decision": last.message if last is not None else "",
         "last_path": last.path if last is not None else "",
         "last_inliers": last.inliers if last is not None else 0,
+        "last_pose_source": pose_source(getattr(last.prediction, "rotation_match", None))
+        if last is not None and last.prediction is not None else "",
         "paused": node.paused, "frames_dropped": node.frames_dropped,
         "query_frames": len(engine.buffer.frames) if engine is not None else 0,
         "untrained_model": bool(node.pipeline is not None and node.pipeline.untrained),
