@@ -42,7 +42,9 @@ import numpy as np
 import torch
 
 from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
-from g2g_model.geometry import fuse_poses, invert_pose, project_to_rigid
+from g2g_model.geometry import (
+    b0_estimates, fuse_directions, invert_pose, project_to_rigid,
+)
 from g2g_model.groups import PreparedGroup, prepare_group
 from g2g_model.match_geometry import with_pose
 from g2g_model.model.checkpoint import load_any
@@ -374,28 +376,3 @@ class G2GPipeline:
             directions=2 if self.both_directions else 1,
             rotation_match=matched,
         )
-
-
-def fuse_directions(forward_b: np.ndarray, backward_a: np.ndarray, input_a: np.ndarray,
-                    input_b: np.ndarray):
-    """Fuse the two passes of :meth:`G2GPipeline.predict_prepared` into one rigid group B.
-
-    Args:
-        forward_b: ``[N_B, 4, 4]`` T_{A0<-Bj} predicted with A as the anchor group.
-        backward_a: ``[N_A, 4, 4]`` T_{B0<-Ai} predicted with the groups exchanged.
-        input_a, input_b: the known intra-group poses T_{A0<-Ai}, T_{B0<-Bj}.
-
-    Returns:
-        ``(poses_b, estimates)``: T_{A0<-B0} (the mean of all estimates) composed with
-        ``input_b``, and the ``[N_B + N_A, 4, 4]`` estimates of T_{A0<-B0}.
-    """
-    estimates = np.concatenate([b0_estimates(forward_b, input_b),
-                                invert_pose(b0_estimates(backward_a, input_a))])
-    a0_T_b0 = fuse_poses(estimates)
-    return np.stack([a0_T_b0 @ q for q in input_b]), estimates
-
-
-def b0_estimates(poses: np.ndarray, inputs: np.ndarray) -> np.ndarray:
-    """``[N, 4, 4]`` estimates of the other group's T_{X0<-Y0}: each predicted T_{X0<-Yj}
-    carried through the known T_{Y0<-Yj}."""
-    return np.stack([p @ invert_pose(q) for p, q in zip(poses, inputs)])

@@ -11,7 +11,7 @@ import pytest
 
 from g2g_model.geometry import (axis_angle_to_matrix, estimate_spread, fuse_poses, invert_pose,
                                 make_pose)
-from g2g_model.inference import b0_estimates
+from g2g_model.geometry import b0_estimates
 from g2g_model.localization.correction import (
     Candidate, CorrectionGate, GateConfig, QueryBuffer, QueryFrame,
 )
