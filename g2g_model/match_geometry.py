@@ -70,11 +70,6 @@ def plane_inliers(rays_a: np.ndarray, rays_b: np.ndarray, centres_a: np.ndarray,
     return int((sine < np.sin(np.radians(max_deg))).sum())
 
 
-def _camera(K: np.ndarray, size: Tuple[int, int]) -> dict:
-    return {"model": "PINHOLE", "width": int(size[1]), "height": int(size[0]),
-            "params": [float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2])]}
-
-
 def generalized_pose(pixels_a: np.ndarray, pixels_b: np.ndarray, frames_a: np.ndarray,
                      frames_b: np.ndarray, intrinsics_a: np.ndarray, intrinsics_b: np.ndarray,
                      poses_a: np.ndarray, poses_b: np.ndarray, size: Tuple[int, int],
@@ -90,7 +85,7 @@ def generalized_pose(pixels_a: np.ndarray, pixels_b: np.ndarray, frames_a: np.nd
     import poselib
 
     from g2g_model.geometry import invert_pose
-    from g2g_model.localization.local_features import camera_pose, pose_matrix
+    from g2g_model.localization.local_features import camera_pose, pinhole_camera, pose_matrix
 
     matches = []
     for i, j in sorted(set(zip(frames_a.tolist(), frames_b.tolist()))):
@@ -102,7 +97,7 @@ def generalized_pose(pixels_a: np.ndarray, pixels_b: np.ndarray, frames_a: np.nd
     # PoseLib's rig extrinsics map the rig (anchor) frame to each camera; its pose maps rig-1
     # coordinates to rig-2 coordinates: T_{B0<-A0}.
     extrinsics = [[camera_pose(invert_pose(T)) for T in poses] for poses in (poses_a, poses_b)]
-    cameras = [[_camera(K, size) for K in ks] for ks in (intrinsics_a, intrinsics_b)]
+    cameras = [[pinhole_camera(K, tuple(size)) for K in ks] for ks in (intrinsics_a, intrinsics_b)]
     pose, _ = poselib.estimate_generalized_relative_pose(
         matches, extrinsics[0], cameras[0], extrinsics[1], cameras[1],
         {"max_epipolar_error": max_error_px, "seed": 0, "max_iterations": int(iterations),

@@ -107,9 +107,9 @@ class LocalFeatures:
         return (pairs, ratio[keep].astype(float)) if with_ratio else pairs
 
 
-def pinhole_camera(K: np.ndarray, image: np.ndarray) -> dict:
-    """PoseLib camera description of a pinhole camera and its image."""
-    h, w = image.shape[:2]
+def pinhole_camera(K: np.ndarray, image) -> dict:
+    """PoseLib camera description of a pinhole camera and its image (or the image's (h, w))."""
+    h, w = image if isinstance(image, tuple) else image.shape[:2]
     return {"model": "PINHOLE", "width": int(w), "height": int(h),
             "params": [float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2])]}
 
