@@ -50,8 +50,10 @@ def main():
     p.add_argument("--final-scale-deg", type=float, nargs="+", default=[4.0])
     p.add_argument("--translation-prior", type=float, nargs="+", default=[1.0])
     p.add_argument("--prior", nargs="+", default=["g2g"], choices=["g2g", "none"])
-    p.add_argument("--parallax-share", type=float, nargs="+", default=[0.5])
-    p.add_argument("--parallax-gain", type=float, nargs="+", default=[1.2])
+    p.add_argument("--parallax-share", type=float, nargs="+",
+                   default=[MatchingConfig.parallax_share])
+    p.add_argument("--parallax-gain", type=float, nargs="+",
+                   default=[MatchingConfig.parallax_gain])
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
