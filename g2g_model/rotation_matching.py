@@ -333,6 +333,7 @@ class RotationMatcher:
         rotation, inliers = robust_rotation(ra, rb, self.config)
         count = int(inliers.sum())
         prior = None if prior is None else np.asarray(prior, float)
+        t_rot = None
         if count < self.config.parallax_share * len(ra):
             # Rays of far-apart groups disagree with any one rotation (parallax): solve R and t
             # together and keep that pose when it explains clearly more of the matches.
@@ -365,8 +366,8 @@ class RotationMatcher:
                                  f"(< min_inlier_share {self.config.min_inlier_share:g}): "
                                  "not one rotation (parallax or wrong matches)")
         translation = None
-        if prior is not None:
-            translation = translation_given_rotation(
+        if prior is not None:  # the parallax check's t_rot is this same solve
+            translation = t_rot if t_rot is not None else translation_given_rotation(
                 ra[inliers], rb[inliers], centres_a[inliers], centres_b[inliers], rotation,
                 prior[:3, 3], self.config.translation_prior)
         return RotationMatch(rotation, count, len(ra), translation=translation)
