@@ -7,6 +7,12 @@
    in the same run and dtype.
 2. One G2G pass (compact backbone + small G2G, 5+5 frames of 224x224 simulator images) versus
    the classical baseline (SIFT + RANSAC on all 25 cross pairs) on the same input: ratio.
+3. ``--pipelines``: whole 5+5 predictions of the default and given checkpoints, and the frozen
+   MobileNetV2 trunk under them (batch norms folded, channels last, as it runs) against the
+   plain network as the baseline, on the same frames.
+4. ``--pairs ROOT INDEX``: whole predictions of the relocalization default on the groups of a
+   ``g2g-eval`` pair index (e.g. the real validation pairs of ``tools/make_real_val.py``, where
+   the joint solve runs), against the same pipeline with the plain trunk, pair by pair.
 
     python -m benchmarks.bench_g2g --output benchmarks/RESULTS_g2g.md
 """
@@ -22,6 +28,7 @@ import tempfile
 import time
 from typing import List, Optional
 
+import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -104,8 +111,9 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
     on the same input (each as the product loads it: ``bf16="auto"``), with the default as the
     baseline of the ratios; a checkpoint that matches its rotation also runs without
     (``rotation_matching=False``) and with the joint (parallax) solve run on every pair
-    (``parallax_share=1``: its cost where groups stand far apart; these groups do not), and the
-    matching's own share is a column."""
+    (``parallax_share=1``: its cost where groups stand far apart; these groups do not) and with
+    the frozen trunk run as the plain network (the baseline of its folded, channels-last copy),
+    and the matching's own share is a column."""
     from g2g_model.inference import G2GPipeline, default_checkpoint
     from g2g_model.rotation_matching import MatchingConfig
 
@@ -122,6 +130,10 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
                                        "parallax_share": 1.0})
             runs.append((name, " with the parallax solve on every pair",
                          G2GPipeline.from_checkpoint(name, rotation_matching=always)))
+            plain = G2GPipeline.from_checkpoint(name)
+            trunk = plain.rotation_matcher.trunk  # shared with the backbone
+            trunk.forward = lambda images, t=trunk: t.features((images - t.mean) / t.std)
+            runs.append((name, " with the plain trunk (batch norms, channels first)", plain))
     for _, _, pipe in runs:  # warm-up
         pipe.predict(ga, gb)
     times: List[List[float]] = [[] for _ in runs]
@@ -148,6 +160,91 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
                      f"{statistics.median(m):.1f} | {len(row)} | "
                      f"{statistics.median(row) / base:.2f}x |")
     return lines
+
+
+def bench_trunk(reps: int, budget_s: float) -> List[str]:
+    """The frozen MobileNetV2 trunk on 10 frames (5+5) at the backbone's 112 px and the rotation
+    matcher's 160 px, fp32 and bf16 autocast: as it runs (folded, channels last) against the
+    plain network (the baseline of the ratio), interleaved."""
+    from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
+
+    trunk = MobileNetV2Trunk(16)
+    lines = ["## Frozen MobileNetV2 trunk, 10 frames (interleaved runs)",
+             "| frames | dtype | plain network ms | as it runs (folded, channels last) ms | "
+             "speed-up | max abs difference from fp32 plain: plain / as it runs |",
+             "|---|---|---|---|---|---|"]
+    for size in (112, 160):
+        images = torch.rand(10, 3, size, size, generator=torch.Generator().manual_seed(0))
+        with torch.inference_mode():
+            reference = trunk.features((images - trunk.mean) / trunk.std)
+        for dtype_name in ("fp32", "bf16"):
+            cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype_name == "bf16")
+            with torch.inference_mode(), cast:
+                def plain():
+                    return trunk.features((images - trunk.mean) / trunk.std)
+                diffs = [float((fn().float() - reference).abs().max())
+                         for fn in (plain, lambda: trunk(images))]
+                rows = [[], []]
+                start = time.perf_counter()
+                while len(rows[0]) < reps:
+                    for row, fn in zip(rows, (plain, lambda: trunk(images))):
+                        t0 = time.perf_counter()
+                        fn()
+                        row.append(time.perf_counter() - t0)
+                    if len(rows[0]) >= 3 and time.perf_counter() - start > budget_s:
+                        break
+            base, fast = statistics.median(rows[0]), statistics.median(rows[1])
+            lines.append(f"| {size} x {size} | {dtype_name} | {1e3 * base:.1f} | "
+                         f"{1e3 * fast:.1f} | {base / fast:.2f}x | {diffs[0]:.1e} / {diffs[1]:.1e} |")
+    return lines
+
+
+def bench_pairs(root: str, index: str, max_pairs: int) -> List[str]:
+    """Whole predictions of the relocalization default (as the product loads it) on the groups
+    of a pair index (at the model's input size, as maps store keyframes), against the same
+    pipeline with the plain trunk, interleaved pair by pair."""
+    from g2g_model.groups import PreparedGroup
+    from g2g_model.inference import G2GPipeline, default_checkpoint
+    from g2g_model.training.pair_dataset import read_pairs
+    from g2g_model.training.trajectory_groups import TrajectoryStore
+
+    fast, plain = (G2GPipeline.from_checkpoint(default_checkpoint("relocalization"))
+                   for _ in range(2))
+    trunk = plain.rotation_matcher.trunk
+    trunk.forward = lambda images, t=trunk: t.features((images - t.mean) / t.std)
+    items = read_pairs("reloc", root, index, 0.0, max_pairs, 0, 0.0)
+    store = TrajectoryStore(root, fast.image_size)
+
+    def prepared(spec):
+        group = store.load(spec)
+        return PreparedGroup(group.images[None], group.intrinsics[None],
+                             group.cam_to_anchor[None].float(), np.eye(4))
+
+    rows = {"fast": [], "plain": [], "match": [], "parallax": 0}
+    sizes = set()
+    for item in items:
+        a, b = prepared(item.spec_a), prepared(item.spec_b)
+        sizes.add((a.images.shape[1], b.images.shape[1], *a.images.shape[-2:]))
+        fast.predict_prepared(a, b)  # warm-up (first pair) and the same work for both
+        for name, pipe in (("fast", fast), ("plain", plain)):
+            t0 = time.perf_counter()
+            pred = pipe.predict_prepared(a, b)
+            rows[name].append(time.perf_counter() - t0)
+            if pipe is fast:
+                rows["match"].append(pred.timing_ms.get("match", 0.0))
+                rows["parallax"] += bool(pred.rotation_match is not None
+                                         and pred.rotation_match.parallax)
+    q = {k: np.percentile(np.asarray(rows[k]) * 1e3, [50, 90]) for k in ("fast", "plain")}
+    return [f"## Whole predictions on {len(items)} pairs of {root}/{index} "
+            f"(frames A + B, h x w: {sorted(sizes)}; bf16={fast.bf16})",
+            "| pipeline | median ms | p90 ms | max ms |", "|---|---|---|---|",
+            f"| default | {q['fast'][0]:.1f} | {q['fast'][1]:.1f} | "
+            f"{1e3 * max(rows['fast']):.1f} |",
+            f"| default with the plain trunk (baseline) | {q['plain'][0]:.1f} | "
+            f"{q['plain'][1]:.1f} | {1e3 * max(rows['plain']):.1f} |",
+            f"- ratio of medians {q['fast'][0] / q['plain'][0]:.2f}x; rotation matching's "
+            f"median {np.median(rows['match']):.1f} ms; pose solved with parallax on "
+            f"{rows['parallax']} of {len(items)} pairs"]
 
 
 def run(reps: int, budget_s: float, dtypes: List[str]) -> str:
@@ -183,14 +280,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--budget-s", type=float, default=20.0)
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
     parser.add_argument("--output", default=None, help="also write the report here")
-    parser.add_argument("--pipelines", nargs="+", default=None, metavar="CKPT",
+    parser.add_argument("--pipelines", nargs="*", default=None, metavar="CKPT",
                         help="only time whole 5+5 predictions: the embedded default, then these "
                              "checkpoints, round-robin")
+    parser.add_argument("--pairs", nargs=2, default=None, metavar=("ROOT", "INDEX"),
+                        help="only time whole predictions of the relocalization default on the "
+                             "groups of this g2g-eval pair index (section 4)")
+    parser.add_argument("--max-pairs", type=int, default=60)
     opts = parser.parse_args(argv)
+    if opts.pairs is not None:
+        body = "\n".join(["## Machine", *machine_info(),
+                          f"- load average before: {os.getloadavg()[0]:.2f} (1 min)", "",
+                          *bench_pairs(*opts.pairs, opts.max_pairs), "",
+                          f"load average after: {os.getloadavg()[0]:.2f} (1 min)"]) + "\n"
+        emit_report("G2G benchmark", "benchmarks.bench_g2g", argv, body, opts.output)
+        return 0
     if opts.pipelines is not None:
         body = "\n".join(["## Machine", *machine_info(),
                           f"- load average before: {os.getloadavg()[0]:.2f} (1 min)", "",
                           *bench_pipelines(opts.pipelines, opts.reps, opts.budget_s), "",
+                          *bench_trunk(opts.reps, opts.budget_s), "",
                           f"load average after: {os.getloadavg()[0]:.2f} (1 min)"]) + "\n"
         emit_report("G2G benchmark", "benchmarks.bench_g2g", argv, body, opts.output)
         return 0

@@ -43,6 +43,36 @@ def test_trunk_is_pretrained_frozen_and_strided(stride, channels):
                            first)
 
 
+def test_folded_channels_last_trunk_equals_the_plain_network_and_follows_its_weights():
+    """forward runs a copy with batch norms folded, channels last (speed); it gives the plain
+    network's features and is rebuilt when the weights change (loading, in-place edits)."""
+    trunk = MobileNetV2Trunk(16)
+    images = torch.rand(3, 3, 48, 64)
+    with torch.inference_mode():
+        plain = trunk.features((images - trunk.mean) / trunk.std)
+        fast = trunk(images)
+    assert plain.shape == fast.shape and torch.allclose(fast, plain, atol=1e-4, rtol=1e-4)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in trunk.fast_features().modules())
+    assert trunk.fast_features() is trunk.fast_features()  # cached
+    assert "_fast" not in str(list(trunk.state_dict()))
+    # New weights (a checkpoint load; an in-place edit) rebuild the copy: never stale features.
+    random = MobileNetV2Trunk(16, load_weights=False)
+    trunk.load_state_dict(random.state_dict())
+    with torch.inference_mode():
+        assert torch.allclose(trunk(images), random.features((images - trunk.mean) / trunk.std),
+                              atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        trunk.features[0][1].running_mean.add_(1.0)
+    with torch.inference_mode():
+        moved = trunk(images)
+        assert torch.allclose(moved, trunk.features((images - trunk.mean) / trunk.std),
+                              atol=1e-4, rtol=1e-4)
+    # Gradients still reach the input where a caller asks for them.
+    x = images.clone().requires_grad_(True)
+    trunk(x).sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
 def test_missing_or_foreign_weight_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="make_mobilenet_asset"):
         load_pretrained(14, tmp_path / "absent.safetensors")
