@@ -195,7 +195,8 @@ def bench_trunk(reps: int, budget_s: float) -> List[str]:
                         break
             base, fast = statistics.median(rows[0]), statistics.median(rows[1])
             lines.append(f"| {size} x {size} | {dtype_name} | {1e3 * base:.1f} | "
-                         f"{1e3 * fast:.1f} | {base / fast:.2f}x | {diffs[0]:.1e} / {diffs[1]:.1e} |")
+                         f"{1e3 * fast:.1f} | {base / fast:.2f}x | "
+                         f"{diffs[0]:.1e} / {diffs[1]:.1e} |")
     return lines
 
 

@@ -16,10 +16,10 @@ norm uses its running statistics) and never receives gradients.
 
 Speed: the trunk runs as a copy with every batch norm folded into its convolution
 (``torch.nn.utils.fusion.fuse_conv_bn_eval``) in the channels-last memory layout, where the
-depthwise convolutions are fast on CPU: 2.5x faster for ten 160 x 120 frames on the 2-core
-development machine, the same features within float rounding (benchmarks/RESULTS_g2g.md). The copy is
-rebuilt whenever the weights change (loading, moving, casting) and is not part of the state
-dict.
+depthwise convolutions are fast on CPU: 1.7-2.5x faster for ten frames of 112-160 px on the
+2-core development machine, the same features within float rounding
+(benchmarks/RESULTS_g2g.md). The copy is rebuilt whenever the weights change (loading, moving,
+casting, in-place edits) and is not part of the state dict.
 """
 
 from __future__ import annotations
