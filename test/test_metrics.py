@@ -243,3 +243,28 @@ def test_format_value_never_nan():
     assert M.format_value(None, 0) == "n/a (n=0)"
     assert M.format_value(1.23456, digits=2) == "1.23"
     assert M.format_value(7) == "7"
+
+
+def test_paired_differences_count_pairs_and_bound_the_mean():
+    from g2g_model.metrics.summaries import paired_differences
+
+    rng = np.random.default_rng(1)
+    ref = (rng.uniform(0, 3, 200), rng.uniform(0, 0.1, 200))
+    shifted = (ref[0] + 1.0 + rng.normal(0, 0.1, 200), ref[1] - 0.05)  # worse R, better t
+    one_pair = (ref[0].copy(), ref[1].copy())
+    one_pair[0][7] += 30.0                                          # one pair moves the mean
+    out = paired_differences({"ref": ref, "shifted": shifted, "one": one_pair,
+                              "same": ref}, "ref")
+    assert set(out) == {"shifted", "one", "same"}
+    s = out["shifted"]
+    assert s["n"] == 200 and s["rot_worse"] == 200 and s["rot_better"] == 0
+    assert 0.95 < s["rot_diff_ci_low"] < 1.0 < s["rot_diff_ci_high"] < 1.05
+    assert s["trans_better"] == 200 and s["trans_diff_mean"] == pytest.approx(-0.05)
+    o = out["one"]
+    assert o["rot_worse"] == 1 and o["rot_diff_mean"] == pytest.approx(0.15)
+    assert o["rot_diff_ci_low"] < 0.05 and o["rot_diff_ci_high"] > 0.3  # wide: one pair
+    assert out["same"]["rot_diff_ci_low"] == out["same"]["rot_diff_ci_high"] == 0.0
+    with pytest.raises(ValueError, match="reference"):
+        paired_differences({"a": ref}, "b")
+    with pytest.raises(ValueError, match="errors"):
+        paired_differences({"ref": ref, "short": (ref[0][:5], ref[1][:5])}, "ref")

@@ -10,7 +10,9 @@ Examples::
 
 Writes, per method, ``metrics.md`` / ``metrics.csv`` (full metric suite with overlap bins),
 ``pairs.csv`` (per pair) and ``summary.json``; and ``comparison.md`` / ``.csv`` (B0 of every
-method), ``maa_curve.png`` and ``error_vs_overlap.png`` for all methods together.
+method), ``paired.md`` (every method against the first plain checkpoint, pair by pair: mean
+difference, 95 % bootstrap interval, pairs worse / better), ``maa_curve.png`` and
+``error_vs_overlap.png`` for all methods together.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"g2g-eval: error: {exc}", file=sys.stderr)
         return 2
-    for name in ("comparison.md", "verification.md"):
+    for name in ("comparison.md", "paired.md", "verification.md"):
         if os.path.exists(os.path.join(args.out, name)):
             with open(os.path.join(args.out, name)) as fh:
                 print(fh.read())

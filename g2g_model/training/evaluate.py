@@ -10,7 +10,10 @@ Modes:
         pair, frame 0 untouched); targets stay clean. The classical baseline gets the same noisy
         poses.
 The no-cross-group-attention switch evaluates a checkpoint with the bridge's block-diagonal mask
-(``G2GConfig.cross_group_attention = False``), on the same weights.
+(``G2GConfig.cross_group_attention = False``), on the same weights. ``paired.md`` compares every
+method with the first plain checkpoint pair by pair (mean difference with a bootstrap interval;
+how many pairs are worse or better), so that a mean moved by one pair does not pass for a
+difference.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from g2g_model.metrics import (
     group_errors,
     summarize_groups,
 )
+from g2g_model.metrics.summaries import PAIRED_COLUMNS, paired_differences
 from g2g_model.model.g2g import G2GModel
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
 from g2g_model.training.trajectory_groups import TrajectoryStore
@@ -267,6 +271,16 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     title = f"{task} B0, {mode}, {len(items)} pairs"
     (out / "comparison.md").write_text(format_markdown_table(comparison, title=title))
     (out / "comparison.csv").write_text(format_csv_table(comparison, title=title))
+    reference = next((s.label for s in methods if s.checkpoint and "+" not in s.label),
+                     methods[0].label)
+    if len(rows) > 1:
+        paired = paired_differences(
+            {label: ([r["rot_err_deg"] for r in rs], [r["trans_err_m"] for r in rs])
+             for label, rs in rows.items()}, reference)
+        (out / "paired.md").write_text(format_markdown_table(
+            paired, columns=PAIRED_COLUMNS,
+            title=f"{title}: errors minus {reference}'s, pair by pair (95 % bootstrap CI; "
+                  "worse / better: pairs beyond 0.5 deg, 0.02 m)"))
     checked = {label: res["verification"] for label, res in results.items()
                if "verification" in res}
     if checked:
