@@ -253,8 +253,9 @@ def test_paired_differences_count_pairs_and_bound_the_mean():
     shifted = (ref[0] + 1.0 + rng.normal(0, 0.1, 200), ref[1] - 0.05)  # worse R, better t
     one_pair = (ref[0].copy(), ref[1].copy())
     one_pair[0][7] += 30.0                                          # one pair moves the mean
-    out = paired_differences({"ref": ref, "shifted": shifted, "one": one_pair,
-                              "same": ref}, "ref")
+    errors = {"ref": ref, "shifted": shifted, "one": one_pair, "same": ref}
+    out = paired_differences(errors, [(k, "ref") for k in ("shifted", "one", "same")])
+    out = {k.split(" vs ")[0]: v for k, v in out.items()}
     assert set(out) == {"shifted", "one", "same"}
     s = out["shifted"]
     assert s["n"] == 200 and s["rot_worse"] == 200 and s["rot_better"] == 0
@@ -264,7 +265,7 @@ def test_paired_differences_count_pairs_and_bound_the_mean():
     assert o["rot_worse"] == 1 and o["rot_diff_mean"] == pytest.approx(0.15)
     assert o["rot_diff_ci_low"] < 0.05 and o["rot_diff_ci_high"] > 0.3  # wide: one pair
     assert out["same"]["rot_diff_ci_low"] == out["same"]["rot_diff_ci_high"] == 0.0
-    with pytest.raises(ValueError, match="reference"):
-        paired_differences({"a": ref}, "b")
+    with pytest.raises(ValueError, match="not among"):
+        paired_differences({"a": ref}, [("a", "b")])
     with pytest.raises(ValueError, match="errors"):
-        paired_differences({"ref": ref, "short": (ref[0][:5], ref[1][:5])}, "ref")
+        paired_differences({"ref": ref, "short": (ref[0][:5], ref[1][:5])}, [("short", "ref")])

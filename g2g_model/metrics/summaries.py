@@ -257,26 +257,27 @@ PAIRED_COLUMNS = ("n", "rot_diff_mean", "rot_diff_ci_low", "rot_diff_ci_high", "
                   "trans_worse", "trans_better")
 
 
-def paired_differences(errors: Dict[str, Tuple[np.ndarray, np.ndarray]], reference: str,
-                       rot_tol_deg: float = 0.5, trans_tol_m: float = 0.02,
-                       confidence: float = 0.95, resamples: int = 9999
-                       ) -> Dict[str, Dict[str, object]]:
-    """Each method's per-pair errors minus ``reference``'s on the same pairs.
+def paired_differences(errors: Dict[str, Tuple[np.ndarray, np.ndarray]],
+                       comparisons: Sequence[Tuple[str, str]], rot_tol_deg: float = 0.5,
+                       trans_tol_m: float = 0.02, confidence: float = 0.95,
+                       resamples: int = 9999) -> Dict[str, Dict[str, object]]:
+    """Per-pair errors of one method minus another's on the same pairs.
 
     ``errors``: label -> (rotation errors ``[N]`` deg, translation errors ``[N]`` m), one entry
-    per pair in the same order for every label. Per other label: the mean difference (positive:
-    worse than the reference), its ``confidence`` interval (scipy's bootstrap of the mean over
-    pairs, percentile method, fixed seed) and how many pairs are worse / better by more than
+    per pair in the same order for every label; ``comparisons``: (label, reference) pairs. Per
+    comparison (key ``"label vs reference"``): the mean difference (positive: worse than the
+    reference), its ``confidence`` interval (scipy's bootstrap of the mean over pairs,
+    percentile method, fixed seed) and how many pairs are worse / better by more than
     ``rot_tol_deg`` / ``trans_tol_m``. An interval that excludes 0 is a difference the pairs
     support; a mean difference made by one pair shows as a wide interval and counts of 1."""
     from scipy.stats import bootstrap
 
-    if reference not in errors:
-        raise ValueError(f"reference {reference!r} is not among {sorted(errors)}")
     out: Dict[str, Dict[str, object]] = {}
-    for label, (rot, trans) in errors.items():
-        if label == reference:
-            continue
+    for label, reference in comparisons:
+        for name in (label, reference):
+            if name not in errors:
+                raise ValueError(f"{name!r} is not among {sorted(errors)}")
+        rot, trans = errors[label]
         row: Dict[str, object] = {"n": len(rot)}
         for axis, (name, tol) in enumerate((("rot", rot_tol_deg), ("trans", trans_tol_m))):
             values = np.asarray((rot, trans)[axis], float)
@@ -294,5 +295,5 @@ def paired_differences(errors: Dict[str, Tuple[np.ndarray, np.ndarray]], referen
             row.update({f"{name}_diff_mean": float(diff.mean()), f"{name}_diff_ci_low": low,
                         f"{name}_diff_ci_high": high, f"{name}_worse": int((diff > tol).sum()),
                         f"{name}_better": int((diff < -tol).sum())})
-        out[label] = row
+        out[f"{label} vs {reference}"] = row
     return out

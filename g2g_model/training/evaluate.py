@@ -11,9 +11,9 @@ Modes:
         poses.
 The no-cross-group-attention switch evaluates a checkpoint with the bridge's block-diagonal mask
 (``G2GConfig.cross_group_attention = False``), on the same weights. ``paired.md`` compares every
-method with the first plain checkpoint pair by pair (mean difference with a bootstrap interval;
-how many pairs are worse or better), so that a mean moved by one pair does not pass for a
-difference.
+method with the first plain checkpoint, and each switch run with the same run without it, pair by
+pair (mean difference with a bootstrap interval; how many pairs are worse or better), so that a
+mean moved by one pair does not pass for a difference.
 """
 
 from __future__ import annotations
@@ -273,13 +273,18 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     (out / "comparison.csv").write_text(format_csv_table(comparison, title=title))
     reference = next((s.label for s in methods if s.checkpoint and "+" not in s.label),
                      methods[0].label)
-    if len(rows) > 1:
+    # Every method against the reference; a switch also against the same run without it.
+    pairs = [(label, reference) for label in rows if label != reference]
+    pairs += [(label, label.replace("+nocross_switch", "")) for label in rows
+              if label.replace("+nocross_switch", "") not in (label, reference)
+              and label.replace("+nocross_switch", "") in rows]
+    if pairs:
         paired = paired_differences(
             {label: ([r["rot_err_deg"] for r in rs], [r["trans_err_m"] for r in rs])
-             for label, rs in rows.items()}, reference)
+             for label, rs in rows.items()}, pairs)
         (out / "paired.md").write_text(format_markdown_table(
             paired, columns=PAIRED_COLUMNS,
-            title=f"{title}: errors minus {reference}'s, pair by pair (95 % bootstrap CI; "
+            title=f"{title}: errors of X minus Y's, pair by pair (95 % bootstrap CI; "
                   "worse / better: pairs beyond 0.5 deg, 0.02 m)"))
     checked = {label: res["verification"] for label, res in results.items()
                if "verification" in res}
@@ -335,7 +340,8 @@ def default_methods(checkpoints: List[str], classical: Optional[str], ablation: 
                     ) -> List[MethodSpec]:
     """Labels: checkpoint file stems (``+nocross_switch`` with the switch, ``+verified`` with
     geometric verification, ``+flipped_directions`` run one way if the checkpoint runs both and
-    the other way round, ``+no_rotation_matching`` with G2G's own pose), ``classical``,
+    the other way round, ``+no_rotation_matching`` with G2G's own pose; both the switch and G2G's
+    own pose with ``ablation`` and ``no_rotation_matching``), ``classical``,
     ``identity``, ``geometry`` (verification alone)."""
     specs = [MethodSpec("identity", identity=True)] if identity else []
     if verify:
@@ -353,6 +359,10 @@ def default_methods(checkpoints: List[str], classical: Optional[str], ablation: 
                                     flip_directions=True))
         if no_rotation_matching:
             specs.append(MethodSpec(stem + "+no_rotation_matching", checkpoint=path,
+                                    no_rotation_matching=True))
+        if no_rotation_matching and ablation:  # the switch on G2G's own pose
+            specs.append(MethodSpec(stem + "+nocross_switch+no_rotation_matching",
+                                    checkpoint=path, no_cross_group=True,
                                     no_rotation_matching=True))
     if classical:
         specs.append(MethodSpec("classical", classical_preset=classical))
