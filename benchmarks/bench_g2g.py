@@ -132,7 +132,7 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
                          G2GPipeline.from_checkpoint(name, rotation_matching=always)))
             plain = G2GPipeline.from_checkpoint(name)
             trunk = plain.rotation_matcher.trunk  # shared with the backbone
-            trunk.forward = lambda images, t=trunk: t.features((images - t.mean) / t.std)
+            trunk.forward = trunk.plain_forward
             runs.append((name, " with the plain trunk (batch norms, channels first)", plain))
     for _, _, pipe in runs:  # warm-up
         pipe.predict(ga, gb)
@@ -176,12 +176,12 @@ def bench_trunk(reps: int, budget_s: float) -> List[str]:
     for size in (112, 160):
         images = torch.rand(10, 3, size, size, generator=torch.Generator().manual_seed(0))
         with torch.inference_mode():
-            reference = trunk.features((images - trunk.mean) / trunk.std)
+            reference = trunk.plain_forward(images)
         for dtype_name in ("fp32", "bf16"):
             cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype_name == "bf16")
             with torch.inference_mode(), cast:
                 def plain():
-                    return trunk.features((images - trunk.mean) / trunk.std)
+                    return trunk.plain_forward(images)
                 diffs = [float((fn().float() - reference).abs().max())
                          for fn in (plain, lambda: trunk(images))]
                 rows = [[], []]
@@ -203,7 +203,7 @@ def bench_trunk(reps: int, budget_s: float) -> List[str]:
 def bench_pairs(root: str, index: str, max_pairs: int) -> List[str]:
     """Whole predictions of the relocalization default (as the product loads it) on the groups
     of a pair index (at the model's input size, as maps store keyframes), against the same
-    pipeline with the plain trunk, interleaved pair by pair."""
+    pipeline with the plain trunk, interleaved pair by pair (alternating which runs first)."""
     from g2g_model.groups import PreparedGroup
     from g2g_model.inference import G2GPipeline, default_checkpoint
     from g2g_model.training.pair_dataset import read_pairs
@@ -211,8 +211,8 @@ def bench_pairs(root: str, index: str, max_pairs: int) -> List[str]:
 
     fast, plain = (G2GPipeline.from_checkpoint(default_checkpoint("relocalization"))
                    for _ in range(2))
-    trunk = plain.rotation_matcher.trunk
-    trunk.forward = lambda images, t=trunk: t.features((images - t.mean) / t.std)
+    trunk = plain.rotation_matcher.trunk  # shared with the backbone
+    trunk.forward = trunk.plain_forward
     items = read_pairs("reloc", root, index, 0.0, max_pairs, 0, 0.0)
     store = TrajectoryStore(root, fast.image_size)
 
@@ -223,11 +223,14 @@ def bench_pairs(root: str, index: str, max_pairs: int) -> List[str]:
 
     rows = {"fast": [], "plain": [], "match": [], "parallax": 0}
     sizes = set()
-    for item in items:
+    first = prepared(items[0].spec_a), prepared(items[0].spec_b)
+    fast.predict_prepared(*first)  # warm-up of both
+    plain.predict_prepared(*first)
+    for n, item in enumerate(items):
         a, b = prepared(item.spec_a), prepared(item.spec_b)
         sizes.add((a.images.shape[1], b.images.shape[1], *a.images.shape[-2:]))
-        fast.predict_prepared(a, b)  # warm-up (first pair) and the same work for both
-        for name, pipe in (("fast", fast), ("plain", plain)):
+        order = (("fast", fast), ("plain", plain))
+        for name, pipe in order if n % 2 == 0 else order[::-1]:  # alternate who goes first
             t0 = time.perf_counter()
             pred = pipe.predict_prepared(a, b)
             rows[name].append(time.perf_counter() - t0)

@@ -16,7 +16,7 @@ norm uses its running statistics) and never receives gradients.
 
 Speed: the trunk runs as a copy with every batch norm folded into its convolution
 (``torch.nn.utils.fusion.fuse_conv_bn_eval``) in the channels-last memory layout, where the
-depthwise convolutions are fast on CPU: 1.7-2.5x faster for ten frames of 112-160 px on the
+depthwise convolutions are fast on CPU: 1.6-1.9x faster for ten frames of 112-160 px on the
 2-core development machine, the same features within float rounding
 (benchmarks/RESULTS_g2g.md). The copy is rebuilt whenever the weights change (loading, moving,
 casting, in-place edits) and is not part of the state dict.
@@ -111,6 +111,11 @@ class MobileNetV2Trunk(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         normalized = (images - self.mean) / self.std
         return self.fast_features()(normalized.contiguous(memory_format=torch.channels_last))
+
+    def plain_forward(self, images: torch.Tensor) -> torch.Tensor:
+        """The same features from the unfolded network, channels first: the reference that the
+        fast copy is tested and benchmarked against."""
+        return self.features((images - self.mean) / self.std)
 
     def fast_features(self) -> nn.Module:
         """The feature blocks with batch norms folded, channels last (module docstring); cached
