@@ -37,9 +37,11 @@ def relocalized_pose_msg(result, base_T_cam, stamp, frame_id: str):
 
 def alignment_msg(result, stamp, camera_frame_suffix: str):
     """A g2g_msgs/GroupAlignment of a :class:`~g2g_model.localization.relocalizer.
-    LocalizationResult`: every predicted pose, the map window's and the query's stamps."""
+    LocalizationResult`: every predicted pose, the map window's and the query's stamps, the
+    verification's path and where G2G's answer took its pose."""
     from geometry_msgs.msg import Pose
 
+    from g2g_model.localization.relocalizer import pose_source
     from g2g_msgs.msg import GroupAlignment
     query, group_a, pred = result.query, result.group_a, result.prediction
     msg = GroupAlignment()
@@ -56,6 +58,7 @@ def alignment_msg(result, stamp, camera_frame_suffix: str):
     msg.overlap_score = float(result.score)
     msg.inference_time_ms = float(pred.timing_ms["total"])
     msg.path, msg.inliers = str(result.path), int(result.inliers)
+    msg.pose_source = pose_source(pred.rotation_match)
     return msg
 
 

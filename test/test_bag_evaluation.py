@@ -70,7 +70,7 @@ def _alignment(stamps_b):
                                         frame_id="cam0_optical_frame@map"),
         group_a_id="a", group_b_id="b", stamps_a=[], stamps_b=[_time(s) for s in stamps_b],
         poses_a=[], poses_b=[], overlap_score=float("nan"), inference_time_ms=1.0, path="g2g",
-        inliers=0)
+        inliers=0, pose_source="")
 
 
 def test_correction_counts_from_the_query_newest_frame(gt):
@@ -115,7 +115,7 @@ def test_alignment_pairs_against_map_and_ground_truth(gt):
         group_a_id="a", group_b_id="b", stamps_a=[_time(s) for s in sa],
         stamps_b=[_time(s) for s in sb], poses_a=[_pose(M) for M in gt_a],
         poses_b=[_pose(bad)] + [_pose(M) for M in gt_b[1:]], overlap_score=float("nan"),
-        inference_time_ms=12.0, path="g2g", inliers=0)
+        inference_time_ms=12.0, path="g2g", inliers=0, pose_source="feature matches")
     pairs = alignment_pairs(truth, [msg], {("cam0", s): T for s, T in map_frames.items()},
                             "cam0")
     assert [len(pairs[k][0]) for k in ("b0", "b_all", "a_all")] == [1, 3, 2]
@@ -137,3 +137,43 @@ def test_odometry_pairs_skip_stamps_without_ground_truth(gt):
     assert stamps == [(int(truth.stamps[0]), int(truth.stamps[1])),
                       (int(truth.stamps[2]), int(truth.stamps[3]))]
     np.testing.assert_allclose(preds, gts, atol=1e-9)
+
+
+def test_bags_recorded_before_pose_source_still_read(tmp_path, gt):
+    """GroupAlignment gained a trailing ``pose_source``; a bag recorded with the earlier
+    definition carries that definition and still loads (the reader uses the bag's own)."""
+    import shutil
+
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from g2g_ros.bags.evaluation import load_outputs
+    from g2g_ros.bags.typestore import MSGS_DIR, bag_qos
+
+    old_msgs = tmp_path / "msg"
+    shutil.copytree(MSGS_DIR, old_msgs)
+    text = (old_msgs / "GroupAlignment.msg").read_text()
+    assert "string pose_source" in text
+    (old_msgs / "GroupAlignment.msg").write_text(
+        "\n".join(line for line in text.splitlines() if "pose_source" not in line) + "\n")
+    old = bag_typestore(old_msgs)
+    fields = [f[0] for f in old.fielddefs["g2g_msgs/msg/GroupAlignment"][1]]
+    assert "inliers" in fields and "pose_source" not in fields
+    truth, _ = gt
+    stamps = [int(s) for s in truth.stamps[2:6]]
+    ot = old.types
+    time_type = ot["builtin_interfaces/msg/Time"]
+    msg = ot["g2g_msgs/msg/GroupAlignment"](
+        header=ot["std_msgs/msg/Header"](stamp=to_stamp(stamps[0], time_type),
+                                         frame_id="cam0_optical_frame@map"),
+        group_a_id="a", group_b_id="b", stamps_a=[],
+        stamps_b=[to_stamp(s, time_type) for s in stamps], poses_a=[],
+        poses_b=[], overlap_score=0.5, inference_time_ms=3.0, path="verified", inliers=40)
+    bag = tmp_path / "old_outputs"
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conn = w.add_connection("relocalize/alignment", "g2g_msgs/msg/GroupAlignment",
+                                typestore=old, offered_qos_profiles=[bag_qos()])
+        w.write(conn, stamps[0], old.serialize_cdr(msg, "g2g_msgs/msg/GroupAlignment"))
+    aligns = load_outputs(bag).alignments
+    assert len(aligns) == 1 and aligns[0].path == "verified" and aligns[0].inliers == 40
+    assert [s.sec * 10**9 + s.nanosec for s in aligns[0].stamps_b] == stamps
+    assert not hasattr(aligns[0], "pose_source")

@@ -49,7 +49,8 @@ def replay(monkeypatch, tmp_path):
         stamps_b=[_time(s) for s in sb],
         poses_a=[_pose(a0_inv @ map_frames[s]) for s in sa],
         poses_b=[_pose(_rot([0, 1, 0], 10.0) @ gt_b[0])] + [_pose(M) for M in gt_b[1:]],
-        overlap_score=0.5, inference_time_ms=12.0, path="verified", inliers=50)
+        overlap_score=0.5, inference_time_ms=12.0, path="verified", inliers=50,
+        pose_source="feature matches")
     out = Outputs(odometry=odometry, reloc_poses=[(sb[0], world[2])], alignments=[msg],
                   diagnostics={}, stage_latency_ms={})
     monkeypatch.setattr(eval_bag, "load_ground_truth", lambda bag: gt)

@@ -137,6 +137,7 @@ def test_relocalize_end_to_end(scene, tmp_path):
         # ... and where G2G's answer, which verification started from, took its pose.
         source = _diag_value(diags, "last_pose_source") or ""
         assert source.startswith(("feature matches", "G2G (")), _diag_dump(diags)
+        assert align.pose_source == source  # ~/alignment carries the same text
         assert listener.spin_until(
             lambda: statuses[-1].state in (EstimatorStatus.STATE_OK,
                                            EstimatorStatus.STATE_DEGRADED), 10)
