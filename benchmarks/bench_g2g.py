@@ -277,6 +277,16 @@ def run(reps: int, budget_s: float, dtypes: List[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def with_machine(sections) -> str:
+    """Report body: the machine and its load, the lines of ``sections()``, the load after."""
+    before = os.getloadavg()[0]
+    lines = sections()
+    after = os.getloadavg()[0]
+    return "\n".join(["## Machine", *machine_info(),
+                      f"- load average before: {before:.2f} (1 min)", "", *lines, "",
+                      f"load average after: {after:.2f} (1 min)"]) + "\n"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -293,22 +303,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--max-pairs", type=int, default=60)
     opts = parser.parse_args(argv)
     if opts.pairs is not None:
-        body = "\n".join(["## Machine", *machine_info(),
-                          f"- load average before: {os.getloadavg()[0]:.2f} (1 min)", "",
-                          *bench_pairs(*opts.pairs, opts.max_pairs), "",
-                          f"load average after: {os.getloadavg()[0]:.2f} (1 min)"]) + "\n"
-        emit_report("G2G benchmark", "benchmarks.bench_g2g", argv, body, opts.output)
-        return 0
-    if opts.pipelines is not None:
-        body = "\n".join(["## Machine", *machine_info(),
-                          f"- load average before: {os.getloadavg()[0]:.2f} (1 min)", "",
-                          *bench_pipelines(opts.pipelines, opts.reps, opts.budget_s), "",
-                          *bench_trunk(opts.reps, opts.budget_s), "",
-                          f"load average after: {os.getloadavg()[0]:.2f} (1 min)"]) + "\n"
-        emit_report("G2G benchmark", "benchmarks.bench_g2g", argv, body, opts.output)
-        return 0
-    emit_report("G2G benchmark", "benchmarks.bench_g2g", argv,
-                run(opts.reps, opts.budget_s, opts.dtypes), opts.output)
+        body = with_machine(lambda: bench_pairs(*opts.pairs, opts.max_pairs))
+    elif opts.pipelines is not None:
+        body = with_machine(lambda: [*bench_pipelines(opts.pipelines, opts.reps, opts.budget_s),
+                                     "", *bench_trunk(opts.reps, opts.budget_s)])
+    else:
+        body = run(opts.reps, opts.budget_s, opts.dtypes)
+    emit_report("G2G benchmark", "benchmarks.bench_g2g", argv, body, opts.output)
     return 0
 
 
