@@ -1,8 +1,9 @@
-"""Evaluation metrics for group-to-group pose estimation (ARCHITECTURE §6). Pure numpy.
+"""Evaluation metrics for group-to-group pose estimation (ARCHITECTURE §6). Pure numpy (scipy
+for the bootstrap of paired differences).
 
 Modules: :mod:`.errors` (per-pair errors), :mod:`.summaries` (statistics, overlap bins, group
-summaries), :mod:`.alignment` (Sim(3), always labelled), :mod:`.segments` (KITTI-style RTE/RRE),
-:mod:`.reports` (tables). The names below are the public API.
+summaries, paired differences between methods), :mod:`.alignment` (Sim(3), always labelled),
+:mod:`.segments` (KITTI-style RTE/RRE), :mod:`.reports` (tables). The names below are the public API.
 
 Every pose is a 4x4 camera-to-anchor transform ``T_{A0<-X}`` (OpenCV axes, metres).
 
@@ -47,18 +48,20 @@ from g2g_model.metrics.segments import (
     sim3_aligned_kitti_odometry_errors, trajectory_distances,
 )
 from g2g_model.metrics.summaries import (
-    DEFAULT_MAA_MAX_DEG, DEFAULT_OVERLAP_BINS, DEFAULT_THRESHOLDS_DEG, accuracy_at,
-    group_errors, mean_average_accuracy, mean_or_none, median_or_none, overlap_bin_label,
-    summarize_by_overlap, summarize_errors, summarize_groups, summarize_pairs,
+    DEFAULT_MAA_MAX_DEG, DEFAULT_OVERLAP_BINS, DEFAULT_THRESHOLDS_DEG, PAIRED_COLUMNS,
+    accuracy_at, group_errors, mean_average_accuracy, mean_or_none, median_or_none,
+    overlap_bin_label, paired_differences, summarize_by_overlap, summarize_errors,
+    summarize_groups, summarize_pairs,
 )
 
 __all__ = [
     "DEFAULT_EPS", "DEFAULT_MAA_MAX_DEG", "DEFAULT_OVERLAP_BINS", "DEFAULT_TABLE_COLUMNS",
-    "DEFAULT_THRESHOLDS_DEG", "FAILED_ANGLE_DEG", "KITTI_SEGMENT_LENGTHS_M", "PoseErrors",
+    "DEFAULT_THRESHOLDS_DEG", "FAILED_ANGLE_DEG", "KITTI_SEGMENT_LENGTHS_M", "PAIRED_COLUMNS",
+    "PoseErrors",
     "SIM3_LABEL", "SegmentError", "accuracy_at", "flatten_group_summary", "format_csv_table",
     "format_markdown_table", "format_value", "group_errors", "kitti_odometry_errors",
     "kitti_segment_errors", "mean_average_accuracy", "mean_or_none", "median_or_none",
-    "overlap_bin_label", "pose_errors", "rotation_error_deg", "sim3_aligned_kitti_odometry_errors",
+    "overlap_bin_label", "paired_differences", "pose_errors", "rotation_error_deg", "sim3_aligned_kitti_odometry_errors",
     "sim3_aligned_poses", "summarize_by_overlap", "summarize_errors", "summarize_groups",
     "summarize_pairs", "summary_rows", "trajectory_distances", "translation_angle_deg",
     "translation_error_m", "umeyama_sim3",

@@ -10,10 +10,9 @@ Examples::
 
 Writes, per method, ``metrics.md`` / ``metrics.csv`` (full metric suite with overlap bins),
 ``pairs.csv`` (per pair) and ``summary.json``; and ``comparison.md`` / ``.csv`` (B0 of every
-method), ``paired.md`` (every method against the first plain checkpoint and each switch run against
-the same run without it, pair by pair: mean difference, 95 % bootstrap interval, pairs worse /
-better), ``maa_curve.png`` and
-``error_vs_overlap.png`` for all methods together.
+method), ``paired.md`` (every method against the first plain checkpoint and each switch run
+against the same run without it, pair by pair: mean difference, 95 % bootstrap interval, pairs
+worse / better), ``maa_curve.png`` and ``error_vs_overlap.png`` for all methods together.
 """
 
 from __future__ import annotations

@@ -33,13 +33,14 @@ from tqdm import tqdm
 
 from g2g_model.augment import NOISE_PRESETS, perturb_poses
 from g2g_model.metrics import (
+    PAIRED_COLUMNS,
     flatten_group_summary,
     format_csv_table,
     format_markdown_table,
     group_errors,
+    paired_differences,
     summarize_groups,
 )
-from g2g_model.metrics.summaries import PAIRED_COLUMNS, paired_differences
 from g2g_model.model.g2g import G2GModel
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
 from g2g_model.training.trajectory_groups import TrajectoryStore
@@ -274,14 +275,15 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     reference = next((s.label for s in methods if s.checkpoint and "+" not in s.label),
                      methods[0].label)
     # Every method against the reference; a switch also against the same run without it.
-    pairs = [(label, reference) for label in rows if label != reference]
-    pairs += [(label, label.replace("+nocross_switch", "")) for label in rows
-              if label.replace("+nocross_switch", "") not in (label, reference)
-              and label.replace("+nocross_switch", "") in rows]
-    if pairs:
+    comparisons = [(label, reference) for label in rows if label != reference]
+    for label in rows:
+        without = label.replace("+nocross_switch", "")
+        if without not in (label, reference) and without in rows:
+            comparisons.append((label, without))
+    if comparisons:
         paired = paired_differences(
             {label: ([r["rot_err_deg"] for r in rs], [r["trans_err_m"] for r in rs])
-             for label, rs in rows.items()}, pairs)
+             for label, rs in rows.items()}, comparisons)
         (out / "paired.md").write_text(format_markdown_table(
             paired, columns=PAIRED_COLUMNS,
             title=f"{title}: errors of X minus Y's, pair by pair (95 % bootstrap CI; "
