@@ -3,7 +3,8 @@ for the bootstrap of paired differences).
 
 Modules: :mod:`.errors` (per-pair errors), :mod:`.summaries` (statistics, overlap bins, group
 summaries, paired differences between methods), :mod:`.alignment` (Sim(3), always labelled),
-:mod:`.segments` (KITTI-style RTE/RRE), :mod:`.reports` (tables). The names below are the public API.
+:mod:`.segments` (KITTI-style RTE/RRE), :mod:`.reports` (tables). The names below are the
+public API.
 
 Every pose is a 4x4 camera-to-anchor transform ``T_{A0<-X}`` (OpenCV axes, metres).
 
@@ -61,7 +62,8 @@ __all__ = [
     "SIM3_LABEL", "SegmentError", "accuracy_at", "flatten_group_summary", "format_csv_table",
     "format_markdown_table", "format_value", "group_errors", "kitti_odometry_errors",
     "kitti_segment_errors", "mean_average_accuracy", "mean_or_none", "median_or_none",
-    "overlap_bin_label", "paired_differences", "pose_errors", "rotation_error_deg", "sim3_aligned_kitti_odometry_errors",
+    "overlap_bin_label", "paired_differences", "pose_errors", "rotation_error_deg",
+    "sim3_aligned_kitti_odometry_errors",
     "sim3_aligned_poses", "summarize_by_overlap", "summarize_errors", "summarize_groups",
     "summarize_pairs", "summary_rows", "trajectory_distances", "translation_angle_deg",
     "translation_error_m", "umeyama_sim3",
