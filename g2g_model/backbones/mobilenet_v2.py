@@ -103,6 +103,7 @@ class MobileNetV2Trunk(nn.Module):
             self.load_state_dict(load_pretrained(count))
         self.requires_grad_(False)
         self.eval()
+        self.register_load_state_dict_post_hook(MobileNetV2Trunk._forget_fast)
 
     def train(self, mode: bool = True) -> "MobileNetV2Trunk":
         """Always eval: the frozen trunk's batch norms keep their ImageNet statistics."""
@@ -119,16 +120,25 @@ class MobileNetV2Trunk(nn.Module):
 
     def fast_features(self) -> nn.Module:
         """The feature blocks with batch norms folded, channels last (module docstring); cached
-        for the current weights (a change of device, dtype or values rebuilds it)."""
-        tensors = [*self.features.parameters(), *self.features.buffers()]
+        for the current weights (a change of device, dtype or values rebuilds it, and so does
+        any ``load_state_dict``, which may replace the tensors themselves)."""
+        cached: Optional[Tuple] = self.__dict__.get("_fast")
+        # The tensor list is kept with the copy: collecting it walks every submodule, which
+        # cost more than the check itself on each call (0.27 ms).
+        if cached is not None:
+            tensors = cached[0]
+        else:
+            tensors = [*self.features.parameters(), *self.features.buffers()]
         key = (tensors[0].device, tensors[0].dtype, tuple(t.data_ptr() for t in tensors),
                sum(t._version for t in tensors if not t.is_inference()))
-        cached: Optional[Tuple] = self.__dict__.get("_fast")
-        if cached is None or cached[0] != key:
+        if cached is None or cached[1] != key:
             with torch.inference_mode(False), torch.no_grad():
                 fast = fold_batch_norms(self.features).to(memory_format=torch.channels_last)
-            self.__dict__["_fast"] = cached = (key, fast)
-        return cached[1]
+            self.__dict__["_fast"] = cached = (tensors, key, fast)
+        return cached[2]
+
+    def _forget_fast(self, *_) -> None:
+        self.__dict__.pop("_fast", None)
 
 
 def fold_batch_norms(module: nn.Module) -> nn.Module:
