@@ -15,6 +15,8 @@ model's accuracy. What the test checks is the node around
 the model: motion inverted (0.47 m step error, measured), composed in the camera instead of the
 body frame (99 deg, 0.28 m, measured) or through the wrong camera's extrinsics (a 90 deg turn
 of a 0.24 m step is a 0.34 m error) all break the bounds, and so does "no motion".
+Verification is never deferred here (``verify_max_deferred`` 0), so the figures do not depend on
+how loaded the machine is.
 """
 
 import pathlib
@@ -68,7 +70,12 @@ def test_rig_odometry_matches_ground_truth(held_out_traj, tmp_path):
     cams = ["cam0", "cam1", "cam2", "cam3"]
     node = Proc(node_cmd("g2g_ros.nodes.rig_odometry",
                          {"use_sim_time": True, "cameras": cams,
-                          "sensor_qos_reliability": "reliable"},
+                          "sensor_qos_reliability": "reliable",
+                          # Every step verified: by default a step whose verification finds a
+                          # newer group queued publishes G2G's motion unverified (the node
+                          # falling behind), so under CI load the answers depended on timing
+                          # (0.144 m once against 0.102 at rest). Deferral: test_odometry_core.
+                          "verify_max_deferred": 0},
                          str(ROOT / "config" / "sim.yaml")), tmp_path / "node.log")
     player = None
     try:
