@@ -146,7 +146,7 @@ def test_bags_recorded_before_pose_source_still_read(tmp_path, gt):
 
     from rosbags.rosbag2 import StoragePlugin, Writer
 
-    from g2g_ros.bags.evaluation import load_outputs
+    from g2g_ros.bags.evaluation import fixes_by, load_outputs, pose_source_kind
     from g2g_ros.bags.typestore import MSGS_DIR, bag_qos
 
     old_msgs = tmp_path / "msg"
@@ -177,3 +177,25 @@ def test_bags_recorded_before_pose_source_still_read(tmp_path, gt):
     assert len(aligns) == 1 and aligns[0].path == "verified" and aligns[0].inliers == 40
     assert [s.sec * 10**9 + s.nanosec for s in aligns[0].stamps_b] == stamps
     assert not hasattr(aligns[0], "pose_source")
+    # The report's count by pose source files such fixes under "not recorded".
+    rows = fixes_by(aligns, pose_source_kind, {stamps[0]: 0.7}, {stamps[0]: 1.0}, 0.5, 5.0)
+    assert rows == {"not recorded": {"fixes": 1, "with_gt": 1, "false_accepts": 1,
+                                     "median_trans_m": 0.7, "median_rot_deg": 1.0}}
+
+
+def test_pose_source_kind_drops_counts_and_reasons():
+    from types import SimpleNamespace
+
+    from g2g_model.localization.relocalizer import pose_source
+    from g2g_ros.bags.evaluation import pose_source_kind
+
+    def kind(match):
+        return pose_source_kind(SimpleNamespace(pose_source=pose_source(match)))
+
+    plain = SimpleNamespace(rotation=np.eye(3), parallax=False, inliers=30, matches=50)
+    assert kind(plain) == "feature matches"
+    assert kind(SimpleNamespace(**{**vars(plain), "parallax": True})) == \
+        "feature matches solved with parallax"
+    assert kind(SimpleNamespace(rotation=None, reason="too few matches")) == "G2G"
+    assert kind(None) == "G2G"
+    assert pose_source_kind(SimpleNamespace(pose_source="")) == "not recorded"

@@ -108,7 +108,13 @@ def test_replay_in_eval_mode_is_deterministic(replays):
         by_path = rep["relocalization"]["by_path"]
         assert set(by_path) <= {"g2g", "verified", "refined"}, by_path
         assert sum(r["fixes"] for r in by_path.values()) == rep["relocalization"]["fixes"]
-    assert "Fixes by path" in (out1 / "report.md").read_text()
+        # ... and under where its pose came from (the matcher runs in the default pipeline).
+        by_source = rep["relocalization"]["by_pose_source"]
+        assert set(by_source) <= {"G2G", "feature matches",
+                                  "feature matches solved with parallax"}, by_source
+        assert sum(r["fixes"] for r in by_source.values()) == rep["relocalization"]["fixes"]
+    report_md = (out1 / "report.md").read_text()
+    assert "Fixes by path" in report_md and "Fixes by where the pose came from" in report_md
     a1, p1 = _outputs(out1)
     a2, p2 = _outputs(out2)
     assert [s for s, _ in p1] == sorted(s for s, _ in p1) and len(p1) == n_frames

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -291,17 +291,26 @@ def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
     return out
 
 
-def fixes_by_path(alignments: Sequence[object], t_err: Dict[int, float],
-                  r_err: Dict[int, float], trans_m: float, rot_deg: float) -> Dict[str, object]:
-    """Published fixes by the path that made them (GroupAlignment ``path``: ``verified``,
-    ``refined``, ``g2g``): count, false accepts (error over ``trans_m`` or ``rot_deg``) and the
-    median errors of those with ground truth."""
+def pose_source_kind(msg) -> str:
+    """The kind of a GroupAlignment's ``pose_source`` without its counts and reasons
+    (``feature matches``, ``feature matches solved with parallax``, ``G2G``); bags recorded
+    before the field existed give ``not recorded``."""
+    text = getattr(msg, "pose_source", "") or ""
+    return text.split(" (")[0].strip() or "not recorded"
+
+
+def fixes_by(alignments: Sequence[object], key: Callable[[object], str],
+             t_err: Dict[int, float], r_err: Dict[int, float], trans_m: float,
+             rot_deg: float) -> Dict[str, object]:
+    """Published fixes grouped by ``key(alignment)`` (the path that made them, GroupAlignment
+    ``path``: ``verified``, ``refined``, ``g2g``; or :func:`pose_source_kind`): count, false
+    accepts (error over ``trans_m`` or ``rot_deg``) and the median errors of those with ground
+    truth."""
     out: Dict[str, object] = {}
     for msg in alignments:
-        path = getattr(msg, "path", "") or "g2g"
         stamp = header_ns(msg.header)
-        row = out.setdefault(path, {"fixes": 0, "with_gt": 0, "false_accepts": 0,
-                                    "trans": [], "rot": []})
+        row = out.setdefault(key(msg), {"fixes": 0, "with_gt": 0, "false_accepts": 0,
+                                        "trans": [], "rot": []})
         row["fixes"] += 1
         if stamp in t_err:
             row["with_gt"] += 1
@@ -312,6 +321,10 @@ def fixes_by_path(alignments: Sequence[object], t_err: Dict[int, float],
         row["median_trans_m"] = float(np.median(row.pop("trans"))) if row["with_gt"] else None
         row["median_rot_deg"] = float(np.median(row.pop("rot"))) if row["with_gt"] else None
     return out
+
+
+def alignment_path(msg) -> str:
+    return getattr(msg, "path", "") or "g2g"
 
 
 def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int, np.ndarray],
@@ -345,9 +358,10 @@ def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int,
         "success_threshold": {"trans_m": success_trans_m, "rot_deg": success_rot_deg},
         "success_rate_pct": (100.0 * correct / attempts) if attempts else None,
         "fix_error_trans_m": _stats(t_err), "fix_error_rot_deg": _stats(r_err),
-        "by_path": fixes_by_path(out.alignments, dict(zip([f[0] for f in fixes], t_err)),
-                                 dict(zip([f[0] for f in fixes], r_err)), success_trans_m,
-                                 success_rot_deg),
+        **{name: fixes_by(out.alignments, key, dict(zip([f[0] for f in fixes], t_err)),
+                          dict(zip([f[0] for f in fixes], r_err)), success_trans_m,
+                          success_rot_deg)
+           for name, key in (("by_path", alignment_path), ("by_pose_source", pose_source_kind))},
         "corrected_frames": int(len(stamps)),
         "corrected_error_trans_m": _stats(c_t), "corrected_error_rot_deg": _stats(c_r),
         "predicted": None,

@@ -105,12 +105,15 @@ def markdown(report: Mapping) -> str:
                              rel["corrected_error_trans_m"]),
                   _stats_row("map->odom corrected rotation (deg)",
                              rel["corrected_error_rot_deg"])]
-        if rel.get("by_path"):
-            lines += ["", "Fixes by path (false accept: an error over the success threshold):",
-                      "", "| path | fixes | with ground truth | false accepts | median trans (m) "
-                      "| median rot (deg) |", "|---|---|---|---|---|---|"]
-            for path, row in sorted(rel["by_path"].items()):
-                lines.append(f"| {path} | {row['fixes']} | {row['with_gt']} | "
+        for key, label, head in (("by_path", "path", "path"),
+                                 ("by_pose_source", "where the pose came from", "pose source")):
+            if not rel.get(key):
+                continue
+            lines += ["", f"Fixes by {label} (false accept: an error over the success "
+                      "threshold):", "", f"| {head} | fixes | with ground truth | false accepts "
+                      "| median trans (m) | median rot (deg) |", "|---|---|---|---|---|---|"]
+            for name, row in sorted(rel[key].items()):
+                lines.append(f"| {name} | {row['fixes']} | {row['with_gt']} | "
                              f"{row['false_accepts']} | {format_value(row['median_trans_m'])} | "
                              f"{format_value(row['median_rot_deg'])} |")
         if rel.get("predicted"):
