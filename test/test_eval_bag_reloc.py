@@ -43,8 +43,9 @@ pytestmark = [pytest.mark.ros, pytest.mark.timeout(600)]
 CHECKPOINT = default_checkpoint("relocalization")
 # Gates open: every localization becomes a fix (an alignment, a pair) whatever its accuracy.
 # The map-whitened window scorer: this is its test over DDS (the others have theirs).
-NODE_PARAMS = {"consistency_count": 1, "max_fusion_spread_m": 1000.0,
-               "max_jump_translation_m": 1000.0, "max_jump_rotation_deg": 180.0,
+NODE_PARAMS = {"consistency_count": 1, "fix_needs_geometry": False,
+               "max_fusion_spread_m": 1000.0, "max_jump_translation_m": 1000.0,
+               "max_jump_rotation_deg": 180.0,
                "localize_period_s": 0.3, "window_size": 4, "window_scorer": "whitened"}
 # The node and g2g-eval run the same model on the same images in two processes; float32
 # kernels may sum in another order there (oneDNN picks by thread count and batch), so the

@@ -163,7 +163,8 @@ def test_map_builder_and_relocalize_run_the_release(release, trajs, tmp_path):
     statuses = listener.collect(EstimatorStatus, "relocalize/status")
     diags = listener.collect(DiagnosticArray, "/diagnostics")
     params = {"use_sim_time": True, "map_path": str(map_path), "consistency_count": 1,
-              "max_fusion_spread_m": 1000.0, "max_jump_translation_m": 1000.0,
+              "fix_needs_geometry": False, "max_fusion_spread_m": 1000.0,
+              "max_jump_translation_m": 1000.0,
               "max_jump_rotation_deg": 180.0, "localize_period_s": 0.0,
               "min_translation_m": 0.05, "sensor_qos_reliability": "reliable",
               "checkpoint": str(release["HM3D-Reloc"]),

@@ -67,7 +67,8 @@ def test_relocalize_end_to_end(scene, tmp_path):
     # Gates are opened wide: with the untrained stand-in model the corrections are arbitrary;
     # this test is about wiring (accuracy is tested with the trained default elsewhere).
     params = {"use_sim_time": True, "map_path": str(map_path), "consistency_count": 1,
-              "max_fusion_spread_m": 1000.0, "max_jump_translation_m": 1000.0,
+              "fix_needs_geometry": False, "max_fusion_spread_m": 1000.0,
+              "max_jump_translation_m": 1000.0,
               "max_jump_rotation_deg": 180.0,
               "localize_period_s": 0.0, "min_translation_m": 0.05,
               "sensor_qos_reliability": "reliable"}

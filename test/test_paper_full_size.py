@@ -103,7 +103,8 @@ def test_full_size_release_through_map_build_and_relocalize(tmp_path):
     listener = Listener()
     statuses = listener.collect(EstimatorStatus, "relocalize/status")
     params = {"use_sim_time": True, "map_path": str(map_path), "consistency_count": 1,
-              "max_fusion_spread_m": 1000.0, "max_jump_translation_m": 1000.0,
+              "fix_needs_geometry": False, "max_fusion_spread_m": 1000.0,
+              "max_jump_translation_m": 1000.0,
               "max_jump_rotation_deg": 180.0, "localize_period_s": 0.0,
               "min_translation_m": 0.05, "sensor_qos_reliability": "reliable",
               "checkpoint": str(checkpoint), "backbone_weights": str(folder),

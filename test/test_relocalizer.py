@@ -15,7 +15,7 @@ from g2g_model.geometry import axis_angle_to_matrix, fuse_poses, invert_pose, ma
 from g2g_model.inference import G2GPipeline
 from g2g_model.localization.correction import GateConfig, QueryFrame
 from g2g_model.localization.relocalizer import G2G_COVARIANCE, Relocalizer
-from g2g_model.localization.verification import Verification
+from g2g_model.localization.verification import StructureVerifier, Verification
 from g2g_model.localization.window_selector import SelectorConfig, WindowSelector
 from g2g_model.map_building import build_map_from_trajectory
 from g2g_model.maps import MapError, save_map
@@ -251,3 +251,31 @@ def test_default_selector_picks_one_window_and_says_how(scene):
     allowed = [gmap.frames[int(w[0])].camera == "cam1" for w in selector.prepared.windows]
     pick = selector.select(engine.buffer.group(), allowed=allowed)
     assert allowed[pick.index]
+
+
+def test_away_from_the_map_g2g_alone_makes_no_fix_with_geometric_fix(scene, tmp_path):
+    """A query from ANOTHER scene with the real verifier and the node's default gate limits:
+    the verifier finds no geometry, G2G answers about the same wrong pose at each localization
+    and, without ``geometric_fix``, consistency accepts it (metres off); with it, nothing is
+    accepted and the result says why (docs/VERIFICATION.md, "The gate")."""
+    pipeline, gmap, _, _ = scene
+    other = TrajectoryReader(tiny_trajectories(tmp_path, seed=20004, frames=W + 3)[0])
+    accepted = {}
+    for geometric_fix in (False, True):
+        engine = _engine(pipeline, verifier=StructureVerifier(),
+                         gate=GateConfig(geometric_fix=geometric_fix))
+        engine.use_map(gmap)
+        _fill(engine, other, start=0)
+        results = [engine.localize()]
+        for i in range(W, W + 3):
+            engine.add_frame(QueryFrame(int(other.timestamps_ns[i]), other.image("cam0", i),
+                                        other.rig["cam0"].K,
+                                        invert_pose(MAP_T_ODOM) @ other.world_T_cam("cam0")[i]))
+            results.append(engine.localize())
+        assert all(r.path == "g2g" for r in results), [r.message for r in results]
+        accepted[geometric_fix] = [r for r in results if r.accepted]
+        if geometric_fix:
+            assert engine.current is None
+            assert all("does not make a first fix" in r.message for r in results), \
+                [r.message for r in results]
+    assert accepted[False], "the other scene no longer fools G2G: the test lost its point"

@@ -51,6 +51,11 @@ class RelocalizeParams(VerifyParams, CameraParams):
     geometric_hold: int = param(5, "a verified / refined fix is not replaced by G2G-only "
                                 "candidates for this many consecutive localizations",
                                 value_range=(0, 1000000))
+    fix_needs_geometry: bool = param(
+        True, "with verify on: only a geometric (verified / refined) candidate makes a first "
+        "fix, and G2G-only candidates move the correction only within the jump limits of the "
+        "last geometric fix. false: G2G alone may fix and track (away from the map it was "
+        "accepted metres off)")
     max_fusion_spread_m: float = param(1.0, "reject when the estimates of the first query "
                                        "frame's pose (each frame, both directions) disagree by "
                                        "more", value_range=(0.001, 10000.0))
@@ -139,5 +144,6 @@ def gate_config(p: Dict) -> GateConfig:
                       max_jump_rotation_deg=p["max_jump_rotation_deg"],
                       consistency_count=p["consistency_count"],
                       geometric_hold=p["geometric_hold"],
+                      geometric_fix=bool(p["fix_needs_geometry"] and p["verify"]),
                       min_overlap_score=p["min_overlap_score"],
                       max_fusion_spread_m=p["max_fusion_spread_m"])
