@@ -18,8 +18,8 @@ which G2G may have moved). Consistency alone does not catch G2G away from the ma
 window slides a little between localizations, the same map window is chosen and G2G answers
 about the same wrong pose each time; and G2G tracking itself can walk away, step by step within
 the limits, because the current correction steers the window search (measured,
-docs/VERIFICATION.md: queries from other scenes and noise images got G2G-only fixes 3-11 m off,
-and a query of the mapped scene walked to 7 m off in 20 localizations).
+docs/VERIFICATION.md: queries from other scenes and noise images got G2G-only fixes 4-10 m off;
+verifying with one camera only, a query of the mapped scene walked to 7 m off).
 """
 
 from __future__ import annotations
