@@ -112,3 +112,15 @@ def test_type_names_of_arrays():
     assert type_problem("cameras", [], ["cam0"]) is None  # the node checks emptiness itself
     assert type_problem("cameras", [1], ["cam0"]) == (
         "parameter cameras must be a string array, got [1] (an integer array)")
+
+
+def test_relocalize_gate_needs_geometry_only_when_it_verifies():
+    import dataclasses
+
+    from g2g_ros.nodes.relocalize_params import RelocalizeParams, gate_config
+
+    p = dataclasses.asdict(RelocalizeParams())
+    assert p["verify"] and p["fix_needs_geometry"] and gate_config(p).geometric_fix
+    # Without verification every candidate is G2G's: the rule would forbid every fix.
+    assert not gate_config({**p, "verify": False}).geometric_fix
+    assert not gate_config({**p, "fix_needs_geometry": False}).geometric_fix
