@@ -81,6 +81,7 @@ def run_query(pipeline, gmap, params, traj, noise: bool, localizations: int, cam
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--root", required=True, help="held-out scene root (scene_*/traj_00, traj_01)")
+    p.add_argument("--scenes", type=int, default=0, help="the first N scenes (0: all)")
     p.add_argument("--localizations", type=int, default=25)
     p.add_argument("--camera", default="cam0")
     p.add_argument("--reloc-camera-only", action="store_true",
@@ -88,7 +89,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    scenes = scene_dirs(args.root)
+    scenes = scene_dirs(args.root, args.scenes or None)
     pipeline = G2GPipeline.default("relocalization")
     print("| map | query | fix_needs_geometry | localizations | first fix at | with a "
           "correction | correction error median / max / last (m) |\n|---|---|---|---|---|---|---|")
