@@ -324,6 +324,7 @@ def fixes_by(alignments: Sequence[object], key: Callable[[object], str],
 
 
 def alignment_path(msg) -> str:
+    """The path that made a GroupAlignment's fix (``g2g`` where the bag has none)."""
     return getattr(msg, "path", "") or "g2g"
 
 
@@ -351,6 +352,8 @@ def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int,
         c_t, c_r = translation_error_m(corrected, ref), rotation_error_deg(corrected, ref)
     else:
         c_t = c_r = np.zeros(0)
+    t_by_stamp = dict(zip([f[0] for f in fixes], t_err))
+    r_by_stamp = dict(zip([f[0] for f in fixes], r_err))
     result: Dict[str, object] = {
         "fixes": len(out.reloc_poses), "fixes_with_gt": len(fixes),
         "attempts": attempts, "accepted": accepted, "rejected": rejected,
@@ -358,8 +361,7 @@ def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int,
         "success_threshold": {"trans_m": success_trans_m, "rot_deg": success_rot_deg},
         "success_rate_pct": (100.0 * correct / attempts) if attempts else None,
         "fix_error_trans_m": _stats(t_err), "fix_error_rot_deg": _stats(r_err),
-        **{name: fixes_by(out.alignments, key, dict(zip([f[0] for f in fixes], t_err)),
-                          dict(zip([f[0] for f in fixes], r_err)), success_trans_m,
+        **{name: fixes_by(out.alignments, key, t_by_stamp, r_by_stamp, success_trans_m,
                           success_rot_deg)
            for name, key in (("by_path", alignment_path), ("by_pose_source", pose_source_kind))},
         "corrected_frames": int(len(stamps)),
