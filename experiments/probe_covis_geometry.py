@@ -28,7 +28,6 @@ from scipy.spatial.transform import Rotation
 from g2g_model.covisibility.labels import covisible_mask
 from g2g_model.covisibility.sim_data import (
     balanced_pairs, load_scene_frames, scene_dirs, scene_overlap)
-from g2g_model.geometry import relative_pose
 
 POSE_ERRORS = ((1.0, 0.02), (2.0, 0.05), (5.0, 0.10), (10.0, 0.30))
 
@@ -36,19 +35,11 @@ POSE_ERRORS = ((1.0, 0.02), (2.0, 0.05), (5.0, 0.10), (10.0, 0.30))
 def in_view_ratio(depth_a: np.ndarray, k_a: np.ndarray, world_T_a: np.ndarray,
                   size_b, k_b: np.ndarray, world_T_b: np.ndarray) -> float:
     """Share of a's valid pixels (depth > 0) whose point lies in front of b and projects inside
-    its ``size_b`` = (h, w) image: the ratio without the occlusion test."""
-    h, w = depth_a.shape
-    v, u = np.mgrid[0:h, 0:w].astype(np.float64)
-    rays = np.linalg.solve(k_a, np.stack([u.ravel(), v.ravel(), np.ones(h * w)]))
-    b_T_a = relative_pose(world_T_b, world_T_a)
-    points = b_T_a[:3, :3] @ (rays * depth_a.ravel()) + b_T_a[:3, 3:4]
-    z = np.where(points[2] > 1e-6, points[2], np.nan)
-    proj = k_b @ points
-    with np.errstate(invalid="ignore"):
-        inside = ((proj[0] / z > -0.5) & (proj[0] / z < size_b[1] - 0.5)
-                  & (proj[1] / z > -0.5) & (proj[1] / z < size_b[0] - 0.5))
-    valid = depth_a.ravel() > 0
-    return float((inside & valid).sum() / max(valid.sum(), 1))
+    its ``size_b`` = (h, w) image: the labeller's ratio without its occlusion test (b's depth
+    set to 1 everywhere and an infinite tolerance)."""
+    cov, valid = covisible_mask(depth_a, k_a, world_T_a, np.ones(size_b), k_b, world_T_b,
+                                tol=np.inf)
+    return float(cov.sum() / max(valid.sum(), 1))
 
 
 def perturbed(world_T: np.ndarray, deg: float, m: float, rng: np.random.Generator):
