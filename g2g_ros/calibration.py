@@ -13,9 +13,8 @@ from typing import Any, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from g2g_model.data.rig import (
-    CALIBRATION_ROTATION_ATOL, CameraSpec, Rig, check_intrinsics,
-)
+from g2g_model.cameras.lens import NO_MODEL, Lens
+from g2g_model.data.rig import CALIBRATION_ROTATION_ATOL, CameraSpec, Rig
 from g2g_model.geometry import matrix_to_quat_xyzw
 from g2g_ros.conversions import to_stamp
 
@@ -32,7 +31,7 @@ def rig_from_tf(
         buffer: the TF buffer; ``T_body_cam`` = ``lookup_transform(base_frame, frame_id)``
             at the latest common time.
         intrinsics: camera name (rig order) -> (K [3, 3], (width, height)), e.g. from
-            :func:`camera_info_to_intrinsics`.
+            a :class:`~g2g_ros.camera_calibrations.CameraCalibrations` (the rectified K).
         frame_ids: camera name -> optical frame id; default ``<name>_optical_frame``.
 
     Raises:
@@ -49,26 +48,35 @@ def rig_from_tf(
     return rig.validate(CALIBRATION_ROTATION_ATOL)
 
 
-def camera_info_to_intrinsics(info: Any) -> Tuple[np.ndarray, Tuple[int, int]]:
-    """CameraInfo-like (``width``, ``height`` and ``k`` (ROS 2) or ``K`` (ROS 1 / rosbags), 9
-    values) -> (``K`` float64 [3, 3], ``(width, height)``).
+def camera_info_to_lens(info: Any, what: str = "camera info") -> Lens:
+    """CameraInfo-like (``width``, ``height``, ``k`` (ROS 2) or ``K`` (ROS 1 / rosbags), 9
+    values, ``d`` / ``D`` and ``distortion_model``) -> :class:`~g2g_model.cameras.lens.Lens`.
 
     Raises:
-        ValueError: non-finite K, non-positive focal lengths or image size, or a K that is not
-            ``[[fx, s, cx], [0, fy, cy], [0, 0, 1]]`` (the rig's own check of intrinsics).
+        ValueError: non-finite K, non-positive focal lengths or image size, a K that is not
+            ``[[fx, s, cx], [0, fy, cy], [0, 0, 1]]``, a principal point outside the image, or
+            (:class:`~g2g_model.cameras.lens.UnsupportedLens`) a distortion model that is not
+            supported or a ``D`` of the wrong length; the message names ``what``.
     """
-    k = getattr(info, "k", None)
+    k = _first_field(info, "k", "K")
     if k is None:
-        k = getattr(info, "K", None)
-    if k is None:
-        raise ValueError("camera info has no 'k' (or 'K') field")
+        raise ValueError(f"{what} has no 'k' (or 'K') field")
     k = np.asarray(k, dtype=np.float64).reshape(-1)
     if k.size != 9:
-        raise ValueError(f"camera info K must have 9 values, got {k.size}")
-    k = k.reshape(3, 3)
-    width, height = int(info.width), int(info.height)
-    check_intrinsics(k, width, height, "camera info")
-    return k, (width, height)
+        raise ValueError(f"{what}: K must have 9 values, got {k.size}")
+    d = _first_field(info, "d", "D")
+    d = np.asarray([] if d is None else d, dtype=np.float64)
+    return Lens(str(getattr(info, "distortion_model", NO_MODEL)), k.reshape(3, 3), d,
+                int(info.width), int(info.height), what)
+
+
+def _first_field(msg: Any, *names: str) -> Any:
+    """The first of the fields ``names`` that ``msg`` has (ROS 2 lower case, ROS 1 upper)."""
+    for name in names:
+        value = getattr(msg, name, None)
+        if value is not None:
+            return value
+    return None
 
 
 def camera_info_msg(K: np.ndarray, width: int, height: int, frame_id: str, stamp_ns: int):

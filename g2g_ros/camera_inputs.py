@@ -1,8 +1,10 @@
 """Per-camera subscriptions (image or compressed image + camera_info) for the G2G nodes.
 
-Callbacks only record the latest CameraInfo and hand the raw image message, with its stamp, to
-a sink (a synchronizer or a bounded queue). Conversion to RGB happens later on the worker, so a
-wrong encoding is reported there (per camera) without blocking the executor.
+Callbacks only hand each CameraInfo to the node's
+:class:`~g2g_ros.camera_calibrations.CameraCalibrations` (which checks it) and the raw image
+message, with its stamp, to a sink (a synchronizer or a bounded queue). Conversion to RGB and
+rectification happen later on the worker, so a wrong encoding or size is reported there (per
+camera) without blocking the executor.
 
 An image stamped more than ``max_ahead_s`` ahead of the node's ROS time is dropped here and
 counted (``rejected_future``): one such stamp would otherwise become the camera's "last stamp"
@@ -23,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 from rclpy.node import Node
 
-from g2g_ros.calibration import camera_info_to_intrinsics
+from g2g_ros.camera_calibrations import CameraCalibrations
 from g2g_ros.conversions import stamp_ns
 from g2g_ros.qos import sensor_qos
 
@@ -43,20 +45,22 @@ class CameraInputs:
         max_ahead_s: drop images stamped further ahead of the node's ROS time (None or 0: off);
             while the ROS time is 0 (before the first /clock) images are dropped, not judged.
         on_reject: ``on_reject(camera, reason)`` for every dropped image (e.g. to report it).
+        calibrations: where each camera_info goes (the node's, kept across activations);
+            default: a new one that reports nothing.
     """
 
     def __init__(self, node: Node, cameras: List[str], sink: Callable[[str, int, object], None],
                  image_topic: str = "image_raw", camera_info_topic: str = "camera_info",
                  compressed: bool = False, reliability: str = "best_effort",
                  callback_group=None, max_ahead_s: Optional[float] = 10.0,
-                 on_reject: Optional[Callable[[str, str], None]] = None):
+                 on_reject: Optional[Callable[[str, str], None]] = None,
+                 calibrations: Optional[CameraCalibrations] = None):
         from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
         self.cameras = list(cameras)
         self._sink = sink
         self._lock = threading.Lock()
-        self._info: Dict[str, Tuple[np.ndarray, Tuple[int, int]]] = {}
-        self.info_errors: Dict[str, str] = {}
+        self.calibrations = calibrations if calibrations is not None else CameraCalibrations()
         self.received: Dict[str, int] = {c: 0 for c in cameras}
         self.first_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
         self.last_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
@@ -135,21 +139,13 @@ class CameraInputs:
 
     def _info_cb(self, cam: str):
         def cb(msg):
-            try:
-                value = camera_info_to_intrinsics(msg)
-            except ValueError as exc:
-                with self._lock:
-                    self.info_errors[cam] = str(exc)
-                return
-            with self._lock:
-                self._info[cam] = value
-                self.info_errors.pop(cam, None)
+            self.calibrations.on_camera_info(cam, msg)
         return cb
 
     def intrinsics(self, cam: str) -> Optional[Tuple[np.ndarray, Tuple[int, int]]]:
-        """Latest (K, (width, height)) from camera_info, or None if none valid arrived."""
-        with self._lock:
-            return self._info.get(cam)
+        """(K, (width, height)) of the camera's rectified images, or None before a valid
+        calibration."""
+        return self.calibrations.intrinsics(cam)
 
     def silent(self, seconds: float) -> Dict[str, Optional[float]]:
         """Cameras with no image for ``seconds`` (wall time): name -> seconds since the last

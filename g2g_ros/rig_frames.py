@@ -1,22 +1,23 @@
 """The usable images of one synchronized rig group (rig_odometry): each camera's image
-converted to RGB and checked against its camera_info; a camera whose image is missing, has no
-valid camera_info yet, cannot be converted or has another size is left out and reported."""
+converted to RGB, checked against its calibration and rectified to its pinhole
+(:class:`~g2g_ros.camera_calibrations.CameraCalibrations`); a camera whose image is missing, has
+no valid camera_info yet, cannot be converted or has another size is left out and reported."""
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Sequence, Tuple
 
 import numpy as np
 
-from g2g_ros.image_conversion import to_rgb
+from g2g_ros.camera_calibrations import CameraCalibrations
 
 
-def usable_images(group, cameras: Sequence[str], intrinsics: Callable[[str], Optional[tuple]],
+def usable_images(group, cameras: Sequence[str], calibrations: CameraCalibrations,
                   report: Callable[[str, str], None], clear: Callable[[str], None]
                   ) -> Tuple[List[str], List[np.ndarray], List[np.ndarray]]:
-    """``(cameras, rgb images, K)`` of the group's usable cameras, in rig order.
-    ``intrinsics(cam)``: ``(K, (width, height))`` or None; ``report(key, why)`` /
-    ``clear(key)``: the node's problem log, keyed ``camera <name>``."""
+    """``(cameras, rectified rgb images, their K)`` of the group's usable cameras, in rig
+    order. ``report(key, why)`` / ``clear(key)``: the node's problem log, keyed
+    ``camera <name>``."""
     cams, images, ks = [], [], []
     for cam in cameras:
         key = f"camera {cam}"
@@ -24,19 +25,10 @@ def usable_images(group, cameras: Sequence[str], intrinsics: Callable[[str], Opt
         if msg is None:
             report(key, "missing from the synchronized group")
             continue
-        intr = intrinsics(cam)
-        if intr is None:
-            report(key, "no valid camera_info received yet")
-            continue
         try:
-            rgb = to_rgb(msg)
+            rgb, k = calibrations.image(cam, msg)
         except ValueError as exc:
             report(key, f"image rejected: {exc}")
-            continue
-        k, (width, height) = intr
-        if rgb.shape[:2] != (height, width):
-            report(key, f"image is {rgb.shape[1]}x{rgb.shape[0]} but camera_info says "
-                   f"{width}x{height}")
             continue
         clear(key)
         cams.append(cam)

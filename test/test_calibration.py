@@ -14,7 +14,7 @@ from g2g_model.data.rig import (
     save_rig,
 )
 from g2g_model.geometry import axis_angle_to_matrix, make_pose, matrix_to_quat_xyzw
-from g2g_ros.calibration import camera_info_to_intrinsics, format_rig_log_lines, rig_from_tf
+from g2g_ros.calibration import camera_info_to_lens, format_rig_log_lines, rig_from_tf
 from g2g_ros.tf_buffer import TFBuffer, TFLookupError
 
 # base_link (x forward, z up) <- optical frame (z forward, x right, y down), yawed per camera.
@@ -133,21 +133,30 @@ def _info(**fields):
     return SimpleNamespace(**fields)
 
 
-def test_camera_info_to_intrinsics():
+def test_camera_info_to_lens():
     from sensor_msgs.msg import CameraInfo
 
     info = CameraInfo(width=640, height=480, k=[500.0, 0, 320, 0, 510, 240, 0, 0, 1])
-    K, size = camera_info_to_intrinsics(info)
-    assert size == (640, 480)
-    np.testing.assert_allclose(K, [[500, 0, 320], [0, 510, 240], [0, 0, 1]])
-    ros1 = _info(width=10, height=5, K=[1, 0, 5, 0, 1, 2.5, 0, 0, 1])
-    assert camera_info_to_intrinsics(ros1)[1] == (10, 5)
+    lens = camera_info_to_lens(info)
+    assert lens.size == (640, 480) and lens.is_pinhole
+    np.testing.assert_allclose(lens.K, [[500, 0, 320], [0, 510, 240], [0, 0, 1]])
+    ros1 = _info(width=10, height=5, K=[1, 0, 5, 0, 1, 2.5, 0, 0, 1], D=[0.1, 0, 0, 0],
+                 distortion_model="equidistant")
+    assert camera_info_to_lens(ros1).model == "equidistant"
     with pytest.raises(ValueError, match="focal"):
-        camera_info_to_intrinsics(CameraInfo(width=640, height=480))  # all-zero K
+        camera_info_to_lens(CameraInfo(width=640, height=480))  # all-zero K
     with pytest.raises(ValueError, match="size"):
-        camera_info_to_intrinsics(_info(width=0, height=480, k=[1, 0, 0, 0, 1, 0, 0, 0, 1]))
+        camera_info_to_lens(_info(width=0, height=480, k=[1, 0, 0, 0, 1, 0, 0, 0, 1]))
     with pytest.raises(ValueError, match="finite"):
-        camera_info_to_intrinsics(_info(width=1, height=1, k=[np.nan, 0, 0, 0, 1, 0, 0, 0, 1]))
+        camera_info_to_lens(_info(width=1, height=1, k=[np.nan, 0, 0, 0, 1, 0, 0, 0, 1]))
+    with pytest.raises(ValueError, match="principal point"):  # a K for another image size
+        camera_info_to_lens(_info(width=320, height=240, k=[500, 0, 640, 0, 500, 480, 0, 0, 1]))
+    with pytest.raises(ValueError, match="'fov' is not supported"):
+        camera_info_to_lens(_info(width=10, height=5, k=[1, 0, 5, 0, 1, 2.5, 0, 0, 1],
+                                  d=[0.9], distortion_model="fov"))
+    with pytest.raises(ValueError, match="takes 5 coefficients, got 4"):
+        camera_info_to_lens(_info(width=10, height=5, k=[1, 0, 5, 0, 1, 2.5, 0, 0, 1],
+                                  d=[0.1, 0, 0, 0], distortion_model="plumb_bob"))
 
 
 def test_one_rig_for_datasets_and_ros(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from g2g_model.cameras.lens import DEFAULT_FISHEYE_HFOV_DEG, FISHEYE_HFOV_RANGE_DEG
 from g2g_ros.parameters import param
 
 
@@ -23,3 +24,6 @@ class CameraParams:
     calibration_file: str = param("", "YAML rig calibration (extrinsics_source=yaml)")
     max_stamp_ahead_s: float = param(10.0, "drop (and count) images stamped further ahead of "
                                      "the ROS time (0 = off)", value_range=(0.0, 1e6))
+    fisheye_hfov_deg: float = param(
+        DEFAULT_FISHEYE_HFOV_DEG, "horizontal field of view (deg) of the pinhole images an "
+        "'equidistant' (fisheye) camera is rectified to", value_range=FISHEYE_HFOV_RANGE_DEG)

@@ -3,9 +3,10 @@
 Poses come from TF: ``<map_frame> -> <base_frame>`` at each image stamp (a SLAM/ground-truth
 source), composed with the camera extrinsics from ``/tf_static`` or a YAML calibration. A frame
 becomes a keyframe of its camera when the camera moved ``min_translation_m`` or turned
-``min_rotation_deg`` since that camera's last keyframe. Images are stored resized to the
-model's input size (PNG). ``~/save_map`` encodes every keyframe once with the model's backbone
-(the features relocalization compares) and writes the map atomically.
+``min_rotation_deg`` since that camera's last keyframe. Images are rectified to their
+calibration's pinhole (:mod:`g2g_ros.camera_calibrations`; the map records the rectified K)
+and stored resized to the model's input size (PNG). ``~/save_map`` encodes every keyframe once
+with the model's backbone (the features relocalization compares) and writes the map atomically.
 
 A managed (lifecycle) node, see :mod:`g2g_ros.managed_node`: configure loads the model and creates
 the services; activate subscribes the cameras (recording); deactivate pauses the recording and
@@ -24,9 +25,9 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from g2g_model.data.rig import load_rig
 from g2g_model.map_building import MapBuilder
 from g2g_model.maps import G2GMap, map_save_path, save_map
+from g2g_ros.camera_calibrations import node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.diagnostics import diagnostic_status, tf_values
-from g2g_ros.image_conversion import to_rgb
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION, describe_model, load_pipeline
 from g2g_ros.nodes.camera_params import CameraParams
@@ -65,6 +66,7 @@ class MapBuilderNode(ManagedNode):
         self.builder: Optional[MapBuilder] = None  # made by configure (it needs the model)
         self.frames_seen = 0
         self.pipeline = self.rig = self.tf_buffer = self.tf_listener = self.inputs = None
+        self.calibrations = None
         self.srvs: list = []
         self.declare_params(MapBuilderParams)
         from diagnostic_msgs.msg import DiagnosticArray
@@ -87,6 +89,7 @@ class MapBuilderNode(ManagedNode):
         elif self.p["extrinsics_source"] != "tf_static":
             raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
                              f"got {self.p['extrinsics_source']!r}")
+        self.calibrations = node_calibrations(self, self.rig)
         self.pipeline = load_pipeline(self.p["checkpoint"], self.p["device"], "relocalization",
                                       backbone_weights=self.p["backbone_weights"])
         self.builder = MapBuilder(self.pipeline, self.p["min_translation_m"],
@@ -105,7 +108,8 @@ class MapBuilderNode(ManagedNode):
             self, list(self.p["cameras"]), self._on_image, self.p["image_topic"],
             self.p["camera_info_topic"], self.p["use_compressed"],
             self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
-            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why)))
+            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why),
+            calibrations=self.calibrations))
         encoder = describe_model(self.pipeline, self.p["checkpoint"], "relocalization",
                                  encoder_only=True)
         self.get_logger().info(
@@ -122,7 +126,7 @@ class MapBuilderNode(ManagedNode):
     def cleanup(self) -> None:
         # The worker, services and TF listener were destroyed by the base.
         self.srvs, self.inputs, self.tf_listener = [], None, None
-        self.pipeline = self.rig = self.tf_buffer = self.builder = None
+        self.pipeline = self.rig = self.tf_buffer = self.builder = self.calibrations = None
 
     def reset_time_buffers(self) -> None:
         """After a jump back of time: forget the dynamic TF (its newer samples would make the
@@ -141,13 +145,11 @@ class MapBuilderNode(ManagedNode):
             self.report_input("map", f"max_keyframes={self.p['max_keyframes']} reached")
             return
         if self.rig is not None:
-            K, size, base_T_cam = self.rig[cam].K, self.rig[cam].size, self.rig[cam].T_body_cam
+            base_T_cam = self.rig[cam].T_body_cam  # raises naming a camera not in the file
+        elif self.calibrations.get(cam) is None:
+            self.report_input(f"camera {cam}", "no valid camera_info yet")
+            return
         else:
-            intr = self.inputs.intrinsics(cam)
-            if intr is None:
-                self.report_input(f"camera {cam}", "no valid camera_info yet")
-                return
-            K, size = intr
             base_T_cam = self.tf_buffer.lookup_transform(
                 self.p["base_frame"], cam + self.p["camera_frame_suffix"], 0)
         world_T_base = self.tf_buffer.lookup_transform(self.p["map_frame"],
@@ -155,10 +157,11 @@ class MapBuilderNode(ManagedNode):
         world_T_cam = world_T_base @ base_T_cam
         if not self.builder.wants(cam, world_T_cam):
             return
-        rgb = to_rgb(msg)
-        if rgb.shape[:2] != (size[1], size[0]):
-            raise ValueError(f"camera {cam}: image {rgb.shape[1]}x{rgb.shape[0]} does not match "
-                             f"its calibration {size[0]}x{size[1]}")
+        try:
+            rgb, K = self.calibrations.image(cam, msg)
+        except ValueError as exc:
+            self.report_input(f"camera {cam}", f"image rejected: {exc}")
+            return
         self.builder.add(cam, stamp, world_T_cam, rgb, K)
         self.problems.clear(f"camera {cam}")
 

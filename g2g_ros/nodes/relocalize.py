@@ -38,6 +38,7 @@ from g2g_model.localization.verification import StructureVerifier
 from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps import MapError
 from g2g_ros.calibration import format_rig_log_lines
+from g2g_ros.camera_calibrations import node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.managed_node import ManagedNode
@@ -70,7 +71,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self._forget_state()
         # Created by configure(); what is owned (ManagedNode.owned) is destroyed by the base at
         # cleanup, and cleanup() forgets the rest.
-        self.pipeline = self.rig = None
+        self.pipeline = self.rig = self.calibrations = None
         self.engine: Optional[Relocalizer] = None
         self.tf_buffer, self.tf_listener = None, None  # TFBuffer, TransformListener
         self.pose_pub = self.align_pub = self.processed_pub = None
@@ -120,6 +121,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             self.rig[self.camera]  # raises naming the camera if absent
             for line in format_rig_log_lines(self.rig):
                 self.get_logger().info(line)
+        self.calibrations = node_calibrations(self, self.rig)
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization",
                                       p["precision"], p["backbone_weights"],
                                       p["rotation_matching"])
@@ -170,7 +172,8 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             self, [self.camera] + self.view_cameras, self._on_image, self.p["image_topic"],
             self.p["camera_info_topic"], self.p["use_compressed"],
             self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
-            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why)))
+            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why),
+            calibrations=self.calibrations))
         self.owned(self.create_subscription(
             PoseWithCovarianceStamped, "/initialpose", self._on_initialpose, 10))
         self.owned(steady_timer(self, 1.0 / self.p["tf_rate_hz"], self._publish_tf,
@@ -193,7 +196,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         # The worker, services, subscriptions and publishers were destroyed by the base.
         self.srvs, self.odom_sub, self.tf_listener, self.tf_broadcaster = [], None, None, None
         self.pose_pub = self.align_pub = self.processed_pub = self.inputs = None
-        self.pipeline = self.rig = self.engine = self.tf_buffer = None
+        self.pipeline = self.rig = self.engine = self.tf_buffer = self.calibrations = None
         self.paused = False
         self._forget_state()
 

@@ -17,7 +17,6 @@ import numpy as np
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.correction import QueryFrame
 from g2g_model.localization.rig_views import RigView
-from g2g_ros.image_conversion import to_rgb
 from g2g_ros.conversions import pose_to_matrix, stamp_ns, to_stamp
 from g2g_ros.tf_buffer import ExtrapolationError, TFError
 
@@ -52,19 +51,17 @@ class QueryInputs:
         views = self.engine.views if self.engine is not None else None
         if views is None:
             return
-        intr = self.rig[cam].K if self.rig is not None else (
-            self.inputs.intrinsics(cam) or (None,))[0]
         base_T_cam, base_T_reloc = self._camera_extrinsics(cam), self._camera_extrinsics()
-        if intr is None or base_T_cam is None or base_T_reloc is None:
-            self.report_input(f"camera {cam}", "verification view left out: no camera_info "
-                              "or extrinsics yet")
+        if base_T_cam is None or base_T_reloc is None:
+            self.report_input(f"camera {cam}", "verification view left out: no camera "
+                              "extrinsics yet")
             return
         try:
-            rgb = to_rgb(msg)
+            rgb, K = self.calibrations.image(cam, msg)
         except ValueError as exc:
-            self.report_input(f"camera {cam}", f"image rejected: {exc}")
+            self.report_input(f"camera {cam}", f"verification view left out: {exc}")
             return
-        views.add(stamp, RigView(cam, rgb, np.asarray(intr, float),
+        views.add(stamp, RigView(cam, rgb, np.asarray(K, float),
                                  invert_pose(base_T_reloc) @ base_T_cam))
         self.problems.clear(f"camera {cam}")
 
@@ -194,13 +191,9 @@ class QueryInputs:
         """Buffer one image: ``"buffered"``, ``"skipped"`` (too little motion) or
         ``"dropped: <reason>"`` (the reason is also in the diagnostics)."""
         t0 = time.perf_counter()
-        intr = self._intrinsics()
-        if intr is None:
-            self.report_input(f"camera {self.camera}", "no valid camera_info received yet")
-            self.frames_dropped += 1
-            return "dropped: no camera_info"
+        self._wait_calibration()
         try:
-            rgb = to_rgb(msg)
+            rgb, K = self.calibrations.image(self.camera, msg)
         except ValueError as exc:
             self.report_input(f"camera {self.camera}", f"image rejected: {exc}")
             self.frames_dropped += 1
@@ -216,7 +209,7 @@ class QueryInputs:
             self.frames_dropped += 1
             return f"dropped: no odometry at the image stamp: {exc}"
         try:
-            added = self.engine.add_frame(QueryFrame(stamp, rgb, intr[0],
+            added = self.engine.add_frame(QueryFrame(stamp, rgb, K,
                                                      odom_T_base @ base_T_cam))
         except ValueError as exc:
             self.report_input(f"camera {self.camera}", str(exc))
@@ -227,14 +220,9 @@ class QueryInputs:
         self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
         return "buffered" if added else "skipped"
 
-    def _intrinsics(self):
-        """``(K, size)`` of the camera, waiting up to ``tf_wait_s`` for a camera_info that is
-        still in flight (it travels on its own topic, next to the first image)."""
-        if self.rig is not None:
-            return self.rig[self.camera].K, self.rig[self.camera].size
+    def _wait_calibration(self) -> None:
+        """Wait up to ``tf_wait_s`` for a first valid camera_info of the camera that is still
+        in flight (it travels on its own topic, next to the first image)."""
         deadline = time.monotonic() + self.p["tf_wait_s"]
-        intr = self.inputs.intrinsics(self.camera)
-        while intr is None and time.monotonic() < deadline:
+        while self.calibrations.get(self.camera) is None and time.monotonic() < deadline:
             time.sleep(0.01)
-            intr = self.inputs.intrinsics(self.camera)
-        return intr

@@ -23,6 +23,7 @@ import numpy as np
 from g2g_model.data.rig import load_rig
 from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_ros.calibration import format_rig_log_lines, rig_from_tf
+from g2g_ros.camera_calibrations import node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.conversions import pose_to_matrix
 from g2g_ros.held_group import HeldGroup
@@ -59,7 +60,7 @@ class RigOdometryNode(ManagedNode):
         self.odometry: Optional[RigOdometry] = None
         self.steps_by_path: Dict[str, int] = collections.Counter()
         self.last_step = ""  # path, inliers and reason of the last keyframe step
-        self.rig = None
+        self.rig = self.calibrations = None
         self.sync: Optional[RigSynchronizer] = None
         self.tf_buffer: Optional[TFBuffer] = None
         self.tf_listener: Optional[TransformListener] = None
@@ -122,6 +123,7 @@ class RigOdometryNode(ManagedNode):
             if missing:
                 raise ValueError(f"calibration {p['calibration_file']} lacks cameras {missing}")
             self._log_rig()
+        self.calibrations = node_calibrations(self, self.rig)
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "rig_odometry",
                                       p["precision"], p["backbone_weights"])
         verify = verifier_config(p)
@@ -157,7 +159,8 @@ class RigOdometryNode(ManagedNode):
             self, self.cameras, self.sync.add, self.p["image_topic"],
             self.p["camera_info_topic"], self.p["use_compressed"],
             self.p["sensor_qos_reliability"], max_ahead_s=self.p["max_stamp_ahead_s"],
-            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why)))
+            on_reject=lambda cam, why: self.report_input(f"camera {cam}", why),
+            calibrations=self.calibrations))
         self.get_logger().info(
             f"rig odometry active: cameras {self.cameras} (min {self.min_cameras}), "
             f"keyframe stride {self.p['keyframe_stride']}, model "
@@ -189,6 +192,7 @@ class RigOdometryNode(ManagedNode):
         self.held.drop()
         self.srvs, self.inputs, self.tf_listener, self.tf_broadcaster = [], None, None, None
         self.odom_pub = self.pipeline = self.verifier = self.odometry = self.rig = self.sync = None
+        self.calibrations = None
         self.tf_buffer = None
         self._feature_cache = {}
         self.last_update_wall, self.last_cameras = None, []
@@ -201,15 +205,6 @@ class RigOdometryNode(ManagedNode):
     def _on_group(self, group) -> None:
         # Called by the synchronizer outside its lock: only enqueue.
         self.worker.submit("group", lambda: self._process_group(group))
-
-    def _intrinsics(self, cam: str):
-        # camera_info since the last activate, else the rig's calibration (YAML, or made from
-        # camera_info before a re-activation, whose first group must not wait for it).
-        intr = None if self.p["extrinsics_source"] == "yaml" else self.inputs.intrinsics(cam)
-        if intr is None and self.rig is not None and cam in self.rig.names:
-            c = self.rig[cam]
-            return c.K, c.size
-        return intr
 
     CALIBRATION_WAIT_S = 0.5
 
@@ -228,7 +223,7 @@ class RigOdometryNode(ManagedNode):
     def _try_resolve_rig(self) -> bool:
         if self.rig is not None:
             return True
-        intr = {c: self.inputs.intrinsics(c) for c in self.cameras}
+        intr = {c: self.calibrations.intrinsics(c) for c in self.cameras}
         missing = [c for c, v in intr.items() if v is None]
         if missing:
             self.problems.report("calibration", f"waiting for camera_info of {missing}")
@@ -279,7 +274,7 @@ class RigOdometryNode(ManagedNode):
                 keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"],
                 verifier=self.verifier, defer=self._behind,
                 max_deferred=self.p["verify_max_deferred"])
-        cams, images, ks = usable_images(group, self.cameras, self._intrinsics, self.report_input,
+        cams, images, ks = usable_images(group, self.cameras, self.calibrations, self.report_input,
                                          self.problems.clear)
         if len(cams) < self.min_cameras:
             self.drops["too_few_cameras"] += 1
