@@ -154,3 +154,41 @@ def test_image_of_another_size_than_its_camera_info_is_refused_naming_both(sim_t
     finally:
         log = stop_all(listener, node)
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_map_of_a_fisheye_camera_records_the_rectified_pinhole(sim_traj, tmp_path):
+    """map_builder takes images through the same calibration path: a fisheye camera's
+    keyframes are stored rectified, with the pinhole K of ``fisheye_hfov_deg``."""
+    from g2g_model.maps import load_map
+    from g2g_msgs.srv import SaveMap
+
+    from lens_fixtures import T265_FISHEYE
+
+    listener = Listener()
+    rig = Rig(listener, sim_traj, ["cam0"])
+    tf = TransformBroadcaster(listener.node)
+    node = Proc(node_cmd("g2g_ros.nodes.map_builder",
+                         {"map_frame": "odom", "cameras": ["cam0"],
+                          "sensor_qos_reliability": "reliable", "fisheye_hfov_deg": 110.0}),
+                tmp_path / "node.log")
+    fisheye = {"distortion_model": "equidistant", "d": list(T265_FISHEYE["D"])}
+    try:
+        assert listener.spin_until(rig.ready, timeout=90), node.output()
+        rig.send_tf_static()
+        for k in range(3):
+            tf.send([matrix_to_transform_stamped(sim_traj.world_T_body[k], "odom", "base_link",
+                                                 int(sim_traj.timestamps_ns[k]))])
+        listener.spin_until(lambda: False, timeout=1.0)
+        rig.send(0, bad={"cam0": fisheye})
+        assert listener.spin_until(lambda: "rectified to the pinhole" in node.output(),
+                                   timeout=30), node.output()[-3000:]
+        reply = listener.call(SaveMap, "/map_builder/save_map",
+                              SaveMap.Request(path=str(tmp_path / "fisheye")), timeout=60)
+        assert reply.success and reply.num_keyframes == 1, reply.message
+        frame = load_map(tmp_path / "fisheye.g2gmap").frames[0]
+        K, width = frame.intrinsics, frame.size_hw[1]
+        assert np.degrees(2 * np.arctan(width / 2 / K[0, 0])) == pytest.approx(110.0, abs=0.5)
+        assert K[0, 0] == pytest.approx(K[1, 1])
+    finally:
+        log = stop_all(listener, node)
+    assert "Traceback" not in log, log[-3000:]
