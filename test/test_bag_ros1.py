@@ -307,6 +307,12 @@ def test_topic_map_errors_name_what_is_missing(tmp_path, capsys):
         convert_ros1(BAG, tmp_path / "d", load_topic_map(FIXTURE / "t265_topics.yaml"),
                      start_s=5.0)
     assert not (tmp_path / "d").exists()
+    calib = (FIXTURE / "t265_calibration.yaml").read_text()
+    (tmp_path / "calib.yaml").write_text(calib.replace("width: 848", "width: 640", 1))
+    with pytest.raises(BagError, match="fisheye1's images are 848x800 but its calibration "
+                                       "says 640x800"):
+        convert_ros1(BAG, tmp_path / "e", load_topic_map(
+            FIXTURE / "t265_topics.yaml", calibration=str(tmp_path / "calib.yaml")))
 
 
 @pytest.mark.ros

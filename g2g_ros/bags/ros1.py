@@ -232,7 +232,14 @@ def _image_from_ros1(msg, frame: str):
     return out
 
 
-def _check_sizes(tmap: TopicMap, scan: _Scan, where: str) -> None:
+def _check_scan(tmap: TopicMap, scan: _Scan, where: str) -> None:
+    """Every camera has images and a calibration whose size is the images'."""
+    for cam in tmap.cameras:
+        if not scan.image_stamps[cam.name]:
+            raise BagError(f"ROS 1 bag {where}: no images on {cam.image} (camera {cam.name})")
+        if not tmap.calibrated(cam.name) and not scan.infos[cam.name]:
+            raise BagError(f"ROS 1 bag {where}: no messages on {cam.info_topic()} (camera_info "
+                           f"of camera {cam.name}); list the camera in a calibration file")
     for cam, (w, h) in scan.image_sizes.items():
         if tmap.calibrated(cam):
             size = tmap.calibration[cam].size
@@ -280,11 +287,9 @@ def _convert(reader, bag: Path, out: Path, tmap: TopicMap, start_s: float,
              ) -> ConvertSummary:
     where = str(bag)
     scan = _scan(reader, tmap, where)
-    _check_sizes(tmap, scan, where)
+    _check_scan(tmap, scan, where)
     group_of, unmatched = _groups(tmap, scan)
     all_groups = sorted(set(group_of.values()))
-    if not all_groups:
-        raise BagError(f"ROS 1 bag {where}: no images on {[c.image for c in tmap.cameras]}")
     t0 = all_groups[0] + int(round(start_s * 1e9))
     t1 = None if duration_s is None else t0 + int(round(duration_s * 1e9))
     groups = [g for g in all_groups if g >= t0 and (t1 is None or g <= t1)]

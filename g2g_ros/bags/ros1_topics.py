@@ -181,10 +181,8 @@ class TopicMap:
             need(cam.image, IMAGE_TYPES, f"images of camera {cam.name}")
             if self.calibrated(cam.name):
                 continue
-            if cam.camera_info or cam.info_topic() not in topics:
-                need(cam.info_topic(), (CAMERA_INFO_TYPE,),
-                     f"camera_info of camera {cam.name}; or list the camera in a calibration "
-                     f"file")
+            need(cam.info_topic(), (CAMERA_INFO_TYPE,),
+                 f"camera_info of camera {cam.name}; or list the camera in a calibration file")
         for what, src in (("ground truth", self.ground_truth), ("odometry", self.odometry)):
             if src.odometry:
                 need(src.odometry, (ODOMETRY_TYPE,), what)
