@@ -2,7 +2,10 @@
 
 * :mod:`.typestore` -- the message types (ROS 2 standard + g2g_msgs) and QoS of bag topics;
 * :mod:`.bag_reader` -- opening a bag with clear errors (missing, corrupt, lacking topics);
+* :mod:`.bag_writer` -- writing a bag of the G2G layout (shared by the converters);
 * :mod:`.convert` -- dataset trajectory -> bag (``g2g-bag convert``);
+* :mod:`.ros1_topics`, :mod:`.ros1` -- ROS 1 bag -> bag with a topic map
+  (``g2g-bag from-ros1``);
 * :mod:`.player` -- bag -> live topics with ``/clock``, optionally paced by the nodes
   (``g2g-bag play``);
 * :mod:`.recorder` -- live topics -> bag (the node outputs during an evaluation);

@@ -1,8 +1,14 @@
-"""``g2g-bag convert TRAJ OUT`` and ``g2g-bag play BAG``.
+"""``g2g-bag convert TRAJ OUT``, ``g2g-bag from-ros1 BAG OUT`` and ``g2g-bag play BAG``.
 
 convert: a dataset trajectory (simulator, NCLT, ZJH; g2g_model.data format) -> rosbag2 MCAP
 directory OUT with images, camera_info, /tf_static, ground truth (Odometry + TF gt_world ->
 gt_base_link), the odometry input odom -> base_link (drift / noise configurable) and metadata.
+
+from-ros1: a ROS 1 bag -> the same layout; a topic map (--topic-map FILE and/or flags) names the
+image topics of the rig (--camera NAME=TOPIC, rig order), the body frame (--body-frame), the
+ground truth (--ground-truth-odometry TOPIC or --ground-truth-tf WORLD_FRAME) and, optionally,
+a calibration file for cameras without camera_info / TF in the bag (g2g_ros/bags/ros1_topics.py;
+--list-topics shows what a bag has).
 
 play: publish a bag with /clock (stamps preserved) at --rate; --eval waits for the nodes to
 finish each group (--wait-topic, --also-wait, --wait-timeout) so results do not depend on
@@ -32,6 +38,38 @@ def _convert(opts) -> int:
     total = sum(summary.counts.values())
     print(f"wrote {summary.bag}: {summary.frames} frames, cameras {summary.cameras}, "
           f"{total} messages on {len(summary.counts)} topics")
+    return 0
+
+
+def _from_ros1(opts) -> int:
+    from g2g_ros.bags.ros1 import convert_ros1, open_ros1
+    from g2g_ros.bags.ros1_topics import load_topic_map
+
+    if opts.list_topics:
+        reader = open_ros1(opts.bag)
+        try:
+            for topic, info in sorted(reader.topics.items()):
+                print(f"{topic}  {info.msgtype}  {info.msgcount}")
+        finally:
+            reader.close()
+        return 0
+    if not opts.out:
+        raise ValueError("the output bag directory OUT is required")
+    gt = ({"odometry": opts.ground_truth_odometry} if opts.ground_truth_odometry else
+          {"tf": opts.ground_truth_tf} if opts.ground_truth_tf else None)
+    odo = ({"odometry": opts.odometry_topic} if opts.odometry_topic else
+           {"tf": opts.odometry_tf} if opts.odometry_tf else None)
+    tmap = load_topic_map(opts.topic_map, opts.camera or (), opts.body_frame, gt, odo,
+                          opts.calibration, opts.sync_slop_ms)
+    summary = convert_ros1(opts.bag, opts.out, tmap, opts.start, opts.duration,
+                           opts.gt_max_gap, progress=not opts.quiet)
+    total = sum(summary.counts.values())
+    meta = summary.metadata
+    print(f"wrote {summary.bag}: {summary.frames} rig groups "
+          f"({meta['ground_truth']['frames_with_ground_truth']} with ground truth), cameras "
+          f"{summary.cameras}, {total} messages on {len(summary.counts)} topics"
+          + (f"; {meta['unmatched_images']} images without a group" if
+             meta["unmatched_images"] else ""))
     return 0
 
 
@@ -94,6 +132,34 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--noise-rot", type=float, default=0.0, help="odometry step noise (deg)")
     c.add_argument("--seed", type=int, default=0, help="seed of the odometry noise")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
+    r = sub.add_parser("from-ros1", help="ROS 1 bag -> rosbag2 MCAP")
+    r.add_argument("bag", help="ROS 1 bag file (.bag)")
+    r.add_argument("out", nargs="?", help="output bag directory (must not exist)")
+    r.add_argument("--list-topics", action="store_true",
+                   help="print the bag's topics (type, count) and exit")
+    r.add_argument("--topic-map", default=None, help="topic map YAML (flags override it)")
+    r.add_argument("--camera", action="append", metavar="NAME=TOPIC",
+                   help="a camera of the rig and its image topic (repeat, rig order)")
+    r.add_argument("--body-frame", default=None, help="the bag's body frame (-> base_link)")
+    r.add_argument("--ground-truth-odometry", default=None, metavar="TOPIC",
+                   help="ground truth: a nav_msgs/Odometry topic")
+    r.add_argument("--ground-truth-tf", default=None, metavar="WORLD_FRAME",
+                   help="ground truth: the TF chain WORLD_FRAME -> body frame on /tf")
+    r.add_argument("--odometry-topic", default=None, metavar="TOPIC",
+                   help="odom -> base_link input from this Odometry topic (default: the "
+                        "ground truth)")
+    r.add_argument("--odometry-tf", default=None, metavar="ODOM_FRAME",
+                   help="odom -> base_link input from the TF chain ODOM_FRAME -> body frame")
+    r.add_argument("--calibration", default=None,
+                   help="calibration file for cameras without camera_info / TF in the bag")
+    r.add_argument("--sync-slop-ms", type=float, default=None,
+                   help="images within this of the first camera's stamp form a rig group")
+    r.add_argument("--start", type=float, default=0.0,
+                   help="seconds after the first image to start at")
+    r.add_argument("--duration", type=float, default=None, help="seconds to convert")
+    r.add_argument("--gt-max-gap", type=float, default=1.0,
+                   help="largest gap (s) between Odometry samples to interpolate across")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
     p = sub.add_parser("play", help="publish a bag with /clock")
     p.add_argument("bag", help="bag directory (or the .mcap file inside it)")
     p.add_argument("--rate", type=float, default=1.0, help="playback speed factor")
@@ -130,7 +196,8 @@ def main(argv=None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(ros_args)}")
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
     try:
-        return _convert(opts) if opts.command == "convert" else _play(opts)
+        run = {"convert": _convert, "from-ros1": _from_ros1, "play": _play}[opts.command]
+        return run(opts)
     except (BagError, ValueError) as exc:
         print(f"g2g-bag {opts.command}: {exc}", file=sys.stderr)
         return 2

@@ -15,37 +15,30 @@ Once, at the first stamp: ``/tf_static`` (``base_link -> <cam>_optical_frame``, 
 ``/g2g/metadata`` (``std_msgs/String`` JSON: dataset, date, cameras, source path, odometry
 settings), also stored in the bag's custom metadata under ``g2g.metadata``.
 
-Messages are built with the same builders as the live dataset player and serialized to CDR by the
-ROS client library (the bytes ``ros2 bag record`` would store); connections carry the Kilted
-message definitions and hashes from :func:`bag_typestore`.
+Messages are built with the same builders as the live dataset player and written by
+:class:`~g2g_ros.bags.bag_writer.G2GBagWriter`.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import numpy as np
-from rosbags.rosbag2 import StoragePlugin, Writer
 from tqdm import tqdm
 
 from g2g_model.geometry import axis_angle_to_matrix, make_pose
-from g2g_ros.bags.typestore import (
-    GT_BASE_FRAME, GT_ODOM_TOPIC, GT_WORLD_FRAME, METADATA_TOPIC, TF_STATIC_TOPIC, TF_TOPIC,
-    bag_qos, bag_typestore,
-)
+from g2g_ros.bags.bag_writer import G2GBagWriter
+from g2g_ros.bags.typestore import GT_BASE_FRAME, GT_WORLD_FRAME
 from g2g_ros.calibration import camera_info_msg
-from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
+from g2g_ros.conversions import to_stamp
 from g2g_ros.dataset_publisher import drifted_odometry
 from g2g_ros.image_conversion import image_msg, rgb_to_compressed_fields
-from g2g_ros.tf_buffer import make_tf_message
 
 LOG = logging.getLogger(__name__)
-METADATA_KEY = "g2g.metadata"
 
 
 @dataclass
@@ -97,12 +90,6 @@ class ConvertSummary:
     metadata: Dict[str, object] = field(default_factory=dict)
 
 
-def _serialize(msg) -> bytes:
-    from rclpy.serialization import serialize_message
-
-    return serialize_message(msg)
-
-
 def bag_metadata(reader, odometry: OdometrySource, compressed: bool) -> Dict[str, object]:
     """The JSON metadata stored in the bag (dataset, date, cameras, source, odometry)."""
     meta = reader.meta
@@ -128,9 +115,7 @@ def convert_trajectory(traj: str | Path, out: str | Path, compressed: bool = Fal
     Raises:
         ValueError: unreadable trajectory, existing ``out`` or bad odometry settings.
     """
-    from nav_msgs.msg import Odometry
     from sensor_msgs.msg import CompressedImage
-    from std_msgs.msg import String
 
     from g2g_model.data.format import TrajectoryReader
 
@@ -146,46 +131,22 @@ def convert_trajectory(traj: str | Path, out: str | Path, compressed: bool = Fal
     stamps = reader.timestamps_ns.astype(np.int64)
     gt = reader.world_T_body
     odom = odometry.poses(gt)
-    store = bag_typestore()
     meta = bag_metadata(reader, odometry, compressed)
-    writer = Writer(out, version=9, storage_plugin=StoragePlugin.MCAP)
-    writer.set_custom_data(METADATA_KEY, json.dumps(meta))
-    counts: Dict[str, int] = {}
-
-    def add(topic: str, msgtype: str, latched: bool = False):
-        conn = writer.add_connection(topic, msgtype, typestore=store,
-                                     offered_qos_profiles=[bag_qos(latched)])
-        counts[topic] = 0
-        return conn
-
-    def write(conn, stamp: int, msg) -> None:
-        writer.write(conn, int(stamp), _serialize(msg))
-        counts[conn.topic] += 1
-
-    writer.open()
-    try:
-        c_meta = add(METADATA_TOPIC, "std_msgs/msg/String", latched=True)
-        c_static = add(TF_STATIC_TOPIC, "tf2_msgs/msg/TFMessage", latched=True)
-        c_tf = add(TF_TOPIC, "tf2_msgs/msg/TFMessage")
-        c_gt = add(GT_ODOM_TOPIC, "nav_msgs/msg/Odometry")
+    with G2GBagWriter(out, meta) as writer:
         c_img, c_info = {}, {}
         for cam in cams:
             if compressed:
-                c_img[cam] = add(f"{cam}/image_raw/compressed", "sensor_msgs/msg/CompressedImage")
+                c_img[cam] = writer.add(f"{cam}/image_raw/compressed",
+                                        "sensor_msgs/msg/CompressedImage")
             else:
-                c_img[cam] = add(f"{cam}/image_raw", "sensor_msgs/msg/Image")
-            c_info[cam] = add(f"{cam}/camera_info", "sensor_msgs/msg/CameraInfo")
-        t0 = int(stamps[0])
-        write(c_meta, t0, String(data=json.dumps(meta)))
-        write(c_static, t0, make_tf_message([
-            matrix_to_transform_stamped(reader.rig[c].T_body_cam, base_frame,
-                                        f"{c}_optical_frame", t0) for c in cams]))
+                c_img[cam] = writer.add(f"{cam}/image_raw", "sensor_msgs/msg/Image")
+            c_info[cam] = writer.add(f"{cam}/camera_info", "sensor_msgs/msg/CameraInfo")
+        writer.write_start(int(stamps[0]), {f"{c}_optical_frame": reader.rig[c].T_body_cam
+                                            for c in cams}, base_frame)
         for i in tqdm(range(reader.num_frames), desc=f"convert {Path(traj).name}",
                       unit="frame", disable=not progress):
             stamp = int(stamps[i])
-            write(c_tf, stamp, make_tf_message([
-                matrix_to_transform_stamped(odom[i], odom_frame, base_frame, stamp),
-                matrix_to_transform_stamped(gt[i], GT_WORLD_FRAME, GT_BASE_FRAME, stamp)]))
+            writer.write_poses(stamp, odom[i], gt[i], base_frame, odom_frame)
             for cam in cams:
                 spec = reader.rig[cam]
                 frame = f"{cam}_optical_frame"
@@ -196,18 +157,8 @@ def convert_trajectory(traj: str | Path, out: str | Path, compressed: bool = Fal
                     img.header.frame_id = frame
                 else:
                     img = image_msg(rgb, frame, stamp)
-                write(c_info[cam], stamp, camera_info_msg(spec.K, spec.width, spec.height,
-                                                          frame, stamp))
-                write(c_img[cam], stamp, img)
-            msg = Odometry()
-            msg.header.stamp = to_stamp(stamp)
-            msg.header.frame_id = GT_WORLD_FRAME
-            msg.child_frame_id = base_frame
-            matrix_to_pose(gt[i], msg.pose.pose)
-            write(c_gt, stamp, msg)
-    except BaseException:
-        writer.close()
-        raise
-    writer.close()
+                writer.write(c_info[cam], stamp, camera_info_msg(spec.K, spec.width,
+                                                                 spec.height, frame, stamp))
+                writer.write(c_img[cam], stamp, img)
     LOG.info("wrote %s: %d frames, %d cameras", out, reader.num_frames, len(cams))
-    return ConvertSummary(str(out), reader.num_frames, cams, counts, meta)
+    return ConvertSummary(str(out), reader.num_frames, cams, writer.counts, meta)
