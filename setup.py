@@ -40,7 +40,8 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
-        ("share/" + PACKAGE + "/config", glob("config/*.yaml") + glob("config/*.xml")),
+        ("share/" + PACKAGE + "/config", glob("config/*.yaml") + glob("config/*.xml")
+         + glob("config/*.rviz")),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

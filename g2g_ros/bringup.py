@@ -21,6 +21,7 @@ from typing import Dict, List, Optional
 from g2g_ros.launch_graphs import (
     GRAPHS, PACKAGE, Graph, is_true, node_parameter_overrides, params_file_warnings,
 )
+from g2g_ros.rviz_config import RvizMissing, rviz2_executable, write_fitted_config
 
 LOG = logging.getLogger("g2g-bringup")
 
@@ -61,7 +62,8 @@ def parse_launch_args(graph: Graph, items: List[str]) -> Dict[str, str]:
 
 
 def node_commands(graph: Graph, args: Dict[str, str]) -> List[List[str]]:
-    """The command line of every node the graph starts with these arguments."""
+    """The command line of every node the graph starts with these arguments (and of rviz2
+    with ``rviz:=true``; :class:`~g2g_ros.rviz_config.RvizMissing` without rviz2)."""
     rig_file = config_dir() / f"{args['rig']}.yaml"
     if not rig_file.is_file():
         known = sorted(p.stem for p in config_dir().glob("*.yaml"))
@@ -89,6 +91,11 @@ def node_commands(graph: Graph, args: Dict[str, str]) -> List[List[str]]:
         for name, value in overrides:
             cmd += ["-p", f"{name}:={value}"]
         commands.append(cmd)
+    if is_true(args.get("rviz", "false")):
+        exe = rviz2_executable()  # raises saying rviz2 is missing
+        view = write_fitted_config(config_dir(), graph, params, args["namespace"])
+        sim = "true" if is_true(args["use_sim_time"]) else "false"
+        commands.append([exe, "-d", view, "--ros-args", "-p", f"use_sim_time:={sim}"])
     return commands
 
 
@@ -146,7 +153,7 @@ def main(argv=None) -> int:
     graph = GRAPHS[opts.graph]
     try:
         commands = node_commands(graph, parse_launch_args(graph, opts.launch_args))
-    except ValueError as exc:
+    except (ValueError, RvizMissing) as exc:
         parser.error(str(exc))
     if opts.print:
         for cmd in commands:

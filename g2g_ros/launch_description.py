@@ -7,6 +7,8 @@ The nodes are managed (lifecycle) nodes, started with ``launch_ros.actions.Lifec
 that their state transitions are visible to launch event handlers. With the launch argument
 ``autostart:=true`` (default) each node configures and activates itself (its ``autostart``
 parameter); with ``autostart:=false`` they wait, unconfigured, for a lifecycle manager.
+With ``rviz:=true`` rviz2 starts too, with ``config/g2g.rviz`` fitted to the launch
+(:mod:`g2g_ros.rviz_config`); the launch fails saying so if rviz2 is not installed.
 
 The parameter files key their sections ``/**/<node>``
 (:func:`g2g_ros.launch_graphs.params_key`), so they apply under any ``namespace``; a user
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pathlib
 
 from g2g_ros.launch_graphs import (
     GRAPHS, PACKAGE, is_true, node_parameter_overrides, params_file_warnings,
@@ -30,7 +33,9 @@ def generate(graph_name: str):
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
     from launch.substitutions import LaunchConfiguration
-    from launch_ros.actions import LifecycleNode
+    from launch_ros.actions import LifecycleNode, Node
+
+    from g2g_ros.rviz_config import RVIZ_PACKAGE, rviz2_executable, write_fitted_config
 
     graph = GRAPHS[graph_name]
 
@@ -54,6 +59,13 @@ def generate(graph_name: str):
                 namespace=args["namespace"], parameters=params + [overrides],
                 arguments=["--ros-args", "--log-level", args["log_level"]], output="screen",
             ))
+        if is_true(args["rviz"]):
+            rviz2_executable()  # raises saying rviz2 is missing
+            view = write_fitted_config(pathlib.Path(share) / "config", graph, params,
+                                       args["namespace"])
+            actions.append(Node(package=RVIZ_PACKAGE, executable=RVIZ_PACKAGE, name="rviz2",
+                                arguments=["-d", view], output="screen",
+                                parameters=[{"use_sim_time": is_true(args["use_sim_time"])}]))
         return actions
 
     declared = [DeclareLaunchArgument(a.name, default_value=a.default, description=a.description)

@@ -56,6 +56,8 @@ COMMON_ARGUMENTS = (
                    "cameras, the rig files' default) or reliable (bag replays: a best-effort "
                    "subscriber loses most large images of a replay's bursts); empty = reliable "
                    "with use_sim_time:=true (a replay), else the rig file's value"),
+    LaunchArgument("rviz", "false", "also start rviz2 with config/g2g.rviz fitted to the rig's "
+                   "cameras and the namespace (fails if rviz2 is not installed)"),
 )
 
 

@@ -22,10 +22,20 @@ def sensor_qos(reliability: str, depth: int = 5) -> QoSProfile:
 def tf_qos(static: bool, depth: int = 100) -> QoSProfile:
     """QoS of tf2_ros on ``/tf`` (reliable, volatile) or ``/tf_static`` (reliable, transient
     local, so that transforms latched before a subscriber existed still reach it)."""
+    if static:
+        return latched_qos(depth)
     return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
                       reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL if static
-                      else DurabilityPolicy.VOLATILE)
+                      durability=DurabilityPolicy.VOLATILE)
+
+
+def latched_qos(depth: int = 1) -> QoSProfile:
+    """QoS of a topic whose last message is state (``/tf_static``, the loaded map's
+    trajectory): reliable and transient local, so a subscriber that joins later (RViz opened
+    afterwards) still gets it; the subscriber must ask for transient local durability too."""
+    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
+                      reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 PROFILES_VAR = "FASTDDS_DEFAULT_PROFILES_FILE"

@@ -209,3 +209,90 @@ def test_replays_get_reliable_cameras_live_cameras_keep_best_effort():
     assert qos({"use_sim_time": "false"}) is None             # live: the rig file's best_effort
     assert qos({"use_sim_time": "true", "sensor_qos": "best_effort"}) == "best_effort"
     assert qos({"sensor_qos": "reliable"}) == "reliable"
+
+
+def _rviz_nodes(entities, **values):
+    declared = {e.args[0]: e.kwargs["default_value"] for e in entities
+                if isinstance(e, _Recorder) and not isinstance(e, _LifecycleNode)}
+    assert declared["rviz"] == "false"
+    declared.update(values)
+    opaque = next(e for e in entities if isinstance(e, _OpaqueFunction))
+    actions = opaque.function(types.SimpleNamespace(launch_configurations=declared))
+    return [a for a in actions if not isinstance(a, _LifecycleNode)]
+
+
+@pytest.fixture
+def rviz2_installed(monkeypatch, tmp_path):
+    import ament_index_python.packages as ament
+
+    exe = tmp_path / "lib" / "rviz2" / "rviz2"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("")
+
+    def prefix(pkg):
+        if pkg != "rviz2":
+            raise ament.PackageNotFoundError(pkg)
+        return str(tmp_path)
+
+    monkeypatch.setattr(ament, "get_package_prefix", prefix)
+
+
+def test_launch_without_rviz_starts_no_viewer(launch_api):
+    for graph in ("rig_odometry", "relocalize"):
+        module = _load(ROOT / "launch" / f"{graph}.launch.py")
+        assert _rviz_nodes(module.generate_launch_description()) == []
+
+
+def test_rviz_true_without_rviz2_fails_saying_so(launch_api, monkeypatch):
+    import ament_index_python.packages as ament
+
+    from g2g_ros.rviz_config import RvizMissing
+
+    def missing(pkg):
+        raise ament.PackageNotFoundError(pkg)
+
+    monkeypatch.setattr(ament, "get_package_prefix", missing)
+    module = _load(ROOT / "launch" / "relocalize.launch.py")
+    with pytest.raises(RvizMissing, match="rviz2 is not installed.*rviz:=false"):
+        _rviz_nodes(module.generate_launch_description(), rviz="true")
+    graph = GRAPHS["relocalize"]
+    with pytest.raises(RvizMissing, match="rviz2 is not installed"):
+        bringup.node_commands(graph, bringup.parse_launch_args(graph, ["rviz:=true"]))
+
+
+@pytest.mark.parametrize("graph,fixed", [("relocalize", "map"), ("rig_odometry", "odom")])
+def test_rviz_true_opens_the_view_fitted_to_rig_and_namespace(launch_api, rviz2_installed,
+                                                              graph, fixed):
+    module = _load(ROOT / "launch" / f"{graph}.launch.py")
+    (viewer,) = _rviz_nodes(module.generate_launch_description(), rviz="true", rig="nclt",
+                            namespace="robot1", use_sim_time="true")
+    assert viewer.kwargs["package"] == "rviz2" and viewer.kwargs["executable"] == "rviz2"
+    assert viewer.kwargs["parameters"] == [{"use_sim_time": True}]
+    flag, path = viewer.kwargs["arguments"]
+    assert flag == "-d"
+    view = yaml.safe_load(pathlib.Path(path).read_text())
+    displays = view["Visualization Manager"]["Displays"]
+    images = [d["Topic"]["Value"] for d in displays if d["Class"].endswith("/Image")]
+    nclt = yaml.safe_load((ROOT / "config" / "nclt.yaml").read_text())
+    cams = nclt["/**/rig_odometry"]["ros__parameters"]["cameras"]
+    assert images == [f"/robot1/{c}/image_raw" for c in cams]
+    others = [d["Topic"]["Value"] for d in displays
+              if isinstance(d.get("Topic"), dict) and not d["Class"].endswith("/Image")]
+    assert others and all(t.startswith("/robot1/") for t in others), others
+    assert view["Visualization Manager"]["Global Options"]["Fixed Frame"] == fixed
+    # The same view from the runner used here.
+    cmd = bringup.node_commands(GRAPHS[graph], bringup.parse_launch_args(
+        GRAPHS[graph], ["rviz:=true", "rig:=nclt", "namespace:=robot1"]))[-1]
+    assert cmd[0].endswith("lib/rviz2/rviz2") and cmd[1] == "-d"
+    assert yaml.safe_load(pathlib.Path(cmd[2]).read_text()) == view
+    assert cmd[-1] == "use_sim_time:=false"
+
+
+def test_setup_installs_the_rviz_view(monkeypatch):
+    from distutils.core import run_setup
+
+    monkeypatch.chdir(ROOT)  # setup.py's globs are relative
+    dist = run_setup(str(ROOT / "setup.py"), stop_after="init")
+    installed = {f for target, files in dist.data_files if target == "share/g2g_ros/config"
+                 for f in files}
+    assert "config/g2g.rviz" in installed, installed

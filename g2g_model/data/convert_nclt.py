@@ -9,14 +9,16 @@ Expected input (the layout of the NCLT downloads, unpacked under one root)::
                                                   then lines "row col src_row src_col")
     <root>/groundtruth_<date>.csv                 utime,x,y,z,roll,pitch,yaw (us, m, rad)
 
-Conventions handled here (the NCLT development kit's): 6-vectors map to ``[R | t]`` with
-``R = Rz(yaw) Ry(pitch) Rx(roll)``; the body <- LB3 offset is the fixed
-``[0.035, 0.002, -1.23, -179.93, -0.23, 0.50]``; ground truth rows with NaN are dropped.
-Calibration (K, x_lb3_c) describes the undistorted, *unrotated* image; the cameras are mounted
-sideways, so after undistortion each image is rotated 90 deg clockwise and K and T_body_cam are
-rotated with it. NCLT's body and world frames have z down; both are flipped about x into REP-103
-(x forward, y left, z up), which changes no relative camera geometry. Cam0 looks at the sky and is
-left out by default. Images are optionally scaled (K follows).
+Conventions handled here (the NCLT development kit's, :mod:`g2g_model.data.nclt_calibration`):
+6-vectors map to ``[R | t]`` with ``R = Rz(yaw) Ry(pitch) Rx(roll)``; the body <- LB3 offset is
+the published ``x_body_lb3``; ground truth rows with NaN are dropped. Calibration (K, x_lb3_c)
+describes the undistorted, *unrotated* image; the cameras are mounted sideways, so after
+undistortion each image is rotated 90 deg clockwise and K and T_body_cam are rotated with it.
+NCLT's body and world frames have z down; both are flipped about x into REP-103 (x forward,
+y left, z up), which changes no relative camera geometry. Cam0 looks at the sky and is left out
+by default; Cam5 faces forward. Each camera's calibration files are compared with NCLT's
+published values and every difference is logged as a warning. Images are optionally scaled
+(K follows).
 """
 
 from __future__ import annotations
@@ -30,32 +32,21 @@ import cv2
 import numpy as np
 
 from g2g_model.data.format import TrajectoryWriter
+from g2g_model.data.nclt_calibration import (
+    IMAGE_WH, RING_CAMERAS, X_BODY_LB3, calibration_differences, ssc_to_pose,
+)
 from g2g_model.data.pose_interp import interpolate_poses
 from g2g_model.data.rig import CameraSpec, Rig
 from g2g_model.geometry import make_pose
 
 LOG = logging.getLogger(__name__)
 
-BODY_T_LB3_SSC = (0.035, 0.002, -1.23, -179.93, -0.23, 0.50)
-DEFAULT_CAMERAS = (1, 2, 3, 4, 5)
+DEFAULT_CAMERAS = RING_CAMERAS
 # z-down (x forward, y right) <-> REP-103 (x forward, y left, z up): a rotation of pi about x.
 FLIP = np.diag([1.0, -1.0, -1.0, 1.0])
 # Camera axes after rotating the image 90 deg clockwise, expressed in the unrotated camera frame:
 # new x = -old y, new y = old x, z unchanged.
 R_OLD_NEW = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
-
-
-def ssc_to_pose(values: Sequence[float], degrees: bool) -> np.ndarray:
-    """``(x, y, z, roll, pitch, yaw)`` -> 4x4 with ``R = Rz(yaw) Ry(pitch) Rx(roll)``."""
-    x, y, z, roll, pitch, yaw = [float(v) for v in values]
-    if degrees:
-        roll, pitch, yaw = np.radians([roll, pitch, yaw])
-    cr, sr, cp, sp, cy, sy = (np.cos(roll), np.sin(roll), np.cos(pitch), np.sin(pitch),
-                              np.cos(yaw), np.sin(yaw))
-    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
-    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
-    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
-    return make_pose(rz @ ry @ rx, [x, y, z])
 
 
 def _read_numbers(path: Path, count: int | None = None) -> np.ndarray:
@@ -121,26 +112,36 @@ def read_groundtruth(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array(stamps, np.int64), np.stack(poses)
 
 
-def camera_model(cam_params: Path, cam: int, image_wh: tuple[int, int],
-                 scale: float) -> tuple[CameraSpec, tuple[np.ndarray, np.ndarray]]:
-    """Rotated, scaled camera ``cam{n}`` (REP-103 body) and its undistortion maps."""
-    K = _read_numbers(cam_params / f"K_cam{cam}.csv", 9).reshape(3, 3)
-    lb3_T_cam = ssc_to_pose(_read_numbers(cam_params / f"x_lb3_c{cam}.csv", 6), degrees=True)
-    maps = read_u2d(cam_params / f"U2D_Cam{cam}_1616X1232.txt")
+def camera_spec(cam: int, K: np.ndarray, lb3_T_cam: np.ndarray, image_wh: tuple[int, int],
+                scale: float) -> CameraSpec:
+    """Camera ``cam{n}`` upright (its image rotated 90 deg clockwise) and scaled, in the
+    REP-103 body frame, from K of the stored ``image_wh`` image and its pose in the LB3."""
     w, h = image_wh
-    if maps[0].shape != (h, w):
-        raise ValueError(f"U2D_Cam{cam}: map is {maps[0].shape[::-1]}, images are {w}x{h}")
     # Rotate 90 deg clockwise: u' = h - 1 - v, v' = u.
     K_rot = np.array([[K[1, 1], 0.0, h - 1 - K[1, 2]], [0.0, K[0, 0], K[0, 2]], [0, 0, 1.0]])
     new_w, new_h = int(round(h * scale)), int(round(w * scale))
     sx, sy = new_w / h, new_h / w
     K_out = np.array([[K_rot[0, 0] * sx, 0.0, (K_rot[0, 2] + 0.5) * sx - 0.5],
                       [0.0, K_rot[1, 1] * sy, (K_rot[1, 2] + 0.5) * sy - 0.5], [0, 0, 1.0]])
-    body_T_cam = ssc_to_pose(BODY_T_LB3_SSC, degrees=True) @ lb3_T_cam
+    body_T_cam = ssc_to_pose(X_BODY_LB3, degrees=True) @ lb3_T_cam
     body_T_cam = FLIP @ body_T_cam @ make_pose(R_OLD_NEW, np.zeros(3))
-    spec = CameraSpec(name=f"cam{cam}", K=K_out, width=new_w, height=new_h,
+    return CameraSpec(name=f"cam{cam}", K=K_out, width=new_w, height=new_h,
                       T_body_cam=body_T_cam)
-    return spec, maps
+
+
+def camera_model(cam_params: Path, cam: int, image_wh: tuple[int, int],
+                 scale: float) -> tuple[CameraSpec, tuple[np.ndarray, np.ndarray]]:
+    """Rotated, scaled camera ``cam{n}`` (REP-103 body) and its undistortion maps; a warning
+    for each way its files depart from NCLT's published calibration."""
+    K = _read_numbers(cam_params / f"K_cam{cam}.csv", 9).reshape(3, 3)
+    lb3_T_cam = ssc_to_pose(_read_numbers(cam_params / f"x_lb3_c{cam}.csv", 6), degrees=True)
+    maps = read_u2d(cam_params / f"U2D_Cam{cam}_{IMAGE_WH[0]}X{IMAGE_WH[1]}.txt")
+    w, h = image_wh
+    if maps[0].shape != (h, w):
+        raise ValueError(f"U2D_Cam{cam}: map is {maps[0].shape[::-1]}, images are {w}x{h}")
+    for difference in calibration_differences(cam, K, lb3_T_cam, image_wh):
+        LOG.warning("%s: %s", cam_params, difference)
+    return camera_spec(cam, K, lb3_T_cam, image_wh, scale), maps
 
 
 def _utimes(folder: Path) -> dict[int, Path]:

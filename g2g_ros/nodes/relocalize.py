@@ -9,6 +9,8 @@ gate): parameters (:mod:`~g2g_ros.nodes.relocalize_params`), images + odometry -
 * ``~/pose`` (PoseWithCovarianceStamped: base_link in the map at the query anchor's stamp, with
   the localization's covariance); ``~/alignment`` (g2g_msgs/GroupAlignment);
 * ``~/status`` and ``/diagnostics`` (with the last localization's path and inliers);
+* ``~/map_path`` (nav_msgs/Path, transient local: the loaded map's keyframes in the map frame,
+  republished at each map load; :mod:`g2g_ros.map_path`);
 * ``~/processed`` (std_msgs/Header per image of the relocalization camera, frame_id = what
   became of it, e.g. ``buffered; localization accepted``; bag evaluation waits for it).
 
@@ -42,6 +44,8 @@ from g2g_ros.camera_calibrations import node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.managed_node import ManagedNode
+from g2g_ros.map_path import TOPIC as MAP_PATH_TOPIC
+from g2g_ros.map_path import publish_map_path
 from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.nodes.relocalize_params import (RelocalizeParams, check_parameters, gate_config,
@@ -49,6 +53,7 @@ from g2g_ros.nodes.relocalize_params import (RelocalizeParams, check_parameters,
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.pose_msgs import alignment_msg, relocalized_pose_msg
+from g2g_ros.qos import latched_qos
 from g2g_ros.spinning import spin_node
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer
@@ -74,7 +79,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self.pipeline = self.rig = self.calibrations = None
         self.engine: Optional[Relocalizer] = None
         self.tf_buffer, self.tf_listener = None, None  # TFBuffer, TransformListener
-        self.pose_pub = self.align_pub = self.processed_pub = None
+        self.pose_pub = self.align_pub = self.processed_pub = self.map_path_pub = None
         self.tf_broadcaster: Optional[TransformBroadcaster] = None
         self.srvs: list = []
         self.odom_sub = None
@@ -140,6 +145,13 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         if p["map_path"]:
             # The map named at configure is part of the configuration: without it, no configure.
             self.get_logger().info(self.engine.load_map(p["map_path"]))
+        from nav_msgs.msg import Path
+
+        # Latched state, sent in every lifecycle state from configure on (owned: destroyed at
+        # cleanup).
+        self.map_path_pub = self.owned(self.create_publisher(Path, MAP_PATH_TOPIC,
+                                                             latched_qos()))
+        publish_map_path(self)
         from geometry_msgs.msg import PoseWithCovarianceStamped
         from std_srvs.srv import Trigger
 
@@ -196,6 +208,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         # The worker, services, subscriptions and publishers were destroyed by the base.
         self.srvs, self.odom_sub, self.tf_listener, self.tf_broadcaster = [], None, None, None
         self.pose_pub = self.align_pub = self.processed_pub = self.inputs = None
+        self.map_path_pub = None
         self.pipeline = self.rig = self.engine = self.tf_buffer = self.calibrations = None
         self.paused = False
         self._forget_state()
@@ -273,6 +286,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             return response
         self.problems.clear("map")
         self.get_logger().info(message)
+        publish_map_path(self)
         response.success, response.message = True, message
         response.num_keyframes = len(self.gmap)
         return response
