@@ -3,13 +3,14 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test demo lint bench clean-venv help
+.PHONY: setup test demo lint bench docs clean-venv help
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded default (CPU, no downloads)"
 	@echo "make test   - run the whole test suite"
 	@echo "make lint   - flake8 (99 columns, the ament convention)"
 	@echo "make bench  - run the benchmarks in benchmarks/ (results: benchmarks/RESULTS.md)"
+	@echo "make docs   - regenerate docs/PARAMETERS.md (the nodes' parameters, topics, services)"
 	@echo "make setup  - provision .venv (idempotent; called by every other target)"
 
 setup:
@@ -26,6 +27,9 @@ lint: setup
 
 bench: setup
 	$(PY) -m benchmarks.run_all
+
+docs: setup
+	$(PY) -m g2g_ros.node_docs
 
 clean-venv:
 	rm -rf $(VENV) build

@@ -8,7 +8,7 @@ probe scores, on the pairs `g2g-eval` uses (same selection and seed), frame B0's
 and the mean over all estimates of both passes ("both"). The pipeline's answer, and so what the
 nodes use and `g2g-eval` scores, is "raw" for a checkpoint that runs one way and "both" for one
 that runs both; the other estimates only enter the nodes' spread checks (why not "b frames" one
-way: docs/TRAINING.md, "Session 20").
+way: docs/TRAINING.md, "Rig odometry").
 Rotations are averaged with the chordal mean (`geometry.fuse_poses`), translations
 arithmetically.
 

@@ -10,7 +10,7 @@ in G2G's place: what matching gives without the trained modules). Prints rotatio
 median / RRA@5 / worst and translation error mean / median per setting, how often the matcher
 declined (then G2G's pose counts), how often it took the pose solved with parallax, and its
 time per pair. Settings are chosen on training scenes and measured on the test scenes
-(docs/TRAINING.md, "Session 23", "Session 24"):
+(docs/TRAINING.md, "Pose from feature matches"):
 
     .venv/bin/python experiments/probe_rotation_matching.py --root data/sim_train168 \
         --index pairs_w5_all.json --max-pairs 200

@@ -6,7 +6,7 @@ per bin the median of predicted / true angle and the mean rotation error. Below 
 least-squares slope and the correlation of predicted on true rotation vectors per camera axis
 (x right, y down: y is the yaw of a level camera, z forward), and the same for translation. A
 slope well under 1 with a high correlation is a model that knows the direction of a motion and
-shrinks its size (docs/TRAINING.md, "Session 21").
+shrinks its size (docs/TRAINING.md, "What limits the regression").
 
     .venv/bin/python experiments/probe_rotation_scale.py --root data/sim_test \
         --index pairs_w5.json --checkpoint g2g_model/assets/g2g_reloc_mnv2.safetensors

@@ -19,14 +19,14 @@ forward motion only run one way; trained with reversed pairs too, as the default
 frame B0's own prediction) and the other frames' estimates only enter those checks: on the
 previous rig default their mean was 2 % better on moving held-out pairs but 2.7x worse in
 rotation when the rig stood still (B = A: 0.64 against 0.24 deg on a held-out scene;
-docs/TRAINING.md, "Session 20").
+docs/TRAINING.md, "Rig odometry").
 
 Rotation matching (``rotation_matching``, on by default for relocalization checkpoints): the
 rotation of T_{A0<-B0} is then taken from matches of the frozen image features of both groups
 (:mod:`g2g_model.rotation_matching`) wherever enough of them agree, and the translation from
 the same matches with that rotation fixed, anchored to G2G's; ``Prediction.rotation_match``
 says what it found. On held-out simulator pairs it takes the rotation error from 3.2 to 1.5 deg
-and the translation error from 0.081 to 0.045 m (docs/TRAINING.md, "Sessions 23, 24").
+and the translation error from 0.081 to 0.045 m (docs/TRAINING.md, "Pose from feature matches").
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ measure by which the matcher decides between the two (rotation_matching, step 6)
 
 Why our own linear solve for the translation: PoseLib has no translation solver for a known
 rotation (its generalized solvers move the rotation too; on cell-sized matches of nearby groups
-that was measured worse, docs/TRAINING.md, "Session 24").
+that was measured worse, docs/TRAINING.md, "Pose from feature matches").
 """
 
 from __future__ import annotations

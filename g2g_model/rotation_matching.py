@@ -1,13 +1,13 @@
 """Rotation matching: the pose between two groups from matches of frozen image features.
 
 G2G's pose head regresses T_{A0<-B0} from pooled tokens and, on 7 x 7 tokens, recovers about half
-of every turn over 2 degrees (docs/TRAINING.md, "Session 21"). The frozen ImageNet features under
-the backbone already match across seasons better than chance (docs/TRAINING.md, "Encoders"), and a
-match is a pair of viewing rays: a cell of frame A_i and a cell of frame B_j that see the same
-thing. Expressed in their groups' anchor frames through the known intra-group poses, the two rays
-of a match differ by the rotation R_{A0<-B0} alone when the scene is far compared with the
-distance between the groups (relocalization windows are centimetres to decimetres apart, the
-scene metres away). So:
+of every turn over 2 degrees (docs/TRAINING.md, "What limits the regression"). The frozen ImageNet
+features under the backbone already match across seasons better than chance (docs/TRAINING.md,
+"Encoders"), and a match is a pair of viewing rays: a cell of frame A_i and a cell of frame B_j
+that see the same thing. Expressed in their groups' anchor frames through the known intra-group
+poses, the two rays of a match differ by the rotation R_{A0<-B0} alone when the scene is far
+compared with the distance between the groups (relocalization windows are centimetres to decimetres
+apart, the scene metres away). So:
 
 1. a frozen MobileNetV2 stride-16 feature map of every frame of both groups. The pipeline gives
    the frames at the backbone's input size (112 px, the size at which maps store keyframes) and
@@ -44,7 +44,7 @@ matches (blank or dark images) too few matches agree, and where neither model ex
 them too small a share; then the caller keeps G2G's pose. Limits: on frames without structure
 (noise) cells match their own position and the answer is about "no motion" with many inliers,
 so the inlier count is not a confidence (random images: 400 of 1,000 matches agree).
-Measured in docs/TRAINING.md, "Session 23" and "Session 24" (steps 2's sub-cell peak, 4's
+Measured in docs/TRAINING.md, "Pose from feature matches" (steps 2's sub-cell peak, 4's
 weighted fit and 6).
 
 Why our own small solvers: PoseLib, used for step 6 and the verification's solvers, has no

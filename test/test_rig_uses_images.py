@@ -7,7 +7,7 @@ reversed pairs became, passes the first check only).
 
 Checked on held-out scenes (test-split seeds, never trained on) rendered at the models' full
 simulator size, 4- and 5-camera rigs, 11 groups each: the mean B = A error within the limits.
-Until session 20 this test used three groups of the 64 px smoke collection, a weak proxy: the
+Until 2026-11-28 this test used three groups of the 64 px smoke collection, a weak proxy: the
 previous default passed it and failed these scenes in the mean (over 0.5 deg or 0.02 m on four
 of six rig/scene pairs: 0.51-0.54 deg, 0.024-0.031 m), while the shipped default passes them
 (0.09-0.23 deg, 0.006-0.016 m) and not the smoke groups (0.58 deg on one); figures in

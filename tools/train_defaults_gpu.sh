@@ -38,7 +38,7 @@
 #   RIG_STILL [3]       each standstill training pair written this many times (3: half the
 #                       rows, as the default's last stretch; 1: as they come)
 #   RIG_REVERSE [0.5]   share of the rig pairs trained with A and B exchanged (> 0: the model
-#                       runs both ways, as the default does since session 20; 0: forwards only)
+#                       runs both ways, as the default does; 0: forwards only)
 #   HEDGE_BACKBONE      a stage-1 backbone.safetensors for the third run (none: no third run)
 #   BACKBONE            a stage-1 backbone.safetensors for both models (none: stage 1 trains)
 #   INIT_RELOC, INIT_RIG  G2G checkpoints the two models start from (none: from nothing)
@@ -167,7 +167,7 @@ PYEOF
         # The curriculum's 9 plateau levels (0.50 -> 0.10) take at most 9 x level steps, 45 % of
         # the run, and the decay starts after them: it is sized for that worst case so that the
         # learning rate always reaches 0 by max_steps (a decay cut off at max_steps left the
-        # session-17 GPU model at a quarter of its peak rate). If the plateaus pass their gates
+        # ALIKED GPU model of 2026-11-27 at a quarter of its peak rate). If the plateaus pass their gates
         # sooner, the run ends early.
         local level=$(( steps / 20 + 1 ))
         decay=$(( steps - warmup - 9 * level > 1 ? steps - warmup - 9 * level : 1 ))

@@ -7,7 +7,7 @@
 # standstills weighted (rig_odom_mnv2_sym3: the shipped g2g_rig_mnv2, run both ways);
 # relocalization on the window pairs of 168 scenes (reloc_mnv2_168: the shipped
 # g2g_reloc_mnv2; reloc_mnv2_72, the previous default on 72 scenes, is no longer a stage).
-# Stop it at any time (Ctrl-C, kill, end of a session); re-running the same command continues
+# Stop it at any time (Ctrl-C, kill, a closed terminal); re-running the same command continues
 # every stage from its state.pt, and a finished stage is skipped if it was trained on today's
 # stage-1 backbone (a longer STAGE1_STEPS re-exports that file; a later stage trained on the
 # old one is then refused with a message, here and by g2g-train on resume). Each stretch

@@ -1,4 +1,4 @@
-"""Convert an NCLT session (raw Ladybug3 layout) into the dataset format.
+"""Convert one NCLT recording (one date, raw Ladybug3 layout) into the dataset format.
 
 Expected input (the layout of the NCLT downloads, unpacked under one root)::
 
@@ -158,7 +158,7 @@ def convert_nclt(root: str | Path, date: str, out: str | Path,
                  cameras: Sequence[int] = DEFAULT_CAMERAS, scale: float = 0.25,
                  stride: int = 1, max_frames: int | None = None, overwrite: bool = False,
                  on_frame: Callable[[int, int], None] | None = None) -> Path:
-    """Convert session ``date`` under ``root`` into trajectory directory ``out``."""
+    """Convert the recording of ``date`` under ``root`` into trajectory directory ``out``."""
     root, out = Path(root), Path(out)
     if not 0 < scale <= 1:
         raise ValueError(f"scale must be in (0, 1], got {scale}")
