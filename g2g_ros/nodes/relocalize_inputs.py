@@ -164,11 +164,13 @@ class QueryInputs:
         if self.rig is not None:
             return self.rig[camera].T_body_cam
         try:
-            return self.tf_buffer.lookup_transform(
+            base_T_cam = self.tf_buffer.lookup_transform(
                 self.p["base_frame"], camera + self.p["camera_frame_suffix"], 0)
         except TFError as exc:
             self.report_input("calibration", f"camera extrinsics from TF: {exc}")
             return None
+        self.problems.clear("calibration")
+        return base_T_cam
 
     def _odometry_at(self, stamp: int) -> np.ndarray:
         """odom_T_base at ``stamp``, waiting up to ``tf_wait_s`` for odometry that is late.
