@@ -95,6 +95,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self.pending_initialpose = None         # (stamp, map_T_base) awaiting its odometry
         self._last_trigger_stamp = self.last_fix_wall = None  # stamp ns, time.monotonic()
         self.last: Optional[LocalizationResult] = None       # the last localization that ran
+        self.cleared_by_reset = False  # ~/reset cleared the correction; no fix since
 
     @property
     def gmap(self):  # the loaded map or None
@@ -216,6 +217,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             self.stages.set(stage, ms)
         if result.accepted:
             self.last_fix_wall = time.monotonic()
+            self.cleared_by_reset = False
             self.problems.clear("localization")
             self._publish_fix(result)
         else:
@@ -313,15 +315,31 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         return response
 
     def _srv_reset(self, request, response):
+        """Start localizing from scratch: clear the correction (map->odom), the hint, the query
+        window and the time-keyed buffers; keep the map.
+
+        The correction is cleared, not kept: a robot user calls ``~/reset`` when the robot was
+        carried somewhere else or the pose in the map is wrong, and then a kept correction
+        would go on being sent as map->odom (and steer the search as the tracking hint) until
+        a new fix replaced it, which is what the reset is meant to stop. What a reset would
+        otherwise be needed for is done without it: a jump back of the ROS time clears the
+        time-keyed buffers and keeps the correction. Until the next accepted fix no map->odom
+        is sent and the status is NOT_LOCALIZED; the reply says what became of the correction.
+        """
         if self._refused(response):
             return response
+        had = self.engine.current is not None
         self.reset_time_buffers()
         self.engine.reset()
         with self.lock:
             self.pending_initialpose = None
         self.last_fix_wall = None
+        self.cleared_by_reset = True
         response.success = True
-        response.message = "correction, query window, hint and time-keyed buffers cleared"
+        response.message = (
+            ("correction cleared: map->odom is no longer sent until the next accepted fix"
+             if had else "no correction to clear (not localized)")
+            + "; query window, hint and time-keyed buffers cleared; map kept")
         return response
 
     def _srv_pause(self, request, response):

@@ -26,9 +26,10 @@ class QueryInputs:
     """Odometry, initial pose and image handling of the relocalize node (module docstring)."""
 
     def reset_time_buffers(self) -> None:
-        """After a jump back of the ROS time (a bag played again) and on ``~/reset``: forget the
-        dynamic TF, the per-camera stamp checks, queued frames, the query window and the rig
-        views, so the replayed images are taken; the map and the correction are kept."""
+        """After a jump back of the ROS time (a bag played again): forget the dynamic TF, the
+        per-camera stamp checks, queued frames, the query window and the rig views, so the
+        replayed images are taken; the map and the correction are kept (``~/reset`` does this
+        too, then clears the correction)."""
         if self.tf_buffer is not None:
             self.tf_buffer.clear_dynamic()
         if self.inputs is not None:
