@@ -44,7 +44,7 @@ from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.nodes.relocalize_params import (RelocalizeParams, check_parameters, gate_config,
-                                             selector_config, verify_cameras)
+                                             selector_config, verify_cameras, window_problem)
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.pose_msgs import alignment_msg, relocalized_pose_msg
@@ -80,6 +80,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         # Created by activate(), its subscriptions destroyed by the base at deactivate.
         self.inputs: Optional[CameraInputs] = None
         self.declare_params(RelocalizeParams)
+        self.add_on_set_parameters_callback(self._check_window_size)
         from diagnostic_msgs.msg import DiagnosticArray
 
         from g2g_msgs.msg import EstimatorStatus
@@ -96,6 +97,17 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self._last_trigger_stamp = self.last_fix_wall = None  # stamp ns, time.monotonic()
         self.last: Optional[LocalizationResult] = None       # the last localization that ran
         self.cleared_by_reset = False  # ~/reset cleared the correction; no fix since
+
+    def _check_window_size(self, params):
+        """Refuse a ``window_size`` (or ``checkpoint``) with which the window would not fit
+        the model, with the reason (both are read at configure, so set while unconfigured)."""
+        from rcl_interfaces.msg import SetParametersResult
+
+        new = {p.name: p.value for p in params}
+        problem = None
+        if "window_size" in new or "checkpoint" in new:
+            problem = window_problem({**self.p, **new})
+        return SetParametersResult(successful=problem is None, reason=problem or "")
 
     @property
     def gmap(self):  # the loaded map or None
