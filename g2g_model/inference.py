@@ -56,6 +56,9 @@ from g2g_model.rotation_matching import RotationMatch, matcher_for
 LOG = logging.getLogger(__name__)
 
 ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
+#: W of the untrained stand-in (:meth:`G2GPipeline.untrained_default`).
+UNTRAINED_MAX_FRAMES = 8
+
 DEFAULT_CHECKPOINTS = {
     "relocalization": ASSETS / "g2g_reloc_mnv2.safetensors",
     "rig_odometry": ASSETS / "g2g_rig_mnv2.safetensors",
@@ -220,7 +223,7 @@ class G2GPipeline:
     @classmethod
     def untrained_default(cls, device: str = "cpu", seed: int = 0,
                           backbone: str = "compact", g2g_preset: str = "small",
-                          max_frames: int = 8) -> "G2GPipeline":
+                          max_frames: int = UNTRAINED_MAX_FRAMES) -> "G2GPipeline":
         """Random weights with the default architecture: for wiring tests only (flagged)."""
         torch.manual_seed(seed)
         bb = build_backbone(backbone, None)

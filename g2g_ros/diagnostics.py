@@ -113,14 +113,17 @@ def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
 
 def tf_values(node) -> Dict[str, Any]:
     """The ``/diagnostics`` values of the node's TF buffer (``node.tf_buffer``, none without
-    one): the bad ``/tf`` samples it refused, by reason, and those it forgot (stored before the
-    first ``/clock``, then found ahead of it)."""
+    one): the bad ``/tf`` samples it refused, by reason (``loop 1, second_parent 3``), the
+    newest of them (``base_link -> odom: loop``) and those it forgot (stored before the first
+    ``/clock``, then found ahead of it)."""
     buffer = getattr(node, "tf_buffer", None)
     if buffer is None:
         return {}
     stats = buffer.stats()
     rejected = ", ".join(f"{reason} {n}" for reason, n in sorted(stats["rejected"].items()))
-    return {"tf_rejected": rejected or "none", "tf_forgotten": stats["forgotten"]}
+    return {"tf_rejected": rejected or "none",
+            "tf_last_rejected": stats["last_rejected"] or "none",
+            "tf_forgotten": stats["forgotten"]}
 
 
 def publish_estimator_status(node, state: int, text: str, values: dict, cameras,

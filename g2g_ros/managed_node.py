@@ -42,8 +42,8 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 
 from g2g_ros.diagnostics import NodeLogBridge, ProblemLog
 from g2g_ros.owned_resources import OwnedResources
-from g2g_ros.parameters import (declare_checked, declare_fields, descriptor, ints_as_doubles,
-                                read_fields, type_problem)
+from g2g_ros.parameters import (declare_checked, declare_fields, descriptor, floor_problem,
+                                floor_text, ints_as_doubles, read_fields, type_problem)
 from g2g_ros.spinning import shutting_down
 from g2g_ros.worker import Worker
 
@@ -77,6 +77,7 @@ class ManagedNode(LifecycleNode):
         self._at_configure: List[str] = []
         self._doubles: List[str] = []
         self._defaults: Dict[str, Any] = {}
+        self._floors: Dict[str, float] = {}  # name -> floor of a "0 = off" period
         #: Parameters whose command-line / file value was refused at start-up (the default
         #: was declared instead), with the reason; configure fails while any is left.
         self.param_problems: Dict[str, str] = {}
@@ -91,19 +92,25 @@ class ManagedNode(LifecycleNode):
 
     # ------------------------------------------------------------------ parameters
     def declare(self, name: str, default: Any, description: str, at_configure: bool = False,
-                fixed: bool = False, value_range: Optional[Tuple[Any, Any]] = None) -> Any:
+                fixed: bool = False, value_range: Optional[Tuple[Any, Any]] = None,
+                zero_or_at_least: Optional[float] = None) -> Any:
         """Declare a parameter with a description and default; return its value.
 
         ``at_configure``: read by ``configure()``, settable only while unconfigured.
         ``fixed``: read-only after start-up (values from the command line / files only).
         ``value_range``: inclusive ``(low, high)`` of a number, declared in the descriptor and
         enforced on every set; doubles without one must still be finite (see
-        :mod:`g2g_ros.parameters`). A refused start-up value is reported, not raised.
+        :mod:`g2g_ros.parameters`). ``zero_or_at_least``: a floor for a period whose 0 means
+        "off" (values in ``(0, floor)`` are refused with the reason). A refused start-up value
+        is reported, not raised.
         """
+        constraints = [AT_CONFIGURE_NOTE] if at_configure else []
+        if zero_or_at_least is not None:
+            self._floors[name] = zero_or_at_least
+            constraints.insert(0, floor_text(zero_or_at_least))
         desc = descriptor(default, description, read_only=fixed,
-                          constraints=AT_CONFIGURE_NOTE if at_configure else "",
-                          value_range=value_range)
-        value, problem = declare_checked(self, name, default, desc)
+                          constraints="; ".join(constraints), value_range=value_range)
+        value, problem = declare_checked(self, name, default, desc, zero_or_at_least)
         if problem and fixed:  # cannot be set later: the default stays
             self.problems.report(f"parameter {name}", problem)
             self.get_logger().error(f"{problem}; using the default {default!r}")
@@ -139,9 +146,11 @@ class ManagedNode(LifecycleNode):
         return SetParametersResult(successful=True)
 
     def _check_types(self, params) -> SetParametersResult:
+        """Refuse another type than the default's, and a period below its floor."""
         for p in params:
             if p.name in self._defaults:
-                problem = type_problem(p.name, p.value, self._defaults[p.name])
+                problem = (type_problem(p.name, p.value, self._defaults[p.name])
+                           or floor_problem(p.name, p.value, self._floors.get(p.name)))
                 if problem:
                     return SetParametersResult(successful=False, reason=problem)
         return SetParametersResult(successful=True)

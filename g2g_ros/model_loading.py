@@ -1,7 +1,13 @@
-"""The G2G model of a node: loading the checkpoint (or the embedded default) and describing what
-was loaded for the start-up log."""
+"""The G2G model of a node: loading the checkpoint (or the embedded default), the group size it
+takes (read from the checkpoint's header, for parameter checks before loading) and describing
+what was loaded for the start-up log."""
 
 from __future__ import annotations
+
+import functools
+import os
+import pathlib
+from typing import Optional, Tuple
 
 PRECISIONS = ("auto", "fp32", "bf16")
 
@@ -44,6 +50,45 @@ def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "aut
     if precision != "auto":
         pipeline.bf16 = precision == "bf16"
     return pipeline
+
+
+def model_max_frames(checkpoint: str, task: str) -> Tuple[Optional[int], str]:
+    """``(W, model)``: the most frames per group that the model a node loads for ``checkpoint``
+    (empty: the embedded default of ``task``) takes, read from the checkpoint's header only
+    (cheap enough for a parameter check), and the model named for messages. W is None when it
+    is not known before loading (official weights without our header, a missing or unreadable
+    file: configure then says why)."""
+    from g2g_model.inference import UNTRAINED_MAX_FRAMES, default_checkpoint
+
+    path = checkpoint or default_checkpoint(task)
+    if path is None:
+        return UNTRAINED_MAX_FRAMES, f"the untrained stand-in for {task}"
+    name = (f"checkpoint {checkpoint}" if checkpoint
+            else f"the embedded default {pathlib.Path(path).name}")
+    try:
+        stat = os.stat(path)
+        return _header_max_frames(os.fspath(path), stat.st_mtime_ns, stat.st_size), name
+    except (OSError, ValueError):
+        return None, name
+
+
+@functools.lru_cache(maxsize=16)
+def _header_max_frames(path: str, mtime_ns: int, size: int) -> Optional[int]:
+    """``config.max_frames`` of our checkpoint's header (cached per file version)."""
+    from g2g_model.model.checkpoint import read_header
+
+    frames = read_header(path)["config"].get("max_frames")
+    return frames if isinstance(frames, int) and not isinstance(frames, bool) else None
+
+
+def window_size_problem(window_size: int, max_frames: Optional[int], model: str
+                        ) -> Optional[str]:
+    """Why ``window_size`` cannot be used with a model taking ``max_frames`` per group, or
+    None (also when W is unknown)."""
+    if max_frames is None or window_size <= max_frames:
+        return None
+    return (f"window_size {window_size} exceeds what {model} takes: groups of at most "
+            f"{max_frames} frames (its max_frames W)")
 
 
 def describe_model(pipeline, checkpoint: str, task: str, encoder_only: bool = False) -> str:

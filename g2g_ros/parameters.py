@@ -14,9 +14,14 @@ rclpy raise while the node is being constructed, killing it; :func:`declare_chec
 the default instead and returns the reason, which the node reports (its configure then fails
 with it, see :class:`g2g_ros.managed_node.ManagedNode`) until a valid value is set.
 
+Rates and periods are bounded by what they cost: no value in range makes an idle node burn
+CPU (each such parameter's description says why its bound is where it is). A period that may
+be 0 for "off" has a floor above 0 (``zero_or_at_least``), which a single ROS range cannot
+express: :func:`floor_problem` checks it at start-up and on every set, with the reason.
+
 Each node's parameters are one dataclass whose fields are made by :func:`param` (default,
-description, read at configure or not, read-only, range); :func:`declare_fields` declares them
-all on a node and :func:`read_fields` reads the values back into an instance.
+description, read at configure or not, read-only, range, floor); :func:`declare_fields`
+declares them all on a node and :func:`read_fields` reads the values back into an instance.
 """
 
 from __future__ import annotations
@@ -85,15 +90,36 @@ def type_problem(name: str, value: Any, default: Any) -> Optional[str]:
     return f"parameter {name} must be {type_name(default)}, got {value!r} ({type_name(value)})"
 
 
-def declare_checked(node, name: str, default: Any, desc: ParameterDescriptor
-                    ) -> Tuple[Any, Optional[str]]:
+def floor_text(floor: float) -> str:
+    """The ``additional_constraints`` of a parameter with a floor (``zero_or_at_least``)."""
+    return f"0 (off) or at least {floor:g}"
+
+
+def floor_problem(name: str, value: Any, floor: Optional[float]) -> Optional[str]:
+    """Why ``value`` is below the floor of parameter ``name`` (0 = off is allowed), or None."""
+    if floor is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if 0 < value < floor:
+        return (f"parameter {name} must be {floor_text(floor)}, got {value!r}: a shorter "
+                "period wakes the node more often than any input needs, costing CPU while idle")
+    return None
+
+
+def declare_checked(node, name: str, default: Any, desc: ParameterDescriptor,
+                    floor: Optional[float] = None) -> Tuple[Any, Optional[str]]:
     """Declare ``name``; returns ``(value, problem)``. A bad override (out of range, NaN/inf,
-    wrong type) does not raise: the default is declared and ``problem`` says why."""
+    wrong type, below ``floor``) does not raise: the default is declared and ``problem`` says
+    why."""
     given = getattr(node, "_parameter_overrides", {}).get(name)
     given = None if given is None else given.value
     problem = None if given is None else type_problem(name, given, default)
     if isinstance(default, float) and type(given) is int:  # the double it stands for
         given, problem = float(given), None
+    if problem is None and given is not None:
+        problem = floor_problem(name, given, floor)
+        if problem is not None:
+            return node.declare_parameter(name, default, desc, ignore_override=True).value, \
+                problem
     if problem is None:
         try:
             value = default if given is None else given
@@ -117,11 +143,12 @@ def ints_as_doubles(double_names: Callable[[], Iterable[str]]):
 
 
 def param(default: Any, description: str, at_configure: bool = True, fixed: bool = False,
-          value_range: Optional[Tuple[Any, Any]] = None):
+          value_range: Optional[Tuple[Any, Any]] = None,
+          zero_or_at_least: Optional[float] = None):
     """A dataclass field that is a node parameter (the arguments of
     :meth:`g2g_ros.managed_node.ManagedNode.declare`; read at configure unless told)."""
     meta = {"description": description, "at_configure": at_configure and not fixed,
-            "fixed": fixed, "value_range": value_range}
+            "fixed": fixed, "value_range": value_range, "zero_or_at_least": zero_or_at_least}
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -137,9 +164,17 @@ def declare_fields(node, params_type) -> None:
     for f in dataclasses.fields(params_type):
         m = f.metadata
         node.declare(f.name, field_default(f), m["description"], at_configure=m["at_configure"],
-                     fixed=m["fixed"], value_range=m["value_range"])
+                     fixed=m["fixed"], value_range=m["value_range"],
+                     zero_or_at_least=m["zero_or_at_least"])
 
 
 def read_fields(values: Mapping[str, Any], params_type):
     """An instance of the dataclass ``params_type`` from ``values`` (e.g. a node's ``p``)."""
     return params_type(**{f.name: values[f.name] for f in dataclasses.fields(params_type)})
+
+
+def status_period_param():
+    """The ``status_period_s`` field every node has (read-only after start-up)."""
+    return param(1.0, "status/diagnostics period; at least 0.05 s: faster is more than any "
+                 "monitor reads, and each report costs CPU also while the node is idle",
+                 fixed=True, value_range=(0.05, 3600.0))

@@ -2,9 +2,24 @@
 
 * Storage: one edge per child frame (``parent -> child``, REP-105 tree), either *static*
   (``/tf_static``: one transform valid at all times) or *dynamic* (``/tf``: time-indexed samples
-  kept for ``cache_duration_ns`` behind the newest sample of that edge). A child frame that gets
-  a new parent, or switches from dynamic to static, starts a new edge (logged); a dynamic
-  update of a static edge is rejected.
+  kept for ``cache_duration_ns`` behind the newest sample of that edge).
+* The tree stays a tree; the rule for a child frame whose parent changes:
+
+  - an edge that would close a loop (``base_link -> odom`` while ``odom -> base_link`` is
+    stored) is rejected (``loop``), whatever its kind: a loop would break every lookup
+    through those frames;
+  - a dynamic edge never overrides a static one (``conflicts_with_static``);
+  - a dynamic edge with another parent than the child's dynamic edge is a second parent
+    (``second_parent``): rejected while the current parent is live (a sample received within
+    ``reparent_after_s`` of wall time), accepted once it has gone quiet: then the latest
+    parent wins, as in tf2, and the child starts a new edge (logged). One stray message can
+    thus not take a frame from the publisher that keeps streaming it;
+  - a static edge replaces the child's edge (static or dynamic, any parent: the latched
+    calibration is the latest word), logged.
+
+  Rejected edges are counted by reason in :meth:`TFBuffer.stats` (with the last rejected
+  edge) and logged naming the edge, at most once per second per reason; the valid stream is
+  untouched, so lookups keep working without a reset.
 * Lookup: :meth:`TFBuffer.lookup_transform` ``(target, source, stamp_ns)`` returns the 4x4
   ``T_{target<-source}`` (maps points in ``source`` coordinates into ``target``) chained through
   the tree via the closest common ancestor, interpolating every dynamic edge at the stamp
@@ -14,9 +29,9 @@
   unknown frame, :class:`ConnectivityError` when the two frames are in different trees, and
   :class:`ExtrapolationError` naming the edge and its available time range.
 * Ingest never raises on bad data: NaN / inf values, zero or far-from-unit quaternions, empty
-  or identical frame ids, data older than the cache and (given a clock) dynamic data stamped
-  far ahead of the current time are rejected with a logged reason and counted in
-  :meth:`TFBuffer.stats`.
+  or identical frame ids, data older than the cache, (given a clock) dynamic data stamped
+  far ahead of the current time and edges against the tree rule above are rejected with a
+  logged reason and counted in :meth:`TFBuffer.stats`.
 
 Thread-safe: a listener's subscription callbacks may ingest while a worker looks up.
 Quaternions are (x, y, z, w) as in ROS and :mod:`g2g_model.geometry`.
@@ -96,6 +111,7 @@ class _Edge:
 
     parent: str
     static: bool
+    received: float = 0.0  # wall time (monotonic) of the newest accepted sample
     stamps: List[int] = dataclasses.field(default_factory=list)
     translations: List[np.ndarray] = dataclasses.field(default_factory=list)
     quats: List[np.ndarray] = dataclasses.field(default_factory=list)
@@ -138,10 +154,15 @@ class TFBuffer:
 
     def __init__(self, cache_duration_ns: int = 10 * 10**9,
                  clock_ns: Optional[Callable[[], int]] = None,
-                 max_ahead_ns: int = 10 * 10**9) -> None:
+                 max_ahead_ns: int = 10 * 10**9, reparent_after_s: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         if cache_duration_ns <= 0:
             raise ValueError(f"cache_duration_ns must be > 0, got {cache_duration_ns}")
         self.cache_duration_ns = int(cache_duration_ns)
+        #: A dynamic edge with another parent replaces a child's dynamic edge only once that
+        #: edge got no sample for this long (wall time, ``monotonic()`` seconds).
+        self.reparent_after_s = float(reparent_after_s)
+        self._monotonic = monotonic
         #: ``clock_ns()``: the current (ROS) time; with it, a dynamic transform stamped more
         #: than ``max_ahead_ns`` ahead is rejected ("future"): as the newest sample of its edge
         #: it would make every later, correct sample "old_data". Not checked while it is 0;
@@ -153,6 +174,7 @@ class TFBuffer:
         self._accepted = 0
         self._rejected: Dict[str, int] = collections.Counter()
         self._forgotten = 0   # samples stored before the first /clock, then found ahead of it
+        self._last_rejected = ""  # "<parent> -> <child>: <reason>" of the newest rejection
         self._warned_at: Dict[str, float] = {}
 
     # ------------------------------------------------------------------ ingest
@@ -196,22 +218,25 @@ class TFBuffer:
                 self._forgotten += len(edge.stamps)
                 del self._edges[child]
                 edge = None
-            if reason is None and edge is not None and not static:
-                if edge.static:
-                    reason = "conflicts_with_static"
-                elif edge.parent == parent and edge.stamps and (
-                    stamp_ns < edge.stamps[-1] - self.cache_duration_ns
-                ):
-                    reason = "old_data"
+            received = self._monotonic()
+            detail = ""
+            if reason is None:
+                reason, detail = self._tree_problem(parent, child, edge, static, received)
+            if reason is None and edge is not None and not static and edge.parent == parent \
+                    and edge.stamps and stamp_ns < edge.stamps[-1] - self.cache_duration_ns:
+                reason = "old_data"
             if reason is not None:
                 self._rejected[reason] += 1
-                self._warn(reason, f"{parent} -> {child} at {_fmt_ns(int(max(stamp_ns, 0)))}")
+                self._last_rejected = f"{parent} -> {child}: {reason}"
+                self._warn(reason, f"{parent} -> {child} at {_fmt_ns(int(max(stamp_ns, 0)))}"
+                           + detail)
                 return reason
             if edge is None or edge.parent != parent or edge.static != static:
                 if edge is not None:
                     logger.info("TF frame %s re-parented/replaced: %s -> %s (%s)", child,
                                 edge.parent, parent, "static" if static else "dynamic")
                 edge = self._edges[child] = _Edge(parent=parent, static=static)
+            edge.received = received
             edge.insert(int(stamp_ns), translation, quat / np.linalg.norm(quat))
             if not static:
                 edge.prune(edge.stamps[-1] - self.cache_duration_ns)
@@ -265,12 +290,15 @@ class TFBuffer:
             return sorted(self._known_frames())
 
     def stats(self) -> Dict[str, Any]:
-        """``{"accepted": int, "rejected": {reason: count}, "forgotten": int, "frames": int}``
-        (``forgotten``: samples stored before the first ``/clock`` that then lay ahead of it)."""
+        """``{"accepted": int, "rejected": {reason: count}, "last_rejected": str,
+        "forgotten": int, "frames": int}`` (``last_rejected``: ``"<parent> -> <child>:
+        <reason>"`` of the newest rejection, "" before any; ``forgotten``: samples stored
+        before the first ``/clock`` that then lay ahead of it)."""
         with self._lock:
             return {
                 "accepted": self._accepted,
                 "rejected": dict(self._rejected),
+                "last_rejected": self._last_rejected,
                 "forgotten": self._forgotten,
                 "frames": len(self._known_frames()),
             }
@@ -315,6 +343,26 @@ class TFBuffer:
     # ------------------------------------------------------------------ internals (lock held)
     def _known_frames(self) -> set:
         return set(self._edges) | {e.parent for e in self._edges.values()}
+
+    def _tree_problem(self, parent: str, child: str, edge: Optional[_Edge], static: bool,
+                      received: float) -> Tuple[Optional[str], str]:
+        """``(reason, detail)`` when ``parent -> child`` breaks the tree rule of the module
+        docstring, else ``(None, "")``."""
+        if edge is not None and edge.parent == parent and edge.static == static:
+            return None, ""  # the edge the child already has: nothing changes in the tree
+        ancestors = self._path_to_root(parent)
+        if child in ancestors:
+            cycle = " -> ".join(reversed([child] + ancestors[:ancestors.index(child) + 1]))
+            return "loop", f" (would close the loop {cycle})"
+        if edge is None or static:
+            return None, ""
+        if edge.static:
+            return "conflicts_with_static", f" ({edge.parent} -> {child} is static)"
+        quiet = received - edge.received
+        if quiet < self.reparent_after_s:
+            return "second_parent", (f" ({child} has parent {edge.parent}, last sample "
+                                     f"{quiet:.2f} s ago)")
+        return None, ""
 
     def _path_to_root(self, frame: str) -> List[str]:
         path = [frame]

@@ -2,7 +2,10 @@
 read-at-configure) are exactly those recorded in ``fixtures/node_parameters.json``, which was
 written from the nodes before their parameters became one dataclass per node (issue 21 point 3).
 
-Regenerate only on purpose: ``python test/test_node_parameters_unchanged.py --write``.
+Regenerate only on purpose: ``python test/test_node_parameters_unchanged.py --write``. Last
+regenerated for the cost bounds of rates and periods (``tf_rate_hz`` at most 100 Hz,
+``localize_period_s`` 0 or at least 0.05 s, the reasons in the descriptions) and the model's
+limit on ``window_size``.
 """
 
 import importlib

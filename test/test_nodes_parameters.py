@@ -93,6 +93,58 @@ def test_rig_odometry_refuses_harmful_parameters_and_stays_up(tmp_path):
     assert "Traceback" not in log, log[-3000:]
 
 
+def test_relocalize_refuses_costly_periods_and_windows_the_model_cannot_take(tmp_path):
+    """Periods and rates bounded by what they cost; window_size by what the model takes (its
+    max_frames W, 5 for the embedded default): refused when set, with the reason, and a
+    start-up value fails configure with it."""
+    listener = Listener()
+    statuses = listener.collect(EstimatorStatus, "relocalize/status")
+    params = {"localize_period_s": 1e-9, "window_size": 64, "cameras": ["cam0"]}
+    node = Proc(node_cmd("g2g_ros.nodes.relocalize", params), tmp_path / "node.log")
+    name = "/relocalize"
+    try:
+        assert listener.spin_until(lambda: "configure failed" in (
+            statuses[-1].message if statuses else ""), 90), node.output()
+        assert ("parameter localize_period_s must be 0 (off) or at least 0.05, got 1e-09: a "
+                "shorter period wakes the node") in statuses[-1].message, statuses[-1].message
+        assert get_state(listener, name) == "unconfigured" and node.alive()
+
+        for value in (0.01, 1e-9):
+            refused = set_parameter(listener, name, "localize_period_s", value)
+            assert not refused.successful and "costing CPU while idle" in refused.reason, \
+                refused.reason
+        for value in (0.0, 0.05):  # off, and the fastest allowed
+            assert set_parameter(listener, name, "localize_period_s", value).successful
+        refused = set_parameter(listener, name, "tf_rate_hz", 1000.0)
+        assert not refused.successful and "out of range" in refused.reason, refused.reason
+        assert set_parameter(listener, name, "tf_rate_hz", 100.0).successful
+        described = listener.call(DescribeParameters, f"{name}/describe_parameters",
+                                  DescribeParameters.Request(names=["tf_rate_hz",
+                                                                    "localize_period_s"]))
+        rate, period = described.descriptors
+        assert rate.floating_point_range[0].to_value == 100.0
+        assert "faster re-sending only costs CPU" in rate.description
+        assert period.additional_constraints.startswith("0 (off) or at least 0.05")
+
+        # window_size 64 came from the command line: configure refuses it before loading the
+        # model; set now, it is refused at once.
+        assert not change_state(listener, name, Transition.TRANSITION_CONFIGURE)
+        reason = ("window_size 64 exceeds what the embedded default g2g_reloc_mnv2.safetensors "
+                  "takes: groups of at most 5 frames (its max_frames W)")
+        assert listener.spin_until(lambda: reason in statuses[-1].message, 20), \
+            statuses[-1].message
+        refused = set_parameter(listener, name, "window_size", 6)
+        assert not refused.successful and refused.reason == reason.replace("64", "6"), \
+            refused.reason
+        assert set_parameter(listener, name, "window_size", 5).successful
+        assert change_state(listener, name, Transition.TRANSITION_CONFIGURE)
+        assert get_state(listener, name) == "inactive" and node.alive()
+    finally:
+        log = node.stop()
+        listener.close()
+    assert "Traceback" not in log, log[-3000:]
+
+
 def test_parameter_value_helpers():
     from g2g_ros.parameters import descriptor, range_text, type_name
 
@@ -124,3 +176,19 @@ def test_relocalize_gate_needs_geometry_only_when_it_verifies():
     # Without verification every candidate is G2G's: the rule would forbid every fix.
     assert not gate_config({**p, "verify": False}).geometric_fix
     assert not gate_config({**p, "fix_needs_geometry": False}).geometric_fix
+
+
+def test_period_floor_and_model_window_checks(tmp_path):
+    from g2g_ros.model_loading import model_max_frames, window_size_problem
+    from g2g_ros.parameters import floor_problem
+
+    assert "must be 0 (off) or at least 0.05, got 0.01" in floor_problem("p", 0.01, 0.05)
+    assert floor_problem("p", 0.0, 0.05) is None and floor_problem("p", 0.05, 0.05) is None
+    assert floor_problem("p", 1e-9, None) is None  # no floor declared
+    assert model_max_frames("", "relocalization") == (
+        5, "the embedded default g2g_reloc_mnv2.safetensors")
+    # Not known before loading: configure says what is wrong with the file.
+    assert model_max_frames(str(tmp_path / "missing.safetensors"), "relocalization")[0] is None
+    assert window_size_problem(5, 5, "m") is None and window_size_problem(9, None, "m") is None
+    assert window_size_problem(6, 5, "m") == ("window_size 6 exceeds what m takes: groups of "
+                                              "at most 5 frames (its max_frames W)")

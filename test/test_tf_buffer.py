@@ -245,3 +245,68 @@ def test_future_sample_taken_before_the_first_clock_is_forgotten_once_the_time_i
     np.testing.assert_allclose(buf.lookup_transform("odom", "base_link", now["ns"])[:3, 3],
                                [1, 0, 0])
     assert buf.stats()["rejected"] == {} and buf.stats()["forgotten"] == 1
+
+
+class _Clock:
+    """A hand-moved wall clock for the buffer's ``monotonic``."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_loop_edge_is_rejected_counted_and_lookups_keep_working(caplog):
+    clock = _Clock()
+    buf = TFBuffer(monotonic=clock)
+    buf.set_transform_matrix("base_link", "cam0_optical_frame", 0, np.eye(4), static=True)
+    buf.set_transform_matrix("map", "odom", 0, _pose([0, 0, 0], [5, 0, 0]), static=True)
+    for k in range(1, 4):
+        buf.set_transform_matrix("odom", "base_link", k * S, _pose([0, 0, 0], [k, 0, 0]))
+    with caplog.at_level(logging.WARNING, logger="g2g_ros.tf_buffer"):
+        # Directly (base_link -> odom) and through two edges (cam -> map), static or dynamic.
+        assert buf.set_transform_matrix("base_link", "odom", 3 * S, np.eye(4)) == "loop"
+        assert buf.set_transform_matrix("cam0_optical_frame", "map", 0, np.eye(4),
+                                        static=True) == "loop"
+    assert "would close the loop odom -> base_link -> odom" in caplog.text
+    st = buf.stats()
+    assert st["rejected"] == {"loop": 2}
+    assert st["last_rejected"] == "cam0_optical_frame -> map: loop"
+    # Nothing changed: the chain map -> cam still resolves, and new samples are taken.
+    assert buf.set_transform_matrix("odom", "base_link", 4 * S, _pose([0, 0, 0], [4, 0, 0])) \
+        is None
+    np.testing.assert_allclose(buf.lookup_transform("map", "cam0_optical_frame", 4 * S)[:3, 3],
+                               [9, 0, 0])
+
+
+def test_second_parent_is_rejected_while_the_first_streams_then_latest_wins():
+    clock = _Clock()
+    buf = TFBuffer(monotonic=clock, reparent_after_s=1.0)
+    for k in range(1, 4):
+        buf.set_transform_matrix("odom", "base_link", k * S, np.eye(4))
+        clock.now += 0.1
+    assert buf.set_transform_matrix("map", "base_link", 4 * S, np.eye(4)) == "second_parent"
+    assert buf.stats()["last_rejected"] == "map -> base_link: second_parent"
+    assert buf.time_range("base_link") == (S, 3 * S)  # the stream's history is intact
+    assert buf.lookup_transform("odom", "base_link", 2 * S) is not None
+    # The first parent goes quiet: after reparent_after_s the newest parent takes the frame.
+    clock.now += 1.5
+    assert buf.set_transform_matrix("map", "base_link", 5 * S, np.eye(4)) is None
+    assert buf.time_range("base_link") == (5 * S, 5 * S)
+    with pytest.raises(TFLookupError):  # odom is no frame of the tree any more
+        buf.lookup_transform("odom", "base_link", 5 * S)
+    # ... which in turn is defended while it streams.
+    assert buf.set_transform_matrix("odom", "base_link", 6 * S, np.eye(4)) == "second_parent"
+
+
+def test_static_edge_replaces_any_edge_and_is_not_overridden_by_dynamic():
+    buf = TFBuffer(monotonic=_Clock())
+    buf.set_transform_matrix("odom", "base_link", S, np.eye(4))
+    # A latched calibration is the latest word, even over a live dynamic edge.
+    assert buf.set_transform_matrix("robot", "base_link", 0, np.eye(4), static=True) is None
+    assert buf.time_range("base_link") is None
+    assert buf.set_transform_matrix("odom", "base_link", 2 * S, np.eye(4)) \
+        == "conflicts_with_static"
+    assert buf.set_transform_matrix("robot", "base_link", 2 * S, np.eye(4)) \
+        == "conflicts_with_static"

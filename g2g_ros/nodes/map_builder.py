@@ -31,7 +31,7 @@ from g2g_ros.diagnostics import diagnostic_status, tf_values
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION, describe_model, load_pipeline
 from g2g_ros.nodes.camera_params import CameraParams
-from g2g_ros.parameters import param
+from g2g_ros.parameters import param, status_period_param
 from g2g_ros.qos import sensor_qos
 from g2g_ros.spinning import spin_node
 from g2g_ros.tf_buffer import TFBuffer, TFError
@@ -54,8 +54,7 @@ class MapBuilderParams(CameraParams):
     checkpoint: str = param("", "G2G checkpoint whose backbone encodes the map")
     backbone_weights: str = param("", BACKBONE_WEIGHTS_DESCRIPTION)
     device: str = param("cpu", "torch device")
-    status_period_s: float = param(1.0, "status/diagnostics period", fixed=True,
-                                   value_range=(0.05, 3600.0))
+    status_period_s: float = status_period_param()
 
 
 class MapBuilderNode(ManagedNode):

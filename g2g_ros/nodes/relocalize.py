@@ -49,7 +49,7 @@ from g2g_ros.map_path import publish_map_path
 from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
 from g2g_ros.nodes.relocalize_params import (RelocalizeParams, check_parameters, gate_config,
-                                             selector_config, verify_cameras)
+                                             selector_config, verify_cameras, window_problem)
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.pose_msgs import alignment_msg, relocalized_pose_msg
@@ -86,6 +86,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         # Created by activate(), its subscriptions destroyed by the base at deactivate.
         self.inputs: Optional[CameraInputs] = None
         self.declare_params(RelocalizeParams)
+        self.add_on_set_parameters_callback(self._check_window_size)
         from diagnostic_msgs.msg import DiagnosticArray
 
         from g2g_msgs.msg import EstimatorStatus
@@ -101,6 +102,18 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self.pending_initialpose = None         # (stamp, map_T_base) awaiting its odometry
         self._last_trigger_stamp = self.last_fix_wall = None  # stamp ns, time.monotonic()
         self.last: Optional[LocalizationResult] = None       # the last localization that ran
+        self.cleared_by_reset = False  # ~/reset cleared the correction; no fix since
+
+    def _check_window_size(self, params):
+        """Refuse a ``window_size`` (or ``checkpoint``) with which the window would not fit
+        the model, with the reason (both are read at configure, so set while unconfigured)."""
+        from rcl_interfaces.msg import SetParametersResult
+
+        new = {p.name: p.value for p in params}
+        problem = None
+        if "window_size" in new or "checkpoint" in new:
+            problem = window_problem({**self.p, **new})
+        return SetParametersResult(successful=problem is None, reason=problem or "")
 
     @property
     def gmap(self):  # the loaded map or None
@@ -232,6 +245,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             self.stages.set(stage, ms)
         if result.accepted:
             self.last_fix_wall = time.monotonic()
+            self.cleared_by_reset = False
             self.problems.clear("localization")
             self._publish_fix(result)
         else:
@@ -330,15 +344,31 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         return response
 
     def _srv_reset(self, request, response):
+        """Start localizing from scratch: clear the correction (map->odom), the hint, the query
+        window and the time-keyed buffers; keep the map.
+
+        The correction is cleared, not kept: a robot user calls ``~/reset`` when the robot was
+        carried somewhere else or the pose in the map is wrong, and then a kept correction
+        would go on being sent as map->odom (and steer the search as the tracking hint) until
+        a new fix replaced it, which is what the reset is meant to stop. What a reset would
+        otherwise be needed for is done without it: a jump back of the ROS time clears the
+        time-keyed buffers and keeps the correction. Until the next accepted fix no map->odom
+        is sent and the status is NOT_LOCALIZED; the reply says what became of the correction.
+        """
         if self._refused(response):
             return response
+        had = self.engine.current is not None
         self.reset_time_buffers()
         self.engine.reset()
         with self.lock:
             self.pending_initialpose = None
         self.last_fix_wall = None
+        self.cleared_by_reset = True
         response.success = True
-        response.message = "correction, query window, hint and time-keyed buffers cleared"
+        response.message = (
+            ("correction cleared: map->odom is no longer sent until the next accepted fix"
+             if had else "no correction to clear (not localized)")
+            + "; query window, hint and time-keyed buffers cleared; map kept")
         return response
 
     def _srv_pause(self, request, response):

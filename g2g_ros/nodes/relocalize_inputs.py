@@ -25,9 +25,10 @@ class QueryInputs:
     """Odometry, initial pose and image handling of the relocalize node (module docstring)."""
 
     def reset_time_buffers(self) -> None:
-        """After a jump back of the ROS time (a bag played again) and on ``~/reset``: forget the
-        dynamic TF, the per-camera stamp checks, queued frames, the query window and the rig
-        views, so the replayed images are taken; the map and the correction are kept."""
+        """After a jump back of the ROS time (a bag played again): forget the dynamic TF, the
+        per-camera stamp checks, queued frames, the query window and the rig views, so the
+        replayed images are taken; the map and the correction are kept (``~/reset`` does this
+        too, then clears the correction)."""
         if self.tf_buffer is not None:
             self.tf_buffer.clear_dynamic()
         if self.inputs is not None:
@@ -161,11 +162,13 @@ class QueryInputs:
         if self.rig is not None:
             return self.rig[camera].T_body_cam
         try:
-            return self.tf_buffer.lookup_transform(
+            base_T_cam = self.tf_buffer.lookup_transform(
                 self.p["base_frame"], camera + self.p["camera_frame_suffix"], 0)
         except TFError as exc:
             self.report_input("calibration", f"camera extrinsics from TF: {exc}")
             return None
+        self.problems.clear("calibration")
+        return base_T_cam
 
     def _odometry_at(self, stamp: int) -> np.ndarray:
         """odom_T_base at ``stamp``, waiting up to ``tf_wait_s`` for odometry that is late.

@@ -5,14 +5,15 @@ the engine configurations (:class:`~g2g_model.localization.window_selector.Selec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from g2g_model.localization.correction import GateConfig
 from g2g_model.localization.window_selector import WINDOW_SCORERS, SelectorConfig
-from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION
+from g2g_ros.model_loading import (BACKBONE_WEIGHTS_DESCRIPTION, model_max_frames,
+                                   window_size_problem)
 from g2g_ros.nodes.camera_params import CameraParams
 from g2g_ros.nodes.verify_params import VerifyParams, verify_param
-from g2g_ros.parameters import param
+from g2g_ros.parameters import param, status_period_param
 from g2g_ros.qos import sensor_qos
 
 
@@ -30,13 +31,18 @@ class RelocalizeParams(VerifyParams, CameraParams):
     odom_topic: str = param("odometry", "odometry topic (odom_source=topic)")
     tf_wait_s: float = param(0.5, "how long to wait for odometry at an image stamp (and for a "
                              "first camera_info)", value_range=(0.0, 60.0))
-    window_size: int = param(5, "frames per group (W)", value_range=(1, 64))
+    window_size: int = param(5, "frames per group (W); at most what the model takes (its "
+                             "max_frames: 5 for the embedded default), checked when set and at "
+                             "configure", value_range=(1, 64))
     min_translation_m: float = param(0.1, "buffer a frame only after this much motion ...",
                                      value_range=(0.0, 1000.0))
     min_rotation_deg: float = param(5.0, "... or this much rotation", value_range=(0.0, 180.0))
     map_path: str = param("", "map (.g2gmap) loaded at start-up")
-    localize_period_s: float = param(2.0, "relocalize this often (0 = only via ~/localize)",
-                                     value_range=(0.0, 3600.0))
+    localize_period_s: float = param(
+        2.0, "relocalize this often (0 = only via ~/localize); 0 or at least 0.05 s: a "
+        "localization takes longer than that, so a shorter period would not localize more "
+        "often, only wake the node more often than images arrive (CPU while idle)",
+        value_range=(0.0, 3600.0), zero_or_at_least=0.05)
     localize_pacing: str = param("wall", "'wall': localize_period_s of wall time; 'stamps': of "
                                  "image stamps, run right after the triggering image "
                                  "(evaluation)")
@@ -62,7 +68,11 @@ class RelocalizeParams(VerifyParams, CameraParams):
     min_overlap_score: float = param(
         0.0, "reject windows whose covisibility score (window_scorer combined, embedding, image "
         "or covisibility: an estimated overlap in [0, 1]) is lower", value_range=(-1.0, 1.0))
-    tf_rate_hz: float = param(20.0, "re-send rate of map->odom", value_range=(0.1, 1000.0))
+    tf_rate_hz: float = param(
+        20.0, "re-send rate of map->odom; at most 100 Hz (a fast odometry's rate): the "
+        "correction changes only at a fix and TF users interpolate between sends, so faster "
+        "re-sending only costs CPU and bandwidth",
+        value_range=(0.1, 100.0))
     tf_future_dating_s: float = param(0.1, "map->odom is stamped now + this",
                                       value_range=(0.0, 10.0))
     checkpoint: str = param("", "G2G checkpoint; empty = embedded default")
@@ -96,8 +106,7 @@ class RelocalizeParams(VerifyParams, CameraParams):
     rotation_matching: bool = param(True, "take the rotation of G2G's answer from matches of the "
                                     "frozen image features where enough agree (relocalization "
                                     "checkpoints); false: G2G's own rotation")
-    status_period_s: float = param(1.0, "status/diagnostics period", fixed=True,
-                                   value_range=(0.05, 3600.0))
+    status_period_s: float = status_period_param()
     stale_after_s: float = param(
         3.0, "no image from reloc_camera for this long: status DEGRADED and the cameras reported "
         "quiet (periodic localization also waits for new frames)", value_range=(0.1, 3600.0))
@@ -116,6 +125,18 @@ def check_parameters(p: Dict) -> None:
     if p["tf_rate_hz"] <= 0:
         raise ValueError(f"tf_rate_hz must be > 0, got {p['tf_rate_hz']}")
     sensor_qos(p["sensor_qos_reliability"])  # raises naming a bad value
+    problem = window_problem(p)
+    if problem:
+        raise ValueError(problem)
+
+
+def window_problem(p: Dict) -> Optional[str]:
+    """Why ``window_size`` does not fit the model ``checkpoint`` names (read from its header;
+    None also when that is only known once loaded: the engine checks it then)."""
+    if not isinstance(p["window_size"], int) or not isinstance(p["checkpoint"], str):
+        return None  # the type check refuses these with its own reason
+    return window_size_problem(p["window_size"],
+                               *model_max_frames(p["checkpoint"], "relocalization"))
 
 
 def verify_cameras(p: Dict, reloc_camera: str) -> list:

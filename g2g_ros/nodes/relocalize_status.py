@@ -17,11 +17,14 @@ def relocalize_state(node):
     if node.gmap is None:
         return S.STATE_NOT_LOCALIZED, "no map loaded"
     quiet = image_age_s(node)
-    if quiet is not None and quiet > node.p["stale_after_s"]:
+    quiet = (f"no images from {node.camera} for {quiet:.1f} s"
+             if quiet is not None and quiet > node.p["stale_after_s"] else "")
+    if node.engine.current is None:  # no correction, none sent: whether images come or not
+        text = "not localized since ~/reset" if node.cleared_by_reset else "not localized yet"
+        return S.STATE_NOT_LOCALIZED, f"{text}; {quiet}" if quiet else text
+    if quiet:
         # No new images: the correction is still sent, but nothing confirms it any more.
-        return S.STATE_DEGRADED, f"no images from {node.camera} for {quiet:.1f} s"
-    if node.engine.current is None:
-        return S.STATE_NOT_LOCALIZED, "not localized yet"
+        return S.STATE_DEGRADED, quiet
     if node.paused:
         return S.STATE_DEGRADED, "paused"
     if node.problems.recent():

@@ -13,7 +13,7 @@ from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION
 from g2g_ros.nodes.camera_params import CameraParams
 from g2g_ros.nodes.verify_params import (VerifyParams, max_features_param, max_image_px_param,
                                          verify_param)
-from g2g_ros.parameters import param
+from g2g_ros.parameters import param, status_period_param
 
 
 @dataclass
@@ -43,8 +43,7 @@ class RigOdometryParams(VerifyParams, CameraParams):
     precision: str = param("auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
                            "or bf16")
     publish_tf: bool = param(True, "broadcast odom->base_link")
-    status_period_s: float = param(1.0, "status/diagnostics period", fixed=True,
-                                   value_range=(0.05, 3600.0))
+    status_period_s: float = status_period_param()
     lost_after_s: float = param(3.0, "state LOST when no update for this long",
                                 value_range=(0.1, 3600.0))
     verify: bool = verify_param("every keyframe step (generalized relative pose between the "
