@@ -6,7 +6,7 @@ map the relocalizer can use without a ``KeyError``, a ``TypeError`` or a meaning
 
 * top level: exactly the keys of :data:`HEADER_KEYS` (``header_sha256`` optional); ``format``
   ``"g2g_map"``; ``version`` an int; ``map_id`` and ``source`` strings; ``created_unix`` a
-  finite number >= 0; ``rig`` and ``backbone`` JSON objects (a backbone's ``name`` and
+  number in ``[0, 1e11)``; ``rig`` and ``backbone`` JSON objects (a backbone's ``name`` and
   ``config_hash`` strings); ``sha256`` a SHA-256 per tensor, ``images`` and ``image_offsets``
   at least; ``frames`` a non-empty list;
 * each frame: exactly the keys of :data:`FRAME_KEYS`; ``camera`` a non-empty string;
@@ -41,6 +41,7 @@ MAX_TRANSLATION_M = 1e6
 #: Largest |R^T R - I| entry and |det R - 1| of a keyframe rotation.
 ROTATION_TOLERANCE = 1e-4
 MAX_FOCAL_PX = 1e6
+MAX_UNIX_TIME = 1e11  # seconds, the year 5138
 MAX_IMAGE_SIDE = 100_000
 MAX_SKEW_RATIO = 1e-6
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -59,8 +60,8 @@ def check_map_header(header: Any) -> None:
     _string("map_id", header["map_id"], empty=True)
     _string("source", header["source"], empty=True)
     created = _number("created_unix", header["created_unix"])
-    if created < 0:
-        raise SchemaError(f"created_unix is {created}, expected >= 0")
+    if not 0 <= created < MAX_UNIX_TIME:
+        raise SchemaError(f"created_unix is {created}, expected in [0, {MAX_UNIX_TIME:g})")
     if not isinstance(header["rig"], dict):
         raise SchemaError(f"rig is {_kind(header['rig'])}, expected a JSON object")
     backbone = header["backbone"]
@@ -111,6 +112,8 @@ def check_intrinsics(where: str, K: np.ndarray, height: int, width: int) -> None
 def check_rigid(where: str, T: np.ndarray) -> None:
     """``T`` (4x4, finite) must be a rigid transform with a bounded translation."""
     R = T[:3, :3]
+    if np.abs(R).max() > 1 + ROTATION_TOLERANCE:  # (no overflow in the products below)
+        raise SchemaError(f"{where}: not a rotation (an entry of {np.abs(R).max():.3g})")
     err = float(np.abs(R.T @ R - np.eye(3)).max())
     det = float(np.linalg.det(R))
     if err > ROTATION_TOLERANCE or abs(det - 1) > ROTATION_TOLERANCE:
@@ -118,7 +121,8 @@ def check_rigid(where: str, T: np.ndarray) -> None:
                           f"tolerance {ROTATION_TOLERANCE:g})")
     if list(T[3]) != [0, 0, 0, 1]:
         raise SchemaError(f"{where}: last row is {T[3].tolist()}, expected [0, 0, 0, 1]")
-    norm = float(np.linalg.norm(T[:3, 3]))
+    norm = float(np.abs(T[:3, 3]).max())
+    norm = norm if norm >= MAX_TRANSLATION_M else float(np.linalg.norm(T[:3, 3]))
     if norm >= MAX_TRANSLATION_M:
         raise SchemaError(f"{where}: translation of {norm:.3g} m, expected below "
                           f"{MAX_TRANSLATION_M:g} m")
