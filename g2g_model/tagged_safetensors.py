@@ -7,7 +7,9 @@ format version" into clear errors of the caller's exception type.
 
 Reads never memory-map the file (``safe_open`` and ``load_file`` do): a mapped file that another
 process truncates kills the reader with SIGBUS. :func:`read_safetensors` reads the bytes into
-memory first, so a concurrent truncation is a clear error instead.
+memory first, so a concurrent truncation is a clear error instead. Only regular files are read
+(:func:`open_regular_file`: a FIFO would block, ``/dev/zero`` never end), and only after the
+tensors the header describes were found to fill the file exactly.
 """
 
 from __future__ import annotations
