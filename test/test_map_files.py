@@ -2,10 +2,10 @@
 while it is loaded gives a clear MapError (never SIGBUS), a save path that is a directory is
 refused, leftovers of killed saves are removed, saved maps get the usual file mode.
 
-Hostile files (issue 40): a FIFO, a device, a socket are refused before they are read; a file
-whose size does not match what its header describes is refused before it is read whole; a
-header changed after the map was written is refused by its checksum; a map written before
-header checksums loads with a warning, and ``g2g-map reseal`` adds the checksum.
+Hostile files: a FIFO, a device, a socket are refused before they are read; a file whose size
+does not match what its header describes is refused before it is read whole; a header changed
+after the map was written is refused by its checksum; a map written before header checksums
+loads with a warning, and ``g2g-map reseal`` adds the checksum.
 :func:`rewrite_map_header` (a copy of a map with an edited header) serves the other map tests.
 """
 

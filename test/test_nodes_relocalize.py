@@ -271,10 +271,10 @@ def _slow_corrupt_map(src, dst):
 
 
 def test_hostile_maps_are_refused_while_the_node_keeps_answering(scene, tmp_path):
-    """Issue 40, findings 1-3: ~/load_map of a header without frames (crashed the node), of a
-    FIFO (never answered; four of them stopped the node), of a header with a changed digit
-    (loaded), and of a large corrupt map: each refused with its reason, get_state answered
-    within 1 s meanwhile, one load at a time (the next is told busy), the good map kept."""
+    """~/load_map of a header without frames (crashed the node), of a FIFO (never answered;
+    four of them stopped the node), of a header with a changed digit (loaded), and of a large
+    corrupt map: each refused with its reason, get_state answered within 1 s meanwhile, one
+    load at a time (the next is told busy), the good map kept."""
     (_, _), map_path = scene
     no_frames = rewrite_map_header(map_path, tmp_path / "no_frames.g2gmap",
                                    lambda h: h.pop("frames"), reseal=None)
