@@ -1,7 +1,10 @@
-"""`g2g-map build | info | verify`: make and check map artefacts (see :mod:`g2g_model.maps`).
+"""`g2g-map build | info | verify | reseal`: make and check map artefacts (see
+:mod:`g2g_model.maps`).
 
 ``build`` takes keyframes of a dataset trajectory (g2g_model.data format) with its ground-truth
 poses, encodes every keyframe once with the model's backbone and writes the map atomically.
+``reseal`` adds the header checksum to a map written before maps carried one, after checking
+the whole map (it never re-seals a header that does not match its checksum).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 import sys
 
 from g2g_model.map_building import build_map_from_trajectory
-from g2g_model.maps import MapError, load_map, read_map_header, save_map
+from g2g_model.maps import MapError, load_map, read_map_header, reseal_map, save_map
 
 LOG = logging.getLogger(__name__)
 
@@ -40,6 +43,10 @@ def main(argv=None) -> int:
                         help="also check the map matches this model's backbone")
     verify.add_argument("--backbone-weights", default="",
                         help="backbone weights the checkpoint needs (as for build)")
+    reseal = sub.add_parser("reseal", help="add the header checksum to a map written before "
+                                           "maps carried one (checked first, rewritten "
+                                           "atomically)")
+    reseal.add_argument("map")
     opts = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -60,9 +67,14 @@ def main(argv=None) -> int:
             header = read_map_header(opts.map)
             frames = header.pop("frames")
             header.pop("sha256", None)
+            header["header_checksum"] = "yes" if header.pop("header_sha256", None) else \
+                "none (g2g-map reseal adds it)"
             header["num_frames"] = len(frames)
             header["cameras"] = sorted({f["camera"] for f in frames})
             print(json.dumps(header, indent=2))
+        elif opts.command == "reseal":
+            done = reseal_map(opts.map)
+            print(f"{'re-sealed' if done else 'already sealed, unchanged'}: {opts.map}")
         else:
             expect = None
             if opts.checkpoint:
@@ -73,6 +85,7 @@ def main(argv=None) -> int:
                 ).backbone_id()
             gmap = load_map(opts.map, expect_backbone=expect)
             print(f"OK: {opts.map}: {len(gmap)} frames, checksums verified"
+                  + ("" if gmap.sealed else " (no header checksum: g2g-map reseal adds it)")
                   + (", backbone matches" if expect else ""))
     except (MapError, ValueError, FileNotFoundError) as exc:
         print(f"g2g-map: error: {exc}", file=sys.stderr)

@@ -7,7 +7,9 @@ format version" into clear errors of the caller's exception type.
 
 Reads never memory-map the file (``safe_open`` and ``load_file`` do): a mapped file that another
 process truncates kills the reader with SIGBUS. :func:`read_safetensors` reads the bytes into
-memory first, so a concurrent truncation is a clear error instead.
+memory first, so a concurrent truncation is a clear error instead. Only regular files are read
+(:func:`open_regular_file`: a FIFO would block, ``/dev/zero`` never end), and only after the
+tensors the header describes were found to fill the file exactly.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import os
 import pathlib
 import secrets
 import socket
+import stat
 import time
-from typing import Dict, Tuple, Type
+from typing import Dict, Optional, Tuple, Type
 
 import torch
 
@@ -34,7 +37,58 @@ class SafetensorsReadError(ValueError):
     """The bytes are not a complete safetensors file (truncated, corrupt, changed meanwhile)."""
 
 
-def _parse_header(fh, size: int) -> Dict:
+class NotARegularFileError(SafetensorsReadError):
+    """The path is not a regular file (a FIFO, a device, a socket, a directory): refused
+    before anything is read from it."""
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path, mode: int) -> NotARegularFileError:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return NotARegularFileError(f"{path} is {kind}, not a regular file")
+
+
+def open_regular_file(path) -> Tuple[int, int]:
+    """``(fd, size)`` of ``path`` opened read-only, which must be a regular file.
+
+    The kind is checked before opening (a FIFO would block ``open``, ``/dev/zero`` would never
+    end), the file is opened with ``O_NONBLOCK`` and checked again on the open descriptor (so a
+    FIFO swapped in meanwhile cannot block either). Raises ``OSError`` (missing, unreadable) or
+    :class:`NotARegularFileError`; the caller closes ``fd``."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise _not_regular(path, st.st_mode)
+    return fd, st.st_size
+
+
+def _check_tensor_extent(header: Dict, data_bytes: int) -> None:
+    """The tensors' ``data_offsets`` must end exactly at the end of the file."""
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2
+                and all(type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1]):
+            raise SafetensorsReadError(f"tensor {name!r} has no valid data_offsets")
+        end = max(end, offsets[1])
+    if end != data_bytes:
+        raise SafetensorsReadError(f"the header describes {end} bytes of tensor data, the file "
+                                   f"holds {data_bytes}")
+
+
+def _parse_header(fh, size: int) -> Tuple[Dict, int]:
+    """``(header, header_end)`` of the safetensors bytes readable from ``fh``, checked against
+    the file's ``size`` (the tensors the header describes must fill the file exactly)."""
     head = fh.read(8)
     if len(head) < 8:
         raise SafetensorsReadError(f"{size} bytes, too short for a safetensors header")
@@ -43,35 +97,50 @@ def _parse_header(fh, size: int) -> Dict:
         raise SafetensorsReadError(f"header length {n} does not fit in {size} bytes")
     try:
         header = json.loads(fh.read(n))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SafetensorsReadError(f"header is not JSON ({exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise SafetensorsReadError(f"header is not JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(header, dict):
         raise SafetensorsReadError("header is not a JSON object")
-    return header
+    meta = header.get("__metadata__")
+    if meta is not None and not (isinstance(meta, dict) and all(
+            isinstance(v, str) for v in meta.values())):
+        raise SafetensorsReadError("__metadata__ is not a map of strings")
+    _check_tensor_extent(header, size - 8 - n)
+    return header, 8 + n
 
 
 def read_safetensors_metadata(path) -> Dict[str, str]:
-    """The ``__metadata__`` of a safetensors file, read with plain reads (no memory map).
+    """The ``__metadata__`` of a safetensors file, read with plain reads (no memory map), the
+    file's size checked against the tensors its header describes.
 
-    Raises ``OSError`` (missing, a directory, unreadable) or :class:`SafetensorsReadError`.
+    Raises ``OSError`` (missing, unreadable) or :class:`SafetensorsReadError` (also
+    :class:`NotARegularFileError`).
     """
-    with open(path, "rb") as fh:
-        return _parse_header(fh, os.fstat(fh.fileno()).st_size).get("__metadata__") or {}
+    fd, size = open_regular_file(path)
+    with os.fdopen(fd, "rb") as fh:
+        return _parse_header(fh, size)[0].get("__metadata__") or {}
 
 
-def read_safetensors(path) -> Tuple[Dict[str, str], Dict[str, torch.Tensor]]:
+def read_safetensors(path, max_bytes: Optional[int] = None
+                     ) -> Tuple[Dict[str, str], Dict[str, torch.Tensor]]:
     """``(metadata, tensors)`` of a safetensors file, read into memory first, never
-    memory-mapped. Raises ``OSError`` or :class:`SafetensorsReadError` (also when the file is
-    truncated or replaced while it is read)."""
+    memory-mapped. Only a regular file is read, and only after its header was checked against
+    its size (and the size against ``max_bytes``). Raises ``OSError`` or
+    :class:`SafetensorsReadError` (also when the file is truncated or replaced while it is
+    read)."""
     from safetensors.torch import load
 
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        data = fh.read()
+    fd, size = open_regular_file(path)
+    with os.fdopen(fd, "rb") as fh:
+        if max_bytes is not None and size > max_bytes:
+            raise SafetensorsReadError(f"{size} bytes, more than the {max_bytes} bytes allowed")
+        _parse_header(fh, size)  # before the whole file is read
+        fh.seek(0)
+        data = fh.read(size + 1)
     if len(data) != size:
         raise SafetensorsReadError(f"the file changed while it was read ({size} bytes at open, "
                                    f"{len(data)} read)")
-    metadata = _parse_header(io.BytesIO(data), len(data)).get("__metadata__") or {}
+    metadata = _parse_header(io.BytesIO(data), len(data))[0].get("__metadata__") or {}
     try:
         tensors = load(data)
     except Exception as exc:  # safetensors raises its own error type for bad containers

@@ -1,19 +1,34 @@
 """Map files in a shared map store (issue 22, items 3 and 13): a map truncated by someone else
 while it is loaded gives a clear MapError (never SIGBUS), a save path that is a directory is
-refused, leftovers of killed saves are removed, saved maps get the usual file mode."""
+refused, leftovers of killed saves are removed, saved maps get the usual file mode.
 
+Hostile files: a FIFO, a device, a socket are refused before they are read; a file whose size
+does not match what its header describes is refused before it is read whole; a header changed
+after the map was written is refused by its checksum; a map written before header checksums
+loads with a warning, and ``g2g-map reseal`` adds the checksum.
+:func:`rewrite_map_header` (a copy of a map with an edited header) serves the other map tests.
+"""
+
+import json
+import logging
 import os
 import socket
 import subprocess
 import sys
 import time
+from typing import Callable, Optional
+
+import pathlib
 
 import numpy as np
 import pytest
 import torch
 
 from g2g_model.geometry import make_pose
-from g2g_model.maps import G2GMap, MapError, MapFrame, encode_image, load_map, save_map
+from g2g_model.map_cli import main as map_cli
+from g2g_model.map_seal import HEADER_DIGEST_KEY, seal
+from g2g_model.maps import (G2GMap, MapError, MapFrame, encode_image, load_map, max_map_bytes,
+                            read_map_header, save_map)
 
 RACE = r"""
 import os, shutil, sys, threading, time
@@ -35,6 +50,29 @@ for i in range(rounds):
     thread.join()
 print("refused", refused, "of", rounds)
 """
+
+
+def rewrite_map_header(src, dst, edit: Callable[[dict], object],
+                       reseal: Optional[bool] = False):
+    """Copy the map ``src`` to ``dst`` with its ``g2g_map`` header edited in place by
+    ``edit(header)`` (its return value is ignored), tensors untouched. ``reseal``: True, the
+    header gets a valid checksum again; False, it keeps the one it had (now stale); None, it
+    carries none (as a map written before header checksums)."""
+    data = pathlib.Path(src).read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    container = json.loads(data[8:8 + n])
+    header = json.loads(container["__metadata__"]["g2g_map"])
+    digest = header.pop(HEADER_DIGEST_KEY, None)
+    edit(header)
+    if reseal:
+        header = seal(header)
+    elif reseal is False:
+        header[HEADER_DIGEST_KEY] = digest
+    container["__metadata__"]["g2g_map"] = json.dumps(header)
+    text = json.dumps(container).encode()
+    text += b" " * (-len(text) % 8)
+    pathlib.Path(dst).write_bytes(len(text).to_bytes(8, "little") + text + data[8 + n:])
+    return pathlib.Path(dst)
 
 
 def _map(n=4, feature_shape=(4, 8)):
@@ -99,3 +137,100 @@ def test_save_removes_leftovers_of_killed_saves_and_uses_the_usual_mode(tmp_path
         ["m.g2gmap", live.name, young.name, other.name])
     assert path.stat().st_mode & 0o777 == 0o644
     assert len(load_map(path)) == 4
+
+
+@pytest.mark.timeout(30)
+def test_fifo_and_socket_are_refused_unread(tmp_path):
+    # A FIFO blocked open() (and ~/load_map) for good: no writer ever comes.
+    fifo = tmp_path / "fifo.g2gmap"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "sock.g2gmap"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    try:
+        for path, kind in ((fifo, "a FIFO"), (sock_path, "a socket")):
+            for read in (load_map, read_map_header):
+                with pytest.raises(MapError, match=f"is {kind}.*, not a regular file"):
+                    read(path)
+    finally:
+        sock.close()
+
+
+DEV_ZERO = r"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+from g2g_model.maps import MapError, load_map, read_map_header
+for path in ("/dev/zero", "/dev/urandom"):
+    for read in (load_map, read_map_header):
+        try:
+            read(path)
+        except MapError as exc:
+            print(exc)
+"""
+
+
+def test_devices_are_refused_unread():
+    # /dev/zero was read until memory ran out. Under a 3 GiB address-space limit, so that a
+    # regression fails with MemoryError instead of exhausting the machine.
+    proc = subprocess.run([sys.executable, "-c", DEV_ZERO], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 4 and all("is a character device, not a regular file" in line
+                                   for line in lines), proc.stdout
+
+
+def test_size_is_checked_against_the_header_before_the_file_is_read(tmp_path):
+    path = save_map(_map(), tmp_path / "m.g2gmap")
+    size = path.stat().st_size
+    # Junk after the tensors (here 256 MiB of holes): refused from the header alone.
+    grown = tmp_path / "grown.g2gmap"
+    grown.write_bytes(path.read_bytes())
+    os.truncate(grown, size + 2**28)
+    for read in (load_map, read_map_header):
+        with pytest.raises(MapError, match=r"describes \d+ bytes of tensor data, the file holds "
+                                           r"\d+"):
+            read(grown)
+    # A header that claims more tensor data than the file holds.
+    liar = tmp_path / "liar.g2gmap"
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    container = json.loads(data[8:8 + n])
+    container["features"]["data_offsets"][1] += 10**12
+    text = json.dumps(container).encode()
+    liar.write_bytes(len(text).to_bytes(8, "little") + text + data[8 + n:])
+    with pytest.raises(MapError, match=r"describes \d{13} bytes"):
+        load_map(liar)
+    # Larger than the cap (a sparse file: nothing is written or read).
+    huge = tmp_path / "huge.g2gmap"
+    huge.write_bytes(data)
+    os.truncate(huge, max_map_bytes() + 1)
+    with pytest.raises(MapError, match="bytes allowed"):
+        load_map(huge)
+
+
+def test_changed_header_is_refused_and_old_maps_load_with_a_warning(tmp_path, caplog):
+    path = save_map(_map(), tmp_path / "m.g2gmap")
+    assert load_map(path).sealed
+
+    def move(header):  # one keyframe 6 m away, a still valid pose: only the checksum tells
+        header["frames"][1]["world_T_cam"][0][3] += 6.0
+
+    tampered = rewrite_map_header(path, tmp_path / "tampered.g2gmap", move)
+    for read in (load_map, read_map_header):
+        with pytest.raises(MapError, match="header checksum mismatch"):
+            read(tampered)
+    assert map_cli(["reseal", str(tampered)]) == 2  # a changed header is never re-sealed
+
+    old = rewrite_map_header(path, tmp_path / "old.g2gmap", lambda h: None, reseal=None)
+    with caplog.at_level(logging.WARNING, logger="g2g_model.maps"):
+        gmap = load_map(old)
+    assert not gmap.sealed and len(gmap) == 4
+    assert f"g2g-map reseal {old}" in caplog.text
+    before = old.read_bytes()
+    assert map_cli(["reseal", str(old)]) == 0
+    assert old.read_bytes() != before
+    resealed = load_map(old)
+    assert resealed.sealed and resealed.map_id == gmap.map_id
+    np.testing.assert_array_equal(resealed.frames[2].world_T_cam, gmap.frames[2].world_T_cam)
+    assert map_cli(["reseal", str(old)]) == 0  # already sealed: left as it is

@@ -1,10 +1,14 @@
 """relocalize as a real process: map from one traversal, query from another (different season),
 over real DDS with simulated time. Checks the published correction, stamps, messages, services
-in the right and the wrong state, and that a missing or corrupt map never replaces a good one.
+in the right and the wrong state, and that a missing, corrupt or hostile map never replaces a
+good one nor stops the node answering.
 """
 
+import json
+import os
 import pathlib
 import re
+import time
 
 import numpy as np
 import pytest
@@ -15,15 +19,18 @@ from geometry_msgs.msg import PoseWithCovarianceStamped  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
 
+from lifecycle_msgs.srv import GetState  # noqa: E402
+
 from g2g_msgs.msg import EstimatorStatus, GroupAlignment  # noqa: E402
 from g2g_msgs.srv import LoadMap, Localize  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.inference import G2GPipeline  # noqa: E402
 from g2g_model.map_building import build_map_from_trajectory  # noqa: E402
-from g2g_model.maps import save_map  # noqa: E402
+from g2g_model.maps import load_map, save_map  # noqa: E402
 from g2g_ros.conversions import header_ns, matrix_to_pose, stamp_ns, to_stamp  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
+from test_map_files import rewrite_map_header  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(400)]
@@ -234,4 +241,101 @@ def test_quiet_cameras_stop_localization_and_show_in_the_status(scene, tmp_path)
         assert float(_diag_value(diags, "age_of_newest_image_s")) > 1.5
     finally:
         log = stop_all(listener, node, player)
+    assert "Traceback" not in log, log[-3000:]
+
+
+def _tamper_translation(src, dst):
+    """``src`` with one digit of a keyframe's translation changed on disk (same length)."""
+    data = bytearray(pathlib.Path(src).read_bytes())
+    value = json.dumps(load_map(src, load_features=False).frames[1].world_T_cam[0][3])
+    at = data.index(value.encode()) + (1 if value.startswith("-") else 0)
+    data[at] = ord(str((int(chr(data[at])) + 6) % 10))
+    pathlib.Path(dst).write_bytes(bytes(data))
+    return dst
+
+
+def _slow_corrupt_map(src, dst):
+    """A valid map with 256 MiB of cached features, one byte of them flipped: its load reads
+    and hashes the whole file before it is refused."""
+    import torch
+
+    gmap = load_map(src)
+    gmap.features = torch.zeros(len(gmap), 2**27 // len(gmap) // 16, 16, dtype=torch.float16)
+    path = save_map(gmap, dst)
+    with open(path, "r+b") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        end = json.loads(fh.read(n))["features"]["data_offsets"][1]
+        fh.seek(8 + n + end - 100)
+        fh.write(b"\x01")
+    return path
+
+
+def test_hostile_maps_are_refused_while_the_node_keeps_answering(scene, tmp_path):
+    """~/load_map of a header without frames (crashed the node), of a FIFO (never answered;
+    four of them stopped the node), of a header with a changed digit (loaded), and of a large
+    corrupt map: each refused with its reason, get_state answered within 1 s meanwhile, one
+    load at a time (the next is told busy), the good map kept."""
+    (_, _), map_path = scene
+    no_frames = rewrite_map_header(map_path, tmp_path / "no_frames.g2gmap",
+                                   lambda h: h.pop("frames"), reseal=None)
+    fifo = tmp_path / "fifo.g2gmap"
+    os.mkfifo(fifo)
+    tampered = _tamper_translation(map_path, tmp_path / "tampered.g2gmap")
+    slow = _slow_corrupt_map(map_path, tmp_path / "slow.g2gmap")
+    listener = Listener()
+    statuses = listener.collect(EstimatorStatus, "relocalize/status")
+    diags = listener.collect(DiagnosticArray, "/diagnostics")
+    params = {"use_sim_time": True, "map_path": str(map_path), "localize_period_s": 0.0}
+    node = Proc(node_cmd("g2g_ros.nodes.relocalize", params, str(ROOT / "config" / "sim.yaml")),
+                tmp_path / "node.log")
+    load = listener.node.create_client(LoadMap, "/relocalize/load_map")
+    get_state = listener.node.create_client(GetState, "/relocalize/get_state")
+    latencies = []
+
+    def loads(*paths, timeout=30.0):
+        """Send the loads at once; answer get_state requests until all are answered."""
+        futures = [load.call_async(LoadMap.Request(path=str(p))) for p in paths]
+        deadline = time.monotonic() + timeout
+        while not all(f.done() for f in futures) and time.monotonic() < deadline:
+            t0 = time.monotonic()
+            state = get_state.call_async(GetState.Request())
+            assert listener.spin_until(state.done, 5.0), "get_state unanswered for 5 s"
+            latencies.append(time.monotonic() - t0)
+            assert state.result().current_state.label == "active"
+        assert all(f.done() for f in futures), f"no answer in {timeout} s: {node.output()[-3000:]}"
+        return [f.result() for f in futures]
+
+    try:
+        assert listener.spin_until(lambda: _diag_value(diags, "lifecycle_state") == "active"
+                                   and load.service_is_ready() and get_state.service_is_ready(),
+                                   90), node.output()
+        for path, reason in ((no_frames, "header lacks 'frames'"),
+                             (fifo, "is a FIFO .*, not a regular file"),
+                             (tampered, "header checksum mismatch")):
+            reply, = loads(path)
+            assert not reply.success and re.search(reason, reply.message), reply.message
+            assert "keeping the previous one" in reply.message
+        replies = loads(fifo, fifo, fifo, fifo)
+        assert all(not r.success and re.search("FIFO|busy", r.message) for r in replies)
+        before, t0, calls = len(statuses), time.monotonic(), len(latencies)
+        replies = loads(slow, slow)
+        slow_s, during = time.monotonic() - t0, sorted(latencies[calls:])
+        assert sorted("busy" if r.message.startswith("busy") else "checksum mismatch"
+                      if "checksum mismatch in 'features'" in r.message else r.message
+                      for r in replies) == ["busy", "checksum mismatch"], replies
+        assert not any(r.success for r in replies)
+        assert len(statuses) > before, "no status published during the slow load"
+        print(f"\nget_state answered in at most {max(latencies) * 1000:.0f} ms over "
+              f"{len(latencies)} calls during bad loads; during the {slow_s:.1f} s slow one: "
+              f"median {during[len(during) // 2] * 1000:.0f} ms, max {during[-1] * 1000:.0f} ms")
+        assert max(latencies) < 1.0, latencies
+        # The good map is still the one in use, and loading works as before.
+        assert listener.spin_until(lambda: _diag_value(diags, "map") == str(map_path), 10)
+        assert listener.spin_until(
+            lambda: "checksum mismatch" in (_diag_value(diags, "problem map") or ""), 10)
+        reply = listener.call(LoadMap, "/relocalize/load_map", LoadMap.Request(path=str(map_path)))
+        assert reply.success and reply.num_keyframes > 0, reply.message
+        assert node.alive(), node.output()[-3000:]
+    finally:
+        log = stop_all(listener, node)
     assert "Traceback" not in log, log[-3000:]

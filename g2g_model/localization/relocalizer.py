@@ -141,7 +141,9 @@ class Relocalizer:
             self.selector.prepared = prepared
             self.map_path = path
             self.gate.reset()
-        return f"loaded map {path}: {len(gmap)} frames, {len(prepared.windows)} windows"
+        unsealed = "" if gmap.sealed else (f" (no header checksum: add it with "
+                                           f"`g2g-map reseal {path}`)")
+        return f"loaded map {path}: {len(gmap)} frames, {len(prepared.windows)} windows{unsealed}"
 
     def add_frame(self, frame: QueryFrame) -> bool:
         """Buffer a query frame (False: skipped, too little motion); ``ValueError`` for a

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from g2g_model.groups import Group
-from g2g_model.maps import G2GMap, map_windows, nearest_window
+from g2g_model.map_windows import map_windows, nearest_window
+from g2g_model.maps import G2GMap
 from g2g_model.window_selection import (MapWhitening, best_window, descriptor_similarity,
                                         token_statistics)
 

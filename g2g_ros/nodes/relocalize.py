@@ -18,7 +18,8 @@ gate): parameters (:mod:`~g2g_ros.nodes.relocalize_params`), images + odometry -
 ``stamps`` right after the first image stamped ``localize_period_s`` after the image that
 triggered the previous one (evaluation: the same bag gives the same localizations anywhere).
 ``/initialpose`` is a hint (held until the odometry at its stamp arrives). Services:
-``~/load_map``, ``~/localize``, ``~/reset``, ``~/pause``, ``~/resume``. A managed node
+``~/load_map`` (loads off the executor's threads, one at a time: see :meth:`_srv_load_map`),
+``~/localize``, ``~/reset``, ``~/pause``, ``~/resume``. A managed node
 (:mod:`g2g_ros.managed_node`): configure loads the model and the map named by ``map_path``;
 activate subscribes the cameras and ``/initialpose`` and starts the timers; deactivate stops
 them and keeps map, correction and query window; ``autostart`` does both at start-up.
@@ -26,6 +27,7 @@ them and keeps map, correction and query window; ``autostart`` does both at star
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from typing import Optional
@@ -38,7 +40,6 @@ from g2g_model.localization.relocalizer import LocalizationResult, Relocalizer
 from g2g_model.localization.rig_views import RigViews
 from g2g_model.localization.verification import StructureVerifier
 from g2g_model.localization.window_selector import WindowSelector
-from g2g_model.maps import MapError
 from g2g_ros.calibration import format_rig_log_lines
 from g2g_ros.camera_calibrations import node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
@@ -54,6 +55,7 @@ from g2g_ros.nodes.relocalize_status import publish_relocalize_status
 from g2g_ros.nodes.verify_params import verifier_config
 from g2g_ros.pose_msgs import alignment_msg, relocalized_pose_msg
 from g2g_ros.qos import latched_qos
+from g2g_ros.single_job import SingleJob
 from g2g_ros.spinning import spin_node
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer
@@ -62,6 +64,8 @@ from g2g_ros.timers import steady_timer
 from g2g_ros.worker import StageTimes
 
 STAGES = ("convert", "select", "g2g", "verify", "total")
+#: How long ~/load_map waits for its load before it answers "still loading".
+LOAD_REPLY_TIMEOUT_S = 300.0
 
 
 class RelocalizeNode(QueryInputs, ManagedNode):
@@ -95,6 +99,7 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         self.status_pub = self.create_publisher(EstimatorStatus, "~/status", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.services_group = ReentrantCallbackGroup()
+        self.map_loads = SingleJob("g2g_map_load")  # ~/load_map: one load at a time
         steady_timer(self, self.p["status_period_s"], self._publish_status, "publish_status")
         self.start_lifecycle()
 
@@ -286,24 +291,49 @@ class RelocalizeNode(QueryInputs, ManagedNode):
         return bool(why)
 
     def _srv_load_map(self, request, response):
+        """Load a map off the executor's threads (:class:`~g2g_ros.single_job.SingleJob`) and
+        answer with the outcome: the node keeps publishing and answering its other services
+        meanwhile. One load at a time: a request that comes while a load runs is answered
+        ``busy`` at once (nothing queued). A refused map leaves the previous one in use. A load
+        that takes longer than :data:`LOAD_REPLY_TIMEOUT_S` is answered ``still loading``; it
+        goes on, and replaces the map if it succeeds (``~/status`` names the map in use)."""
         if self._refused(response):
             return response
+        response.success, response.num_keyframes = False, 0
+        engine, path = self.engine, request.path
+        future = self.map_loads.start(path, lambda: self._load_map(engine, path))
+        if future is None:
+            what, age = self.map_loads.running() or (path, 0.0)
+            response.message = (f"busy: still loading {what} ({age:.1f} s); map "
+                                f"{engine.map_path or '(none)'} stays in use, try again later")
+            self.get_logger().warning(response.message, throttle_duration_sec=2.0)
+            return response
         try:
-            message = self.engine.load_map(request.path)
-        except (MapError, ValueError) as exc:
-            message = f"map not loaded, keeping the previous one: {exc}"
-            self.problems.report("map", str(exc))
+            response.success, response.message, response.num_keyframes = future.result(
+                timeout=LOAD_REPLY_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            response.message = (f"still loading {path} after {LOAD_REPLY_TIMEOUT_S:.0f} s; map "
+                                f"{engine.map_path or '(none)'} stays in use until it is done")
+        return response
+
+    def _load_map(self, engine: Relocalizer, path: str):
+        """Load ``path`` into ``engine`` (on the load thread): ``(success, message,
+        num_keyframes)``, the outcome logged and reported in the diagnostics. Never raises."""
+        try:
+            message = engine.load_map(path)
+        except Exception as exc:  # MapError (a ValueError) for a bad file; anything else too
+            reason = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            message = f"map not loaded, keeping the previous one: {reason}"
+            self.problems.report("map", reason)
             # Each outcome logs from its own call site: rclpy refuses to change the severity
             # of one call site (ValueError), which killed the node on a failure then a success.
             self.get_logger().error(message)
-            response.success, response.message, response.num_keyframes = False, message, 0
-            return response
+            return False, message, 0
         self.problems.clear("map")
         self.get_logger().info(message)
-        publish_map_path(self)
-        response.success, response.message = True, message
-        response.num_keyframes = len(self.gmap)
-        return response
+        if engine is self.engine:  # not replaced by a cleanup + configure meanwhile
+            publish_map_path(self)
+        return True, message, len(engine.gmap)
 
     def _srv_localize(self, request, response):
         if self._refused(response, localize=True):
