@@ -220,8 +220,8 @@ def test_one_camera_rig_is_solved_from_its_essential_matrix(tmp_path):
         truth = relative_pose(mono.world_T_body[0], mono.world_T_body[k])
         g2g = truth.copy()
         g2g[:3, 3] *= 1.1  # G2G's length 10 % long, its direction right
-        g2g[:3, :3] = g2g[:3, :3] @ np.array([[1.0, 0.0, 0.0], [0.0, 0.9986, -0.0523],
-                                               [0.0, 0.0523, 0.9986]])  # and 3 deg off
+        tilt = np.array([[1.0, 0.0, 0.0], [0.0, 0.9986, -0.0523], [0.0, 0.0523, 0.9986]])
+        g2g[:3, :3] = g2g[:3, :3] @ tilt  # and 3 deg off
         result = verifier(rig(mono, 0), rig(mono, k), g2g)
         if result.path == PATH_G2G:
             continue

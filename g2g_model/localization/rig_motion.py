@@ -177,8 +177,9 @@ class RigMotionVerifier:
 
         cfg = self.config
         i, j = match.cam_id1, match.cam_id2
-        base_T_ci, base_T_cj = invert_pose(pose_matrix(ext_a[i])), invert_pose(pose_matrix(ext_b[j]))
-        # G2G's motion of that camera pair, cam_j <- cam_i: the seed and the step's length.
+        base_T_ci = invert_pose(pose_matrix(ext_a[i]))
+        base_T_cj = invert_pose(pose_matrix(ext_b[j]))
+        # G2G's motion of that camera pair, cam_j <- cam_i: the step's length.
         prior = invert_pose(base_T_cj) @ invert_pose(delta) @ base_T_ci
         # One camera's short baseline leaves the essential matrix weakly conditioned: the
         # rig's epipolar threshold (reprojection_px / 2) let rotations 1-10 deg off through on
