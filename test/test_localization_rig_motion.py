@@ -204,3 +204,32 @@ def test_a_parked_rig_does_not_turn(traj):
     params = {f.name: field_default(f) for f in dataclasses.fields(RigOdometryParams)}
     assert verifier_config(params).standstill_deg == 0.25
     assert verifier_config({**params, "verify_standstill_deg": 0.0}).standstill_deg == 0.0
+
+
+@pytest.mark.timeout(60)
+def test_one_camera_rig_is_solved_from_its_essential_matrix(tmp_path):
+    """A one-camera rig (a mono bag through rig odometry): every match lies between one camera
+    pair, where generalized relative pose is degenerate (PoseLib spent minutes per step, and the
+    node never answered). The pair's essential matrix gives the rotation and the direction; the
+    length is G2G's, and the reason says so."""
+    mono = TrajectoryReader(tiny_trajectories(tmp_path, seed=20004, frames=8, rig="mono")[0])
+    assert mono.cameras == ["cam0"]
+    verifier = RigMotionVerifier()
+    verified = 0
+    for k in (1, 3, 5):
+        truth = relative_pose(mono.world_T_body[0], mono.world_T_body[k])
+        g2g = truth.copy()
+        g2g[:3, 3] *= 1.1  # G2G's length 10 % long, its direction right
+        tilt = np.array([[1.0, 0.0, 0.0], [0.0, 0.9986, -0.0523], [0.0, 0.0523, 0.9986]])
+        g2g[:3, :3] = g2g[:3, :3] @ tilt  # and 3 deg off
+        result = verifier(rig(mono, 0), rig(mono, k), g2g)
+        if result.path == PATH_G2G:
+            continue
+        verified += 1
+        assert "one camera pair" in result.reason and "length of the step from G2G" in \
+            result.reason, result.reason
+        dt, dr = error(truth, result.delta)
+        assert dr < 1.0, (k, dr, result.reason)          # the geometry's rotation, not G2G's
+        step = float(np.linalg.norm(truth[:3, 3]))
+        assert dt < 0.1 * step + 0.02, (k, dt, step)      # G2G's length, the geometry's direction
+    assert verified >= 2

@@ -131,6 +131,9 @@ class RigMotionVerifier:
         still = self._standstill(matches, cams_a, cams_b, delta, matched)
         if still is not None:
             return still
+        if len({(m.cam_id1, m.cam_id2) for m in matches}) == 1:
+            return self._one_camera_pair(matches[0], ext_a, cams_a, ext_b, cams_b, delta,
+                                         matched)
         # PoseLib's relative pose maps rig-1 coordinates to rig-2 coordinates: inv(delta).
         pose, info = poselib.estimate_generalized_relative_pose(
             matches, ext_a, cams_a, ext_b, cams_b,
@@ -161,6 +164,53 @@ class RigMotionVerifier:
             note = "; length of the step from G2G (straight motion: scale not observable)"
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
         return MotionVerification(path, solved, cov, inliers, reason + note, apart)
+
+    def _one_camera_pair(self, match, ext_a, cams_a, ext_b, cams_b, delta: np.ndarray,
+                         matched: int) -> MotionVerification:
+        """The motion when every match lies between ONE camera of each keyframe (a one-camera
+        rig, or the only pair that saw texture): the essential matrix of that pair (PoseLib's
+        ``estimate_relative_pose``) gives the rotation and the direction of travel; the length
+        is G2G's, as for a straight rig motion, and the reason says so. Generalized relative
+        pose is not asked: with one camera centre its minimal solver is degenerate and PoseLib
+        then spends minutes on RANSAC (measured 2026-11-29: > 5 min for one 224 px pair)."""
+        import poselib
+
+        cfg = self.config
+        i, j = match.cam_id1, match.cam_id2
+        base_T_ci = invert_pose(pose_matrix(ext_a[i]))
+        base_T_cj = invert_pose(pose_matrix(ext_b[j]))
+        # G2G's motion of that camera pair, cam_j <- cam_i: the step's length.
+        prior = invert_pose(base_T_cj) @ invert_pose(delta) @ base_T_ci
+        # One camera's short baseline leaves the essential matrix weakly conditioned: the
+        # rig's epipolar threshold (reprojection_px / 2) let rotations 1-10 deg off through on
+        # simulated 224 px steps of 0.1-0.8 m; a quarter of it kept them at 0.1-0.8 deg
+        # (2026-11-29).
+        threshold = cfg.reprojection_px / 8
+        pose, info = poselib.estimate_relative_pose(
+            match.x1, match.x2, cams_a[i], cams_b[j],
+            {"max_epipolar_error": threshold, "seed": 0, "success_prob": 0.999,
+             "max_iterations": cfg.ransac_iterations,
+             "min_iterations": min(100, cfg.ransac_iterations)},
+            {"loss_scale": threshold})
+        mask = np.asarray(info.get("inliers", []), bool)
+        inliers = int(mask.sum())
+        if inliers < cfg.min_inliers:
+            raise _Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) among "
+                            f"{matched} matches of one camera pair")
+        cj_T_ci = pose_matrix(pose)
+        length = float(np.linalg.norm(prior[:3, 3]))
+        direction = cj_T_ci[:3, 3] / max(float(np.linalg.norm(cj_T_ci[:3, 3])), 1e-12)
+        cj_T_ci[:3, 3] = direction * length
+        solved = base_T_ci @ invert_pose(cj_T_ci) @ invert_pose(base_T_cj)
+        if not np.all(np.isfinite(solved)):
+            raise _Fallback("the geometric solution is not finite")
+        cov = motion_covariance(solved, [match], [mask], ext_a, ext_b, cams_a, cams_b)
+        cov = cov.copy()
+        cov[:3, :3], cov[:3, 3:], cov[3:, :3] = G2G_STEP_COVARIANCE[:3, :3], 0.0, 0.0
+        path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
+        return MotionVerification(path, solved, cov, inliers, reason + "; one camera pair: "
+                                  "rotation and direction from its essential matrix, length "
+                                  "of the step from G2G", apart)
 
     def _standstill(self, matches, cams_a, cams_b, delta: np.ndarray, matched: int
                     ) -> Optional[MotionVerification]:

@@ -16,6 +16,7 @@ from g2g_model.geometry import make_pose
 # cameras: count or (min, max); hfov_deg: (min, max); yaws_deg: explicit nominal yaws.
 RIG_PRESETS: dict[str, dict] = {
     "random": dict(cameras=(4, 8), hfov_deg=(45.0, 120.0)),
+    "mono": dict(cameras=1, hfov_deg=(70.0, 70.0)),
     "ring4": dict(cameras=4, hfov_deg=(90.0, 90.0)),
     "ring5": dict(cameras=5, hfov_deg=(80.0, 80.0)),
     "ring8": dict(cameras=8, hfov_deg=(60.0, 60.0)),
