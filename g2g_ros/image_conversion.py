@@ -31,6 +31,9 @@ IMAGE_ENCODINGS: Dict[str, Tuple[int, int]] = {
     "mono16": (1, 2),
 }
 COMPRESSED_FORMATS = ("jpeg", "png")
+#: JPEG reduction -> the OpenCV flag that decodes at it.
+REDUCED_JPEG_FLAGS = {2: "IMREAD_REDUCED_COLOR_2", 4: "IMREAD_REDUCED_COLOR_4",
+                      8: "IMREAD_REDUCED_COLOR_8"}
 
 
 def _buffer_to_uint8(data: Any) -> np.ndarray:
@@ -91,11 +94,33 @@ def image_to_rgb(msg: Any, mono16_max: Optional[int] = None) -> np.ndarray:
     return np.array(pixels[..., :3], order="C")
 
 
-def compressed_to_rgb(msg: Any, mono16_max: Optional[int] = None) -> np.ndarray:
+def _is_jpeg(fmt: str) -> bool:
+    return "jpeg" in fmt or "jpg" in fmt
+
+
+def compressed_size(msg: Any) -> Tuple[int, int]:
+    """``(width, height)`` of a CompressedImage-like from its header alone (Pillow reads no
+    pixel), so a reduced decode can still be checked against the calibration's size."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(_buffer_to_uint8(msg.data).tobytes())) as img:
+            return img.size
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError(f"could not read the size of a {msg.format!r} image: {exc}") from None
+
+
+def compressed_to_rgb(msg: Any, mono16_max: Optional[int] = None,
+                      reduction: int = 1) -> np.ndarray:
     """CompressedImage-like (JPEG or PNG, decoded with OpenCV) -> ``uint8 [H, W, 3]`` RGB.
 
     ``format`` may be plain (``jpeg``, ``png``) or in image_transport style
-    (``bgr8; jpeg compressed bgr8``). 16-bit PNGs are scaled like mono16.
+    (``bgr8; jpeg compressed bgr8``). 16-bit PNGs are scaled like mono16. ``reduction`` 2, 4
+    or 8 decodes a JPEG at that fraction of its size (libjpeg's DCT scaling, see
+    :mod:`g2g_model.cameras.reduction`); a PNG must be decoded whole (``reduction`` 1). EXIF
+    orientation is ignored either way: a camera's pixels are its sensor's.
     """
     import cv2  # heavy import kept out of module import
 
@@ -107,7 +132,12 @@ def compressed_to_rgb(msg: Any, mono16_max: Optional[int] = None) -> np.ndarray:
     buf = _buffer_to_uint8(msg.data)
     if buf.size == 0:
         raise ValueError(f"compressed image ({msg.format!r}) has no data")
-    decoded = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+    if reduction != 1 and (reduction not in REDUCED_JPEG_FLAGS or not _is_jpeg(fmt)):
+        raise ValueError(f"a {msg.format!r} image cannot be decoded at 1/{reduction} (JPEG "
+                         f"only, 1/2, 1/4 or 1/8)")
+    flags = cv2.IMREAD_UNCHANGED if reduction == 1 else (
+        getattr(cv2, REDUCED_JPEG_FLAGS[reduction]) | cv2.IMREAD_IGNORE_ORIENTATION)
+    decoded = cv2.imdecode(buf, flags)
     if decoded is None:
         raise ValueError(f"could not decode {buf.size} bytes as {msg.format!r}")
     if decoded.dtype == np.uint16:
@@ -119,9 +149,19 @@ def compressed_to_rgb(msg: Any, mono16_max: Optional[int] = None) -> np.ndarray:
     return cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
 
 
+def reducible(msg: Any) -> bool:
+    """Whether ``msg`` can be decoded at a reduced size (a JPEG CompressedImage)."""
+    return is_compressed(msg) and _is_jpeg(str(msg.format).lower())
+
+
+def is_compressed(msg: Any) -> bool:
+    """CompressedImage-like (has ``format``, no ``encoding``)."""
+    return hasattr(msg, "format") and not hasattr(msg, "encoding")
+
+
 def to_rgb(msg: Any, mono16_max: Optional[int] = None) -> np.ndarray:
     """Dispatch on the message kind: CompressedImage-like (has ``format``) or Image-like."""
-    if hasattr(msg, "format") and not hasattr(msg, "encoding"):
+    if is_compressed(msg):
         return compressed_to_rgb(msg, mono16_max)
     return image_to_rgb(msg, mono16_max)
 

@@ -25,7 +25,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from g2g_model.data.rig import load_rig
 from g2g_model.map_building import MapBuilder
 from g2g_model.maps import G2GMap, map_save_path, save_map
-from g2g_ros.camera_calibrations import node_calibrations
+from g2g_ros.camera_calibrations import image_needs, node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.diagnostics import diagnostic_status, tf_values
 from g2g_ros.managed_node import ManagedNode
@@ -88,9 +88,9 @@ class MapBuilderNode(ManagedNode):
         elif self.p["extrinsics_source"] != "tf_static":
             raise ValueError(f"extrinsics_source must be 'tf_static' or 'yaml', "
                              f"got {self.p['extrinsics_source']!r}")
-        self.calibrations = node_calibrations(self, self.rig)
         self.pipeline = load_pipeline(self.p["checkpoint"], self.p["device"], "relocalization",
                                       backbone_weights=self.p["backbone_weights"])
+        self.calibrations = node_calibrations(self, self.rig, image_needs(self.pipeline))
         self.builder = MapBuilder(self.pipeline, self.p["min_translation_m"],
                                   self.p["min_rotation_deg"], self.p["max_keyframes"])
         group = ReentrantCallbackGroup()

@@ -41,7 +41,7 @@ from g2g_model.localization.rig_views import RigViews
 from g2g_model.localization.verification import StructureVerifier
 from g2g_model.localization.window_selector import WindowSelector
 from g2g_ros.calibration import format_rig_log_lines
-from g2g_ros.camera_calibrations import node_calibrations
+from g2g_ros.camera_calibrations import image_needs, node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.managed_node import ManagedNode
@@ -144,17 +144,17 @@ class RelocalizeNode(QueryInputs, ManagedNode):
             self.rig[self.camera]  # raises naming the camera if absent
             for line in format_rig_log_lines(self.rig):
                 self.get_logger().info(line)
-        self.calibrations = node_calibrations(self, self.rig)
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "relocalization",
                                       p["precision"], p["backbone_weights"],
                                       p["rotation_matching"])
+        verify = verifier_config(p)
+        self.calibrations = node_calibrations(self, self.rig, image_needs(self.pipeline, verify))
         if self.pipeline.untrained:
             self.get_logger().warning("no trained relocalization checkpoint: RANDOM weights, "
                                       "corrections are meaningless (wiring only)")
         log = self.get_logger()
         selector = WindowSelector.from_config(selector_config(p), self.pipeline, log.info,
                                               log.warning)
-        verify = verifier_config(p)
         self.view_cameras = verify_cameras(p, self.camera)
         self.engine = Relocalizer(
             self.pipeline, selector, gate_config(p), p["min_translation_m"],

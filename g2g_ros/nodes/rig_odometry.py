@@ -23,7 +23,7 @@ import numpy as np
 from g2g_model.data.rig import load_rig
 from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_ros.calibration import format_rig_log_lines, rig_from_tf
-from g2g_ros.camera_calibrations import node_calibrations
+from g2g_ros.camera_calibrations import image_needs, node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.conversions import pose_to_matrix
 from g2g_ros.held_group import HeldGroup
@@ -123,10 +123,10 @@ class RigOdometryNode(ManagedNode):
             if missing:
                 raise ValueError(f"calibration {p['calibration_file']} lacks cameras {missing}")
             self._log_rig()
-        self.calibrations = node_calibrations(self, self.rig)
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "rig_odometry",
                                       p["precision"], p["backbone_weights"])
         verify = verifier_config(p)
+        self.calibrations = node_calibrations(self, self.rig, image_needs(self.pipeline, verify))
         self.verifier = RigMotionVerifier(verify) if verify.enabled else None
         if self.pipeline.untrained:
             self.get_logger().warning(
