@@ -82,7 +82,10 @@ class VerifierConfig:
     prior_view_angle_deg: float = 60.0  # with a view prior: map frames within this of a query
     cache_size: int = 160               # frames whose features are kept (at most)
     cache_mb: float = 128.0             # memory of all caches of one verifier (at most)
-    max_image_px: int = 0               # describe images downscaled to this long side (0: full)
+    # Describe images downscaled to this long side (0: full size); the nodes reduce their
+    # images to it once, as they arrive. 1936 x 1216 cameras: a first localization on 5 + 5
+    # images at 1/9 of the full-size time, as accurate (docs/VERIFICATION.md, "Cost").
+    max_image_px: int = 480
     max_turn_deg: float = 180.0         # rig odometry: the rig's largest turn between keyframes
     #                                     that camera pairing allows for (180: every pair)
     standstill_deg: float = 0.25        # rig odometry: matches moved less: no motion (rig_motion)

@@ -9,8 +9,9 @@ from typing import Dict
 from g2g_model.localization.verification import VerifierConfig
 from g2g_ros.parameters import param
 
-MAX_IMAGE_PX = ("an image whose long side is longer is described downscaled to this long side "
-                "(keypoints are given in the camera's pixels); 0 = full size, else at least 64")
+MAX_IMAGE_PX = ("images are reduced once, as they arrive, to this long side (JPEG decoded at "
+                "1/2, 1/4 or 1/8, the rest area-averaged; never below the model's input size) "
+                "and described at it, with K scaled to match; 0 = full size, else at least 64")
 MAX_FEATURES = "at most this many local features per image (the strongest)"
 
 
@@ -39,7 +40,7 @@ class VerifyParams:
                                     "reason is in ~/status)", value_range=(6, 100000))
     verify_reprojection_px: float = param(4.0, "inlier threshold of the geometric solver, "
                                           "pixels", value_range=(0.1, 100.0))
-    verify_max_image_px: int = max_image_px_param(0)
+    verify_max_image_px: int = max_image_px_param(VerifierConfig.max_image_px)
     verify_max_features: int = max_features_param(2000)
 
 
