@@ -3,9 +3,8 @@ read-at-configure) are exactly those recorded in ``fixtures/node_parameters.json
 written from the nodes before their parameters became one dataclass per node (issue 21 point 3).
 
 Regenerate only on purpose: ``python test/test_node_parameters_unchanged.py --write``. Last
-regenerated for the cost bounds of rates and periods (``tf_rate_hz`` at most 100 Hz,
-``localize_period_s`` 0 or at least 0.05 s, the reasons in the descriptions) and the model's
-limit on ``window_size``.
+regenerated for ``verify_max_image_px``: relocalization's default 480 (was 0, full size) and
+its description (images reduced once, as they arrive, to that long side).
 """
 
 import importlib
