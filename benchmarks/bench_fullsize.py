@@ -198,7 +198,7 @@ def run(windows: int, max_pxs: List[int], reps: int, reloc_default: int) -> str:
         f"- load average at the start: {start_load}; at the end: {load()}", "",
         f"Scene: test seed {SEED}, ring5 cameras rendered at {WIDTH} x {HEIGHT} ({HFOV_DEG:g} "
         f"deg), {windows} query windows of 5 + 5 frames (cross-season), JPEG quality 90. "
-        f"G2G: `{pipeline.header.get('preset', '?')}` default at {size[1]} x {size[0]}. "
+        f"G2G: the embedded relocalization default at {size[1]} x {size[0]}. "
         "Medians in ms; the ratio is the reduced path's time over the full-size baseline "
         "measured in the same run.", "",
         "| stage | full size (baseline) | this | ratio |", "|---|---|---|---|"]
