@@ -17,7 +17,9 @@ Pacing:
   ``image_topics`` only concerns groups with an image on one of them (relocalize listens to
   one camera). Results then do not depend on the machine's speed. Before the first group it
   waits for the nodes to come up (a publisher on every wait topic and subscribers on the image
-  topics concerned).
+  topics concerned); each node that comes up on a wait topic is asked for its camera
+  parameters, and a node set to use cameras the bag lacks stops the replay
+  (:class:`~g2g_ros.bags.rig_check.RigMismatch`, naming them).
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class BagPlayer(Node):
                                      self.progress[w.topic].on_msg, 50)
         self.stats = PlayStats()
         self.current_stamp_ns = 0
+        self.checked_nodes: Set[str] = set()   # nodes whose cameras were checked (eval mode)
 
     # ------------------------------------------------------------------ publishing
     def _groups(self):
@@ -216,12 +219,38 @@ class BagPlayer(Node):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             spin(0.05)
-            if all(self.count_publishers(w.topic) > 0 for w in self.waits) and all(
-                    self.pubs[t].get_subscription_count() > 0 for t in image_topics):
+            ready = all(self.count_publishers(w.topic) > 0 for w in self.waits) and all(
+                self.pubs[t].get_subscription_count() > 0 for t in image_topics)
+            self._check_nodes_rig(spin)   # every node seen so far, the ready ones included
+            if ready:
                 return
         raise TimeoutError(f"evaluation replay: the nodes did not come up within "
                            f"{timeout:.0f} s (publishers on {[w.topic for w in self.waits]} "
                            f"and subscribers on {image_topics})")
+
+    def _check_nodes_rig(self, spin: Callable[[float], None]) -> None:
+        """Each node that has come up on a wait topic, once: are the cameras it is set to use
+        (its live parameters) in the bag? :class:`~g2g_ros.bags.rig_check.RigMismatch`
+        naming those missing; a node that does not answer is left unchecked (logged)."""
+        from g2g_ros.bags.rig_check import check_rig, live_parameters
+        from g2g_ros.launch_graphs import node_fqn
+
+        for w in self.waits:
+            for info in self.get_publishers_info_by_topic(w.topic):
+                fqn = node_fqn(info.node_namespace, info.node_name)
+                if fqn in self.checked_nodes:
+                    continue
+                self.checked_nodes.add(fqn)
+                params = live_parameters(self, spin, fqn)
+                if params is None:
+                    LOG.warning("%s did not answer get_parameters: its cameras are not checked "
+                                "against the bag", fqn)
+                    continue
+                bag_cams = sorted(t.split("/")[0] for t in self.topics
+                                  if t.endswith("/camera_info"))
+                check_rig({fqn: params}, self.bag, self.topics, bag_cams,
+                          f"Start the node with the bag's cameras (-p cameras:=["
+                          f"{','.join(bag_cams)}]), or play a bag that has them.")
 
     def _wait_group(self, stamp: int, before: Dict[str, int], specs: List[WaitSpec],
                     spin: Callable[[float], None], timeout_s: float) -> List[WaitSpec]:
