@@ -126,13 +126,15 @@ def live_parameters(node, spin: Callable[[float], None], fqn: str,
             if time.monotonic() > deadline:
                 return None
             spin(0.05)
-        future = client.call_async(GetParameters.Request(names=list(names)))
-        while not future.done():
+        # One name per request: rclpy answers nothing at all when one name is undeclared.
+        futures = {name: client.call_async(GetParameters.Request(names=[name]))
+                   for name in names}
+        while not all(f.done() for f in futures.values()):
             if time.monotonic() > deadline:
                 return None
             spin(0.05)
-        values = future.result().values
-        return {name: parameter_value_to_python(v) for name, v in zip(names, values)
-                if v.type != ParameterType.PARAMETER_NOT_SET}
+        values = {name: f.result().values for name, f in futures.items()}
+        return {name: parameter_value_to_python(v[0]) for name, v in values.items()
+                if v and v[0].type != ParameterType.PARAMETER_NOT_SET}
     finally:
         node.destroy_client(client)
