@@ -105,6 +105,37 @@ def test_unknown_nodes_parameters_and_bad_values_are_refused(mono, argv, words):
     assert all(w in str(err.value) for w in words), err.value
 
 
+def test_eval_parameters_keep_the_presets_reloc_camera_when_the_bag_has_it(tmp_path):
+    from g2g_ros.bags.eval_bag import _params_file
+    from g2g_ros.bags.eval_setup import ReplaySetup
+    from g2g_ros.bringup import rig_params_file
+    from g2g_ros.launch_graphs import node_parameters
+
+    nclt = rig_params_file("nclt")           # reloc_camera: cam5, the forward camera
+    for cams, reloc in ((["cam1", "cam2", "cam3", "cam4", "cam5"], "cam5"), (["cam0"], "cam0")):
+        path = _params_file(tmp_path / "p.yaml", cams, False, ReplaySetup(), nclt)
+        merged = {n: node_parameters([nclt, path], n) for n in ("relocalize", "rig_odometry")}
+        assert merged["relocalize"]["reloc_camera"] == reloc
+        assert merged["relocalize"]["cameras"] == merged["rig_odometry"]["cameras"] == cams
+        assert merged["rig_odometry"]["min_cameras"] == 0          # all the bag's cameras
+
+
+@pytest.mark.parametrize("argv, node, missing", [
+    (["-p", "relocalize.reloc_camera:=cam3"], "relocalize", ["cam3"]),
+    (["--with-odometry", "-p", "rig_odometry.cameras:=[cam0,cam2]"], "rig_odometry", ["cam2"]),
+    (["-p", "relocalize.use_compressed:=true"], "relocalize", ["cam0/image_raw/compressed"]),
+])
+def test_rig_check_names_what_each_node_misses(mono, tmp_path, argv, node, missing):
+    from g2g_ros.bags.eval_bag import checked_parameters
+    from g2g_ros.bags.rig_check import RigMismatch
+
+    with pytest.raises(RigMismatch) as err:
+        checked_parameters(mono[1], "relocalize", tmp_path, "sim", _setup(argv, mono[1]))
+    line = [x for x in str(err.value).splitlines() if x.strip().startswith(node)]
+    assert line and all(m in line[0] for m in missing), err.value
+    checked_parameters(mono[1], "relocalize", tmp_path, "sim", _setup([], mono[1]))   # agrees
+
+
 def test_one_camera_bag_through_relocalize_and_rig_odometry(mono, tmp_path):
     """The demo's flags on a one-camera bag: every group answered, odometry published."""
     map_path, bag = mono
