@@ -6,14 +6,16 @@ cameras, reliable sensor QoS, stamp pacing), then ``--params-file`` and ``-p NOD
 camera the nodes will use with those parameters; when it does not, it stops (exit code 2)
 naming the missing cameras (:mod:`g2g_ros.bags.rig_check`).
 
-Starts the node graph (:mod:`g2g_ros.bringup`, ``use_sim_time:=true``), replays the bag in evaluation mode -- each image group waits until the node is done with it:
+Starts the node graph (:mod:`g2g_ros.bringup`, ``use_sim_time:=true``), replays the bag in
+evaluation mode -- each image group waits until the node is done with it:
 rig odometry's ``odometry`` output; relocalize's ``relocalize/processed`` (the node runs with
 ``localize_pacing: stamps``, so its periodic localization is triggered by image stamps and
 finishes before the node answers) -- so the results do not depend on the machine's speed; a
 group without an answer within ``--wait-timeout`` is counted in the report (``wait_timeouts``)
 and logged. With ``--with-odometry`` (the demo's) the relocalize graph also runs rig
 odometry, evaluated on its own ``odometry`` output; ``--initial-pose`` /
-``--initial-pose-from-bag`` send an operator's initial pose before the replay. It records the nodes' outputs to ``DIR/outputs`` (MCAP) and writes
+``--initial-pose-from-bag`` send an operator's initial pose before the replay. It records
+the nodes' outputs to ``DIR/outputs`` (MCAP) and writes
 ``DIR/report.json``, ``DIR/report.md`` and ``DIR/trajectories.png`` (metrics in
 :mod:`g2g_ros.bags.evaluation`). With ``--pairs-index`` it also writes the pairs the nodes
 evaluated as a ``g2g-eval`` pair index (:mod:`g2g_ros.bags.eval_pairs`).
