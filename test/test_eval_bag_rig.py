@@ -106,7 +106,7 @@ def test_unknown_nodes_parameters_and_bad_values_are_refused(mono, argv, words):
 
 
 def test_eval_parameters_keep_the_presets_reloc_camera_when_the_bag_has_it(tmp_path):
-    from g2g_ros.bags.eval_bag import _params_file
+    from g2g_ros.bags.eval_setup import _params_file
     from g2g_ros.bags.eval_setup import ReplaySetup
     from g2g_ros.bringup import rig_params_file
     from g2g_ros.launch_graphs import node_parameters
@@ -126,7 +126,7 @@ def test_eval_parameters_keep_the_presets_reloc_camera_when_the_bag_has_it(tmp_p
     (["-p", "relocalize.use_compressed:=true"], "relocalize", ["cam0/image_raw/compressed"]),
 ])
 def test_rig_check_names_what_each_node_misses(mono, tmp_path, argv, node, missing):
-    from g2g_ros.bags.eval_bag import checked_parameters
+    from g2g_ros.bags.eval_setup import checked_parameters
     from g2g_ros.bags.rig_check import RigMismatch
 
     with pytest.raises(RigMismatch) as err:

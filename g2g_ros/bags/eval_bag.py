@@ -33,13 +33,12 @@ from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
-import yaml
 
 from g2g_model.geometry import invert_pose
 from g2g_ros.bags.bag_reader import BagError
-from g2g_ros.bags.eval_setup import ReplaySetup, add_setup_arguments, graph_nodes, setup_from_args
-from g2g_ros.bags.rig_check import bag_cameras, camera_topics, check_rig, node_cameras
-from g2g_ros.launch_graphs import node_parameters, params_key
+from g2g_ros.bags.eval_setup import (ReplaySetup, add_setup_arguments, checked_parameters,
+                                     setup_from_args)
+from g2g_ros.bags.rig_check import camera_topics, node_cameras
 from g2g_ros.bags.evaluation import (
     SHORT_SEGMENTS_M, corrected_trajectory, evaluate_latency, evaluate_odometry,
     evaluate_relocalization, load_ground_truth, load_outputs, odometry_trajectories,
@@ -49,33 +48,6 @@ from g2g_ros.bags.report import markdown, plot_trajectories, write_json
 
 LOG = logging.getLogger(__name__)
 EVAL_GRAPHS = ("rig_odometry", "relocalize")
-
-
-def _params_file(path: Path, cams: Sequence[str], compressed: bool, setup: ReplaySetup,
-                 preset: Path) -> Path:
-    """The evaluation's parameter file (after the rig ``preset``): the bag's cameras (all of
-    them needed by rig odometry, ``min_cameras: 0``), the preset's ``reloc_camera`` when the
-    bag has it (else the bag's first camera), then ``setup.node_params``."""
-    def common():  # fresh objects per node: rcl's YAML parser rejects aliases
-        # fp32 as g2g-eval: on bf16-capable CPUs "auto" would give other numbers.
-        return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
-                "use_compressed": bool(compressed), "precision": "fp32"}
-
-    reloc = node_parameters([preset], "relocalize").get("reloc_camera")
-    params = {"rig_odometry": dict(common(), min_cameras=0),
-              # Stamp-paced localization, and a generous wait for the odometry (TF) at an image
-              # stamp: on a loaded machine it can lag the image by more than the live 0.5 s,
-              # and a frame dropped for that would change the results.
-              "relocalize": dict(common(), reloc_camera=reloc if reloc in cams else cams[0],
-                                 localize_period_s=1.0, localize_pacing="stamps",
-                                 tf_wait_s=5.0)}
-    if setup.with_odometry:
-        params["rig_odometry"]["publish_tf"] = False
-    for node, extra in setup.node_params.items():
-        params[node].update(extra)
-    path.write_text(yaml.safe_dump({params_key(node): {"ros__parameters": values}
-                                    for node, values in params.items()}))
-    return path
 
 
 def _wait_specs(graph: str, reloc_image: str, wait_timeout: float, startup_timeout: float,
@@ -92,25 +64,6 @@ def _wait_specs(graph: str, reloc_image: str, wait_timeout: float, startup_timeo
         specs.append(WaitSpec("relocalize/processed", "std_msgs/msg/Header", wait_timeout,
                               startup_timeout, (reloc_image,)))
     return specs
-
-
-def checked_parameters(bag: Path, graph: str, out_dir: Path, rig: str,
-                       setup: ReplaySetup) -> Tuple[Path, Dict[str, Dict[str, object]]]:
-    """Write the evaluation's parameter file; ``(its path, node -> the parameters the node
-    will run with)``, after checking that the bag has every camera they use
-    (:class:`~g2g_ros.bags.rig_check.RigMismatch` naming the missing ones)."""
-    from g2g_ros.bringup import rig_params_file
-
-    cams, compressed, topics = bag_cameras(bag)
-    preset = rig_params_file(rig)
-    params = _params_file(out_dir / "eval_params.yaml", cams, compressed, setup, preset)
-    nodes = {node: node_parameters([preset, params], node)
-             for node in graph_nodes(graph, setup.with_odometry)}
-    check_rig(nodes, bag, topics, cams,
-              f"g2g-eval-bag gives the nodes the bag's cameras; a --params-file "
-              f"or -p that sets cameras / reloc_camera overrides that: drop it, or set e.g. "
-              f"-p <node>.cameras:=[{','.join(cams)}].")
-    return params, nodes
 
 
 def _send_initial_pose(node, spin, stamp: int, map_T_base: np.ndarray) -> None:

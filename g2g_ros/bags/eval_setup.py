@@ -4,7 +4,8 @@
 odometry beside relocalize, an operator's initial pose, the nodes' log level. ``g2g-eval-bag``
 builds it from its flags with :func:`setup_from_args`, and ``make demo`` passes its own flags
 (:data:`g2g_ros.demo.DEMO_EVAL_FLAGS`) through the same parser, so the demo's evaluation is a
-command line a user can run.
+command line a user can run. :func:`checked_parameters` writes the parameter file the nodes get
+after the rig preset and checks the merged result against the bag's cameras.
 
 * ``--params-file FILE`` (repeatable): a ROS 2 parameter file keyed like ``config/sim.yaml``
   (``/**/relocalize: {ros__parameters: {...}}``), applied after the rig preset and the
@@ -25,13 +26,16 @@ import dataclasses
 import importlib
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import yaml
 
 from g2g_ros.bags.bag_reader import BagError, iter_messages, open_bag
-from g2g_ros.launch_graphs import GRAPHS, file_parameters, node_fqn, section_matches
+from g2g_ros.bags.rig_check import bag_cameras, check_rig
+from g2g_ros.launch_graphs import (GRAPHS, file_parameters, node_fqn, node_parameters,
+                                   params_key, section_matches)
 
 LOG = logging.getLogger(__name__)
 
@@ -198,3 +202,49 @@ def setup_from_args(opts: argparse.Namespace, bag, graph: str) -> ReplaySetup:
         pose = initial_pose_from_bag(bag, *opts.initial_pose_from_bag)
     return ReplaySetup(node_params_from(opts.params_file, opts.param, nodes),
                        opts.with_odometry, pose, opts.log_level)
+
+
+def _params_file(path: Path, cams: Sequence[str], compressed: bool, setup: ReplaySetup,
+                 preset: Path) -> Path:
+    """The evaluation's parameter file (after the rig ``preset``): the bag's cameras (all of
+    them needed by rig odometry, ``min_cameras: 0``), the preset's ``reloc_camera`` when the
+    bag has it (else the bag's first camera), then ``setup.node_params``."""
+    def common():  # fresh objects per node: rcl's YAML parser rejects aliases
+        # fp32 as g2g-eval: on bf16-capable CPUs "auto" would give other numbers.
+        return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
+                "use_compressed": bool(compressed), "precision": "fp32"}
+
+    reloc = node_parameters([preset], "relocalize").get("reloc_camera")
+    params = {"rig_odometry": dict(common(), min_cameras=0),
+              # Stamp-paced localization, and a generous wait for the odometry (TF) at an image
+              # stamp: on a loaded machine it can lag the image by more than the live 0.5 s,
+              # and a frame dropped for that would change the results.
+              "relocalize": dict(common(), reloc_camera=reloc if reloc in cams else cams[0],
+                                 localize_period_s=1.0, localize_pacing="stamps",
+                                 tf_wait_s=5.0)}
+    if setup.with_odometry:
+        params["rig_odometry"]["publish_tf"] = False
+    for node, extra in setup.node_params.items():
+        params[node].update(extra)
+    path.write_text(yaml.safe_dump({params_key(node): {"ros__parameters": values}
+                                    for node, values in params.items()}))
+    return path
+
+
+def checked_parameters(bag: Path, graph: str, out_dir: Path, rig: str,
+                       setup: ReplaySetup) -> Tuple[Path, Dict[str, Dict[str, object]]]:
+    """Write the evaluation's parameter file; ``(its path, node -> the parameters the node
+    will run with)``, after checking that the bag has every camera they use
+    (:class:`~g2g_ros.bags.rig_check.RigMismatch` naming the missing ones)."""
+    from g2g_ros.bringup import rig_params_file
+
+    cams, compressed, topics = bag_cameras(bag)
+    preset = rig_params_file(rig)
+    params = _params_file(out_dir / "eval_params.yaml", cams, compressed, setup, preset)
+    nodes = {node: node_parameters([preset, params], node)
+             for node in graph_nodes(graph, setup.with_odometry)}
+    check_rig(nodes, bag, topics, cams,
+              f"g2g-eval-bag gives the nodes the bag's cameras; a --params-file "
+              f"or -p that sets cameras / reloc_camera overrides that: drop it, or set e.g. "
+              f"-p <node>.cameras:=[{','.join(cams)}].")
+    return params, nodes
