@@ -61,14 +61,19 @@ def parse_launch_args(graph: Graph, items: List[str]) -> Dict[str, str]:
     return args
 
 
+def rig_params_file(rig: str) -> pathlib.Path:
+    """The parameter preset ``config/<rig>.yaml`` (ValueError naming the known ones)."""
+    rig_file = config_dir() / f"{rig}.yaml"
+    if not rig_file.is_file():
+        known = sorted(p.stem for p in config_dir().glob("*.yaml"))
+        raise ValueError(f"no parameter file for rig {rig!r} ({rig_file}); known: {known}")
+    return rig_file
+
+
 def node_commands(graph: Graph, args: Dict[str, str]) -> List[List[str]]:
     """The command line of every node the graph starts with these arguments (and of rviz2
     with ``rviz:=true``; :class:`~g2g_ros.rviz_config.RvizMissing` without rviz2)."""
-    rig_file = config_dir() / f"{args['rig']}.yaml"
-    if not rig_file.is_file():
-        known = sorted(p.stem for p in config_dir().glob("*.yaml"))
-        raise ValueError(f"no parameter file for rig {args['rig']!r} ({rig_file}); known: {known}")
-    params = [str(rig_file)]
+    params = [str(rig_params_file(args["rig"]))]
     if args.get("params_file"):
         if not pathlib.Path(args["params_file"]).is_file():
             raise ValueError(f"params_file {args['params_file']!r} does not exist")

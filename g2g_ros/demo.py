@@ -5,7 +5,8 @@
 2. convert both traversals to rosbag2 (MCAP) bags; the query bag carries a drifting odometry
    (2 %/m scale, 1 deg/m heading) as its odom->base_link input;
 3. build a map from the mapping traversal (keyframes of the reference camera + cached tokens);
-4. evaluate the query bag with g2g-eval-bag's code (:func:`g2g_ros.bags.eval_bag.evaluate_bag`):
+4. evaluate the query bag with g2g-eval-bag, its command line parsed by its own parser
+   (:data:`DEMO_EVAL_FLAGS`, :func:`g2g_ros.bags.eval_bag.evaluate_args`; the command is printed):
    the relocalize and rig_odometry nodes (g2g-bringup's graph, use_sim_time) get the bag over
    DDS with /clock, each image group waiting until rig_odometry has published its odometry and
    relocalize has reported it done on relocalize/processed -- relocalize localizes every 0.5 s
@@ -26,11 +27,11 @@ import argparse
 import json
 import os
 import pathlib
+import shlex
 import shutil
 import sys
 import time
 
-import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = 20000            # a test-split scene: never used for training
@@ -90,29 +91,26 @@ def convert_bags(trajs, data_dir: pathlib.Path):
     return bags
 
 
-def initial_pose(query_traj):
-    """What an operator does in RViz: an initial pose near the truth (0.3 m, 5 deg off) at the
-    first image: ``(stamp ns, map_T_base)``."""
-    from g2g_model.data.format import TrajectoryReader
-    from g2g_model.geometry import axis_angle_to_matrix, make_pose
+# The demo's evaluation as g2g-eval-bag flags (parsed by g2g-eval-bag's own parser): rig
+# odometry beside relocalize, a fix every 0.5 s of bag time, open gates, and an operator's
+# initial pose near the truth (0.3 m, 5 deg off) at the first image, as clicked in RViz.
+DEMO_EVAL_FLAGS = (
+    "--rig", "sim", "--with-odometry", "--initial-pose-from-bag", "0.3", "5.0",
+    "-p", "relocalize.localize_period_s:=0.5", "-p", "relocalize.consistency_count:=1",
+    "-p", "relocalize.min_translation_m:=0.05",
+    # The eval replay pauses the cameras while relocalize works: not a fault.
+    "-p", "rig_odometry.keyframe_stride:=1", "-p", "rig_odometry.lost_after_s:=120.0",
+    "--log-level", "warn")
 
-    reader = TrajectoryReader(query_traj)
-    guess = reader.world_T_body[0] @ make_pose(axis_angle_to_matrix([0, 0, np.radians(5.0)]),
-                                               [0.3, 0.0, 0.0])
-    return int(reader.timestamps_ns[0]), guess
 
-
-def replay_setup(query_traj):
-    """The demo's replay: g2g-eval-bag's, with rig odometry beside relocalize, a fix every
-    0.5 s of bag time, open gates, and an operator's initial pose."""
-    from g2g_ros.bags.eval_bag import ReplaySetup
-
-    return ReplaySetup(
-        node_params={"relocalize": {"localize_period_s": 0.5, "consistency_count": 1,
-                                    "min_translation_m": 0.05},
-                     # The eval replay pauses the cameras while relocalize works: not a fault.
-                     "rig_odometry": {"keyframe_stride": 1, "lost_after_s": 120.0}},
-        with_odometry=True, initial_pose=initial_pose(query_traj), log_level="warn")
+def eval_command(query_bag, map_path, map_traj, query_traj, data_dir: pathlib.Path,
+                 replay: pathlib.Path) -> list:
+    """The ``g2g-eval-bag`` command line of the demo's evaluation (without the program)."""
+    return [str(query_bag), "--graph", "relocalize", "--map", str(map_path), "--out",
+            str(replay), *DEMO_EVAL_FLAGS,
+            "--pairs-index", str(replay / "reloc_pairs.json"),
+            "--rig-pairs-index", str(replay / "rig_pairs.json"), "--dataset-root", str(data_dir),
+            "--query-trajectory", str(query_traj), "--map-trajectory", str(map_traj)]
 
 
 def evaluate_replay(query_bag, query_traj, map_traj, map_path, data_dir: pathlib.Path,
@@ -121,18 +119,16 @@ def evaluate_replay(query_bag, query_traj, map_traj, map_path, data_dir: pathlib
     ``(report, reloc methods, rig methods)`` (see :mod:`g2g_ros.demo_report`)."""
     from g2g_model.inference import default_checkpoint
     from g2g_model.training.evaluate import default_methods, evaluate_methods
-    from g2g_ros.bags.eval_bag import PairsIndexSpec, evaluate_bag
+    from g2g_ros.bags.eval_bag import evaluate_args
 
     replay = out / "replay"
     shutil.rmtree(replay, ignore_errors=True)
     env = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
            "ROS_DOMAIN_ID": os.environ.get("ROS_DOMAIN_ID", str(90 + os.getpid() % 9))}
     os.environ.update(env)
-    pairs = PairsIndexSpec(str(replay / "reloc_pairs.json"), str(data_dir), str(query_traj),
-                           str(map_traj), rig_path=str(replay / "rig_pairs.json"))
-    report = evaluate_bag(query_bag, "relocalize", replay, str(map_path), rig="sim",
-                          progress=sys.stderr.isatty(), pairs_index=pairs,
-                          setup=replay_setup(query_traj))
+    argv = eval_command(query_bag, map_path, map_traj, query_traj, data_dir, replay)
+    print(f"  the same from the command line:\n    g2g-eval-bag {shlex.join(argv)}")
+    _, report = evaluate_args(argv + ([] if sys.stderr.isatty() else ["--quiet"]))
     replayed = report["replay"]
     print(f"  played {replayed['groups']} groups, {replayed['messages']} messages; waited for "
           f"{replayed['waited_groups']}, {replayed['wait_timeouts']} timeouts")

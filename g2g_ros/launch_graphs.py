@@ -152,6 +152,29 @@ def node_fqn(namespace: str, name: str) -> str:
     return f"/{ns}/{name}" if ns else f"/{name}"
 
 
+def file_parameters(data: Dict, fqn: str) -> Dict[str, object]:
+    """What a parameter file (parsed YAML) gives the node ``fqn``: the ``ros__parameters`` of
+    every section that matches it (:func:`section_matches`), a later section overriding an
+    earlier one."""
+    merged: Dict[str, object] = {}
+    for key, section in (data or {}).items():
+        if section_matches(str(key), fqn) and isinstance(section, dict):
+            merged.update(section.get("ros__parameters") or {})
+    return merged
+
+
+def node_parameters(paths, node_name: str, namespace: str = "") -> Dict[str, object]:
+    """The parameters the node ``node_name`` gets from the parameter files ``paths`` given in
+    this order (``--params-file`` after ``--params-file``: a later file overrides)."""
+    import yaml
+
+    merged: Dict[str, object] = {}
+    for path in paths:
+        with open(path) as fh:
+            merged.update(file_parameters(yaml.safe_load(fh), node_fqn(namespace, node_name)))
+    return merged
+
+
 def unmatched_sections(data: Dict, graph: "Graph", namespace: str) -> List[str]:
     """Keys of a parameter file (parsed YAML) that match no node of ``graph`` in
     ``namespace``: their parameters would be silently ignored."""

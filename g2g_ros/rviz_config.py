@@ -16,7 +16,7 @@ from typing import Dict, Iterable, List, Optional
 
 import yaml
 
-from g2g_ros.launch_graphs import Graph, node_fqn, section_matches
+from g2g_ros.launch_graphs import Graph, file_parameters, node_fqn
 
 CONFIG_NAME = "g2g.rviz"
 IMAGE_CLASS = "rviz_default_plugins/Image"
@@ -51,11 +51,9 @@ def rig_cameras(param_files: Iterable[str], graph: Graph, namespace: str) -> Lis
     for path in param_files:
         data = yaml.safe_load(pathlib.Path(path).read_text()) or {}
         for spec in graph.nodes:
-            fqn = node_fqn(namespace, spec.name)
-            for key, section in data.items():
-                params = (section or {}).get("ros__parameters", {})
-                if section_matches(str(key), fqn) and params.get("cameras"):
-                    cameras = list(params["cameras"])
+            params = file_parameters(data, node_fqn(namespace, spec.name))
+            if params.get("cameras"):
+                cameras = list(params["cameras"])
     return cameras
 
 

@@ -201,3 +201,60 @@ def test_g2g_data_convert_tum_cli(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["frames"] == 4
     with pytest.raises(SystemExit, match="convert-tum: error: .*groundtruth.txt: missing"):
         main(["convert-tum", "--src", str(tmp_path / "nowhere"), "--out", str(tmp_path / "u")])
+
+
+def test_convert_tum_follows_rgb_txt_with_any_image_format(tmp_path):
+    """rgb.txt names the images (here JPEG files in another folder, names without stamps); an
+    image it does not list is not taken."""
+    src = tmp_path / "src"
+    _tum_tree(src)
+    (src / "frames").mkdir()
+    lines = ["# timestamp filename\n"]
+    for k, name in enumerate(IMG_T):
+        png = cv2.imread(str(src / "rgb" / f"{name}.png"))
+        cv2.imwrite(str(src / "frames" / f"f{k}.jpg"), png)
+        if name != "10.400000":
+            lines.append(f"{name} frames/f{k}.jpg\n")
+    (src / "rgb.txt").write_text("".join(lines))
+    r = TrajectoryReader(convert_tum(src, tmp_path / "traj", camera=None,
+                                     intrinsics=(FX, FY, CX, CY)))
+    assert [int(t) for t in r.timestamps_ns] == [10_100_000_000, 10_250_000_000, 10_550_000_000]
+    jpeg = cv2.imread(str(src / "frames" / "f4.jpg"))[..., ::-1]   # 10.550000
+    np.testing.assert_array_equal(r.image("cam0", 2), jpeg)
+    (src / "rgb.txt").write_text("10.100000 frames/missing.jpg\n")
+    with pytest.raises(ValueError, match="missing.jpg does not exist"):
+        convert_tum(src, tmp_path / "t2", camera="fr3")
+
+
+def test_convert_tum_lists_jpeg_folders_without_rgb_txt(tmp_path):
+    src = tmp_path / "src"
+    _tum_tree(src)
+    for f in list((src / "rgb").iterdir()):
+        cv2.imwrite(str(f.with_suffix(".jpg")), cv2.imread(str(f)))
+        f.unlink()
+    assert TrajectoryReader(convert_tum(src, tmp_path / "traj", camera="fr3")).num_frames == 4
+
+
+def test_convert_tum_rotates_a_y_down_world_to_z_up(tmp_path):
+    """The fake's camera turns about the world's y axis, level: a y-down world. With
+    world_up="y-down" gravity (+y there) ends up along -z: the body's z axis (up) is +z in
+    every frame; left as it is (z-up, the default) it is not."""
+    from g2g_model.data.cli import main
+    from g2g_model.data.convert_tum import Y_DOWN_TO_Z_UP
+
+    np.testing.assert_allclose(Y_DOWN_TO_Z_UP[:3, :3] @ [0, 1, 0], [0, 0, -1])
+    _tum_tree(tmp_path / "src")
+    assert main(["convert-tum", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "up"),
+                 "--camera", "fr3", "--world-up", "y-down"]) == 0
+    up = TrajectoryReader(tmp_path / "up")
+    np.testing.assert_allclose(up.world_T_body[:, :3, 2], np.tile([0, 0, 1], (4, 1)), atol=1e-6)
+    # Gravity in each body frame is its -z, as for a level robot on the ground.
+    down = np.einsum("nji,j->ni", up.world_T_body[:, :3, :3], [0, 0, -1])
+    np.testing.assert_allclose(down, np.tile([0, 0, -1], (4, 1)), atol=1e-6)
+    assert json.loads((tmp_path / "up" / "meta.json").read_text())["world_up"] == "y-down"
+    same = TrajectoryReader(convert_tum(tmp_path / "src", tmp_path / "as_is", camera="fr3"))
+    assert np.all(np.abs(same.world_T_body[:, 2, 2]) < 0.5)    # body z lies in the y-down plane
+    # Positions: new x = old z, new y = -old x, new z = -old y.
+    old = same.world_T_body[:, :3, 3]
+    np.testing.assert_allclose(up.world_T_body[:, :3, 3],
+                               np.stack([old[:, 2], -old[:, 0], -old[:, 1]], 1), atol=1e-9)

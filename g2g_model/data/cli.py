@@ -228,7 +228,8 @@ def cmd_convert_tum(args: argparse.Namespace) -> dict:
     try:
         path = convert_tum(args.src, args.out, camera=None if args.intrinsics else args.camera,
                            intrinsics=args.intrinsics, dist=args.dist, stride=args.stride,
-                           max_frames=args.max_frames, overwrite=args.overwrite)
+                           max_frames=args.max_frames, overwrite=args.overwrite,
+                           world_up=args.world_up)
     except ValueError as exc:
         raise SystemExit(f"g2g-data convert-tum: error: {exc}")
     return {"trajectory": str(path), "frames": TrajectoryReader(path).num_frames}
@@ -271,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--overwrite", action="store_true")
     z.set_defaults(func=cmd_convert_zjh, skip_if=lambda a: a.out)
 
-    t = sub.add_parser("convert-tum", help="TUM RGB-D layout (rgb/, groundtruth.txt) -> format")
+    t = sub.add_parser("convert-tum", help="TUM RGB-D layout (rgb.txt or rgb/, "
+                       "groundtruth.txt) -> format")
     t.add_argument("--src", type=Path, required=True)
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--camera", choices=("fr1", "fr2", "fr3"), default="fr3")
@@ -280,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dist", type=float, nargs="+", help="OpenCV distortion coefficients")
     t.add_argument("--stride", type=int, default=1)
     t.add_argument("--max-frames", type=int)
+    t.add_argument("--world-up", choices=("z-up", "y-down"), default="z-up",
+                   help="the ground truth's world: z-up (taken as is) or y-down (camera axes: "
+                        "rotated to z-up, new x = old z, new y = -old x, new z = -old y)")
     t.add_argument("--overwrite", action="store_true")
     t.set_defaults(func=cmd_convert_tum, skip_if=lambda a: a.out)
 

@@ -13,7 +13,10 @@ a calibration file for cameras without camera_info / TF in the bag (g2g_ros/bags
 play: publish a bag with /clock (stamps preserved) at --rate; --eval waits for the nodes to
 finish each group (--wait-topic, --also-wait, --wait-timeout) so results do not depend on
 machine speed; e.g. relocalize (localize_pacing:=stamps) with rig_odometry:
-``--eval --also-wait relocalize/processed std_msgs/msg/Header cam0/image_raw``.
+``--eval --also-wait relocalize/processed std_msgs/msg/Header cam0/image_raw``. With --eval,
+each node that comes up on a wait topic is asked for its cameras (its parameters); a node set
+to use cameras the bag lacks stops the replay before the first group (exit code 2, the missing
+cameras named).
 Start the nodes with use_sim_time:=true (g2g-bringup GRAPH use_sim_time:=true, or
 ros2 launch g2g_ros <graph>.launch.py use_sim_time:=true).
 """

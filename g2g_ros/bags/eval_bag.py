@@ -1,14 +1,21 @@
 """``g2g-eval-bag BAG --graph rig_odometry|relocalize [--map MAP] --out DIR``.
 
-Starts the node graph (:mod:`g2g_ros.bringup`, ``use_sim_time:=true``, reliable sensor QoS),
-replays the bag in evaluation mode -- each image group waits until the node is done with it:
+The nodes get the rig preset (``--rig``), then the evaluation's own parameters (the bag's
+cameras, reliable sensor QoS, stamp pacing), then ``--params-file`` and ``-p NODE.PARAM:=V``
+(:mod:`g2g_ros.bags.eval_setup`). Before anything starts, the bag is checked to carry every
+camera the nodes will use with those parameters; when it does not, it stops (exit code 2)
+naming the missing cameras (:mod:`g2g_ros.bags.rig_check`).
+
+Starts the node graph (:mod:`g2g_ros.bringup`, ``use_sim_time:=true``), replays the bag in
+evaluation mode -- each image group waits until the node is done with it:
 rig odometry's ``odometry`` output; relocalize's ``relocalize/processed`` (the node runs with
 ``localize_pacing: stamps``, so its periodic localization is triggered by image stamps and
 finishes before the node answers) -- so the results do not depend on the machine's speed; a
 group without an answer within ``--wait-timeout`` is counted in the report (``wait_timeouts``)
-and logged. With :class:`ReplaySetup` (the demo's) the relocalize graph also runs rig odometry,
-evaluated on its own ``odometry`` output, and an operator's initial pose is sent before the
-replay. It records the nodes' outputs to ``DIR/outputs`` (MCAP) and writes
+and logged. With ``--with-odometry`` (the demo's) the relocalize graph also runs rig
+odometry, evaluated on its own ``odometry`` output; ``--initial-pose`` /
+``--initial-pose-from-bag`` send an operator's initial pose before the replay. It records
+the nodes' outputs to ``DIR/outputs`` (MCAP) and writes
 ``DIR/report.json``, ``DIR/report.md`` and ``DIR/trajectories.png`` (metrics in
 :mod:`g2g_ros.bags.evaluation`). With ``--pairs-index`` it also writes the pairs the nodes
 evaluated as a ``g2g-eval`` pair index (:mod:`g2g_ros.bags.eval_pairs`).
@@ -21,16 +28,17 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
-import yaml
 
 from g2g_model.geometry import invert_pose
-from g2g_ros.bags.bag_reader import BagError, open_bag, read_metadata, require_topics
-from g2g_ros.launch_graphs import params_key
+from g2g_ros.bags.bag_reader import BagError
+from g2g_ros.bags.eval_setup import (ReplaySetup, add_setup_arguments, checked_parameters,
+                                     setup_from_args)
+from g2g_ros.bags.rig_check import camera_topics, node_cameras
 from g2g_ros.bags.evaluation import (
     SHORT_SEGMENTS_M, corrected_trajectory, evaluate_latency, evaluate_odometry,
     evaluate_relocalization, load_ground_truth, load_outputs, odometry_trajectories,
@@ -42,70 +50,10 @@ LOG = logging.getLogger(__name__)
 EVAL_GRAPHS = ("rig_odometry", "relocalize")
 
 
-def _bag_cameras(bag: str | Path) -> Tuple[List[str], bool]:
-    """Camera names (metadata, else the camera_info topics) and whether images are compressed."""
-    with open_bag(bag) as reader:
-        meta = read_metadata(reader, str(bag))
-        cams = list(meta.get("cameras") or sorted(
-            t.split("/")[0] for t in reader.topics if t.endswith("/camera_info")))
-        if not cams:
-            raise BagError(f"bag {bag} has no <cam>/camera_info topics: nothing to evaluate")
-        needed = [f"{c}/camera_info" for c in cams]
-        require_topics(reader, needed, str(bag), "by the nodes (camera_info per camera)")
-        images = [c for c in cams if f"{c}/image_raw" in reader.topics
-                  or f"{c}/image_raw/compressed" in reader.topics]
-        if len(images) != len(cams):
-            raise BagError(f"bag {bag} lacks image topics for cameras "
-                           f"{sorted(set(cams) - set(images))}")
-        compressed = any(t.endswith("/compressed") for t in reader.topics)
-    return cams, compressed
-
-
-@dataclass
-class ReplaySetup:
-    """What differs between evaluation replays (g2g-eval-bag's defaults; ``make demo`` sets
-    more).
-
-    ``node_params``: node name -> parameters applied last (after the rig preset and the
-    evaluation's own). ``with_odometry``: the relocalize graph also runs rig_odometry, which is
-    evaluated on its ``odometry`` output; its TF is off, so the bag's ``odom -> base_link``
-    stays relocalize's odometry input, and each group waits for both nodes.
-    ``initial_pose``: ``(stamp ns, map_T_base)`` sent on ``/initialpose`` once the nodes are up,
-    before the replay, as an operator does in RViz. ``log_level``: the nodes' (launch
-    argument).
-    """
-
-    node_params: Dict[str, Dict[str, object]] = field(default_factory=dict)
-    with_odometry: bool = False
-    initial_pose: Optional[Tuple[int, np.ndarray]] = None
-    log_level: str = ""
-
-
-def _params_file(path: Path, cams: Sequence[str], compressed: bool,
-                 setup: ReplaySetup) -> Path:
-    def common():  # fresh objects per node: rcl's YAML parser rejects aliases
-        # fp32 as g2g-eval: on bf16-capable CPUs "auto" would give other numbers.
-        return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
-                "use_compressed": bool(compressed), "precision": "fp32"}
-
-    params = {"rig_odometry": common(),
-              # Stamp-paced localization, and a generous wait for the odometry (TF) at an image
-              # stamp: on a loaded machine it can lag the image by more than the live 0.5 s,
-              # and a frame dropped for that would change the results.
-              "relocalize": dict(common(), reloc_camera=cams[0], localize_period_s=1.0,
-                                 localize_pacing="stamps", tf_wait_s=5.0)}
-    if setup.with_odometry:
-        params["rig_odometry"]["publish_tf"] = False
-    for node, extra in setup.node_params.items():
-        params[node].update(extra)
-    path.write_text(yaml.safe_dump({params_key(node): {"ros__parameters": values}
-                                    for node, values in params.items()}))
-    return path
-
-
-def _wait_specs(graph: str, cams: Sequence[str], compressed: bool, wait_timeout: float,
-                startup_timeout: float, with_odometry: bool = False):
-    """What says that the graph's nodes are done with an image group (evaluation replay)."""
+def _wait_specs(graph: str, reloc_image: str, wait_timeout: float, startup_timeout: float,
+                with_odometry: bool = False):
+    """What says that the graph's nodes are done with an image group (evaluation replay);
+    ``reloc_image``: the image topic relocalize listens to."""
     from g2g_ros.bags.player import WaitSpec
 
     specs = []
@@ -113,9 +61,8 @@ def _wait_specs(graph: str, cams: Sequence[str], compressed: bool, wait_timeout:
         specs.append(WaitSpec("odometry", "nav_msgs/msg/Odometry", wait_timeout,
                               startup_timeout))
     if graph == "relocalize":
-        image = f"{cams[0]}/image_raw" + ("/compressed" if compressed else "")
         specs.append(WaitSpec("relocalize/processed", "std_msgs/msg/Header", wait_timeout,
-                              startup_timeout, (image,)))
+                              startup_timeout, (reloc_image,)))
     return specs
 
 
@@ -139,8 +86,10 @@ def _send_initial_pose(node, spin, stamp: int, map_T_base: np.ndarray) -> None:
 
 def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], rig: str,
                checkpoint: str, wait_timeout: float, startup_timeout: float,
-               progress: bool, setup: Optional[ReplaySetup] = None):
-    """Graph + evaluation replay + recording; returns ``(outputs bag, PlayStats)``."""
+               progress: bool, setup: ReplaySetup,
+               checked: Tuple[Path, Dict[str, Dict[str, object]]]):
+    """Graph + evaluation replay + recording; returns ``(outputs bag, PlayStats)``.
+    ``checked``: what :func:`checked_parameters` returned for this replay."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
@@ -150,9 +99,7 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     from g2g_ros.launch_graphs import GRAPHS
     from g2g_ros.qos import prefer_large_shm_profile
 
-    setup = setup or ReplaySetup()
-    cams, compressed = _bag_cameras(bag)
-    params = _params_file(out_dir / "eval_params.yaml", cams, compressed, setup)
+    params, nodes = checked
     launch = [f"rig:={rig}", "use_sim_time:=true", f"params_file:={params}"]
     if checkpoint:
         launch.append(f"checkpoint:={checkpoint}")
@@ -164,8 +111,10 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
         launch.append(f"log_level:={setup.log_level}")
     commands = node_commands(GRAPHS[graph], parse_launch_args(GRAPHS[graph], launch))
     runs_odometry = graph == "rig_odometry"
-    wait = _wait_specs(graph, cams, compressed, wait_timeout, startup_timeout,
-                       setup.with_odometry)
+    reloc = nodes.get("relocalize", {})
+    reloc_image = camera_topics(str(reloc.get("reloc_camera") or node_cameras(reloc)[0]),
+                                reloc)[0] if reloc else ""
+    wait = _wait_specs(graph, reloc_image, wait_timeout, startup_timeout, setup.with_odometry)
     prefer_large_shm_profile()  # the player below and the nodes' processes
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -318,32 +267,37 @@ def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Opt
         raise ValueError("graph 'relocalize' needs --map (a map built with g2g-map build)")
     if map_path and not Path(map_path).is_file():
         raise ValueError(f"map {map_path} does not exist")
-    bag = Path(bag)
-    load_ground_truth(bag)  # fails early, naming what is missing
-    out_dir = Path(out_dir)
-    if (out_dir / "outputs").exists():
-        raise ValueError(f"{out_dir / 'outputs'} already exists; choose a new --out")
-    out_dir.mkdir(parents=True, exist_ok=True)
     setup = setup or ReplaySetup()
     if node_params:
         setup = replace(setup, node_params={**setup.node_params, graph: {
             **setup.node_params.get(graph, {}), **node_params}})
     if setup.with_odometry and graph != "relocalize":
         raise ValueError("with_odometry is for graph 'relocalize' (rig_odometry runs anyway)")
+    if setup.initial_pose is not None and graph != "relocalize":
+        raise ValueError("an initial pose is for graph 'relocalize'")
+    bag = Path(bag)
+    out_dir = Path(out_dir)
+    if (out_dir / "outputs").exists():
+        raise ValueError(f"{out_dir / 'outputs'} already exists; choose a new --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # The rig first (it reads only the bag's topics), then what the report needs.
+    checked = checked_parameters(bag, graph, out_dir, rig, setup)
+    load_ground_truth(bag)  # fails early, naming what is missing
     outputs, stats = run_replay(bag, graph, out_dir, map_path, rig, checkpoint, wait_timeout,
-                                startup_timeout, progress, setup)
+                                startup_timeout, progress, setup, checked)
     return build_report(bag, outputs, graph, stats, out_dir, map_path, segment_lengths_m,
                         pairs_index)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="g2g-eval-bag", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("bag", help="bag directory from g2g-bag convert")
     parser.add_argument("--graph", required=True, choices=EVAL_GRAPHS)
     parser.add_argument("--map", default=None, help="map for --graph relocalize")
     parser.add_argument("--out", required=True, help="output directory for outputs + report")
-    parser.add_argument("--rig", default="sim", help="parameter preset config/<rig>.yaml")
+    parser.add_argument("--rig", default="sim", help="parameter preset config/<rig>.yaml "
+                        "(its cameras are replaced by the bag's)")
     parser.add_argument("--checkpoint", default="", help="G2G checkpoint (default: embedded)")
     parser.add_argument("--wait-timeout", type=float, default=30.0,
                         help="seconds per image group; a group without an answer is counted "
@@ -351,8 +305,12 @@ def main(argv=None) -> int:
     parser.add_argument("--startup-timeout", type=float, default=120.0)
     parser.add_argument("--segments", type=float, nargs="+", default=list(SHORT_SEGMENTS_M),
                         help="KITTI-style segment lengths in m (short for simulator runs)")
+    add_setup_arguments(parser)
     parser.add_argument("--pairs-index", default=None, metavar="FILE.json|FILE.csv",
                         help="also write the evaluated pairs as a g2g-eval pair index")
+    parser.add_argument("--rig-pairs-index", default=None, metavar="FILE.json|FILE.csv",
+                        help="with --pairs-index and --with-odometry: also the rig odometry "
+                             "pairs")
     parser.add_argument("--dataset-root", default=None,
                         help="collection root of the dataset (with --pairs-index)")
     parser.add_argument("--query-trajectory", default=None,
@@ -360,16 +318,33 @@ def main(argv=None) -> int:
     parser.add_argument("--map-trajectory", default=None,
                         help="the map's dataset trajectory (default: the map's source)")
     parser.add_argument("--quiet", action="store_true")
-    opts = parser.parse_args(argv)
+    return parser
+
+
+def evaluate_args(argv: Sequence[str]) -> Tuple[argparse.Namespace, Dict[str, object]]:
+    """Parse ``g2g-eval-bag``'s command line and run it: ``(the parsed flags, the report)``
+    (``make demo`` runs its evaluation through here too). Errors as :func:`evaluate_bag`;
+    argparse exits on bad flags."""
+    parser = build_parser()
+    opts = parser.parse_args(list(argv))
     if opts.pairs_index and not opts.dataset_root:
         parser.error("--pairs-index needs --dataset-root")
-    logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
-    try:
-        pairs = PairsIndexSpec(opts.pairs_index, opts.dataset_root, opts.query_trajectory,
-                               opts.map_trajectory) if opts.pairs_index else None
-        report = evaluate_bag(opts.bag, opts.graph, opts.out, opts.map, opts.rig,
+    if opts.rig_pairs_index and not opts.pairs_index:
+        parser.error("--rig-pairs-index needs --pairs-index")
+    pairs = PairsIndexSpec(opts.pairs_index, opts.dataset_root, opts.query_trajectory,
+                           opts.map_trajectory, opts.rig_pairs_index) if opts.pairs_index else None
+    setup = setup_from_args(opts, opts.bag, opts.graph)
+    return opts, evaluate_bag(opts.bag, opts.graph, opts.out, opts.map, opts.rig,
                               opts.checkpoint, opts.wait_timeout, opts.startup_timeout,
-                              opts.segments, progress=not opts.quiet, pairs_index=pairs)
+                              opts.segments, progress=not opts.quiet, pairs_index=pairs,
+                              setup=setup)
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        opts, report = evaluate_args(argv)
     except (BagError, ValueError, TimeoutError, RuntimeError) as exc:
         print(f"g2g-eval-bag: {exc}", file=sys.stderr)
         return 2

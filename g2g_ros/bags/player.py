@@ -17,7 +17,9 @@ Pacing:
   ``image_topics`` only concerns groups with an image on one of them (relocalize listens to
   one camera). Results then do not depend on the machine's speed. Before the first group it
   waits for the nodes to come up (a publisher on every wait topic and subscribers on the image
-  topics concerned).
+  topics concerned); each node that comes up on a wait topic is asked for its camera
+  parameters, and a node set to use cameras the bag lacks stops the replay
+  (:class:`~g2g_ros.bags.rig_check.RigMismatch`, naming them).
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class BagPlayer(Node):
                                      self.progress[w.topic].on_msg, 50)
         self.stats = PlayStats()
         self.current_stamp_ns = 0
+        self.checked_nodes: Set[str] = set()   # nodes whose cameras were checked (eval mode)
 
     # ------------------------------------------------------------------ publishing
     def _groups(self):
@@ -214,14 +217,53 @@ class BagPlayer(Node):
             for w in self.waits]))
         timeout = max(w.startup_timeout_s for w in self.waits)
         deadline = time.monotonic() + timeout
+        ready_since = 0.0
         while time.monotonic() < deadline:
             spin(0.05)
-            if all(self.count_publishers(w.topic) > 0 for w in self.waits) and all(
-                    self.pubs[t].get_subscription_count() > 0 for t in image_topics):
-                return
+            ready = all(self.count_publishers(w.topic) > 0 for w in self.waits) and all(
+                self.pubs[t].get_subscription_count() > 0 for t in image_topics)
+            # Every node seen so far, the ready ones included (once their names are known).
+            named = self._check_nodes_rig(spin)
+            if ready:
+                ready_since = ready_since or time.monotonic()
+                if named or time.monotonic() > ready_since + self.NODE_NAME_WAIT_S:
+                    return
         raise TimeoutError(f"evaluation replay: the nodes did not come up within "
                            f"{timeout:.0f} s (publishers on {[w.topic for w in self.waits]} "
                            f"and subscribers on {image_topics})")
+
+    # How long a ready node's name may stay unknown to discovery before going on unchecked.
+    NODE_NAME_WAIT_S = 5.0
+
+    def _check_nodes_rig(self, spin: Callable[[float], None]) -> bool:
+        """Each node that has come up on a wait topic, once: are the cameras it is set to use
+        (its live parameters) in the bag? :class:`~g2g_ros.bags.rig_check.RigMismatch`
+        naming those missing; a node that does not answer is left unchecked (logged).
+        Whether every publisher on the wait topics had a known node name."""
+        from g2g_ros.bags.rig_check import check_rig, live_parameters
+        from g2g_ros.launch_graphs import node_fqn
+
+        named = True
+        for w in self.waits:
+            for info in self.get_publishers_info_by_topic(w.topic):
+                fqn = node_fqn(info.node_namespace, info.node_name)
+                # Discovery may know the endpoint before its node's name: ask again later.
+                if "_NODE_NAME_UNKNOWN_" in fqn:
+                    named = False
+                if fqn in self.checked_nodes or "_NODE_NAME_UNKNOWN_" in fqn:
+                    continue
+                self.checked_nodes.add(fqn)
+                params = live_parameters(self, spin, fqn)
+                if params is None:
+                    LOG.warning("%s did not answer get_parameters: its cameras are not checked "
+                                "against the bag", fqn)
+                    continue
+                bag_cams = sorted(t.split("/")[0] for t in self.topics
+                                  if t.endswith("/camera_info"))
+                check_rig({fqn: params}, self.bag, self.topics, bag_cams,
+                          f"Start the node with the bag's cameras (-p cameras:=["
+                          f"{','.join(bag_cams)}]), or play a bag that has them.")
+        return named
 
     def _wait_group(self, stamp: int, before: Dict[str, int], specs: List[WaitSpec],
                     spin: Callable[[float], None], timeout_s: float) -> List[WaitSpec]:
