@@ -4,7 +4,7 @@
 Pairs and labels as ``g2g-covis sim-samples`` makes them (every 2nd frame of a scene, balanced
 pairs: half covisible in equal overlap bins, half not; directional ratios from depth). Every
 frame is reduced to the backbone's 112 px (as maps store keyframes) and described as the
-relocalization matcher does (:class:`g2g_model.rotation_matching.RotationMatcher`: the frozen
+relocalization matcher does (:class:`g2g_model.estimation.rotation_matching.RotationMatcher`: the frozen
 MobileNetV2 trunk at 160 px, 10 x 10 cells). For each ordered pair (a, b), every cell of a gets
 seven numbers: its best cosine similarity in b, the margin to the second best, whether the
 match is mutual, whether it is an inlier of PoseLib's essential-matrix RANSAC on the mutual
@@ -31,9 +31,9 @@ import torch.nn.functional as F
 from g2g_model.covisibility.checkpoint import load_checkpoint
 from g2g_model.covisibility.sim_data import (
     balanced_pairs, load_scene_frames, scene_dirs, scene_images, scene_overlap, scene_samples)
-from g2g_model.inference import G2GPipeline, default_checkpoint
+from g2g_model.estimation.pipeline import G2GPipeline, default_checkpoint
 from g2g_model.localization.local_features import pinhole_camera
-from g2g_model.rotation_matching import RotationMatcher
+from g2g_model.estimation.rotation_matching import RotationMatcher
 
 
 def scene_features(matcher: RotationMatcher, scene, pairs_per_scene: int, seed: int,

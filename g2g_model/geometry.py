@@ -167,7 +167,7 @@ def estimate_spread(pose, estimates) -> float:
 
 def fuse_directions(forward_b: np.ndarray, backward_a: np.ndarray, input_a: np.ndarray,
                     input_b: np.ndarray):
-    """Fuse the two passes of :meth:`g2g_model.inference.G2GPipeline.predict_prepared` into
+    """Fuse the two passes of :meth:`g2g_model.estimation.pipeline.G2GPipeline.predict_prepared` into
     one rigid group B.
 
     Args:

@@ -1,10 +1,10 @@
-"""Frame-pair scorers and window choice of g2g_model.window_selection."""
+"""Frame-pair scorers and window choice of g2g_model.covisibility.window_scores."""
 
 import numpy as np
 import pytest
 import torch
 
-from g2g_model.window_selection import (MapWhitening, best_window, descriptor_similarity,
+from g2g_model.covisibility.window_scores import (MapWhitening, best_window, descriptor_similarity,
                                         max_mean, whitened_similarity)
 
 

@@ -17,8 +17,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from g2g_model.geometry import relative_pose, rotation_angle_deg
-from g2g_model.groups import resize_with_intrinsics
-from g2g_model.maps import G2GMap, MapFrame, encode_image
+from g2g_model.estimation.groups import resize_with_intrinsics
+from g2g_model.maps.format import G2GMap, MapFrame, encode_image
 
 LOG = logging.getLogger(__name__)
 

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 from g2g_model.backbones.identity import encoder_mismatch
-from g2g_model.map_schema import SchemaError, check_map_header
-from g2g_model.map_seal import SealError, check_seal, seal
+from g2g_model.maps.schema import SchemaError, check_map_header
+from g2g_model.maps.seal import SealError, check_seal, seal
 from g2g_model.tagged_safetensors import (
     NotARegularFileError, SafetensorsReadError, read_safetensors, read_safetensors_metadata,
     write_tagged,

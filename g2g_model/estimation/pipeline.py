@@ -45,17 +45,17 @@ from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
 from g2g_model.geometry import (
     b0_estimates, fuse_directions, invert_pose, project_to_rigid,
 )
-from g2g_model.groups import PreparedGroup, prepare_group
-from g2g_model.match_geometry import with_pose
+from g2g_model.estimation.groups import PreparedGroup, prepare_group
+from g2g_model.estimation.match_geometry import with_pose
 from g2g_model.model.checkpoint import load_any
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
 from g2g_model.precision import autocast
-from g2g_model.rotation_matching import RotationMatch, matcher_for
+from g2g_model.estimation.rotation_matching import RotationMatch, matcher_for
 
 LOG = logging.getLogger(__name__)
 
-ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
+ASSETS = pathlib.Path(__file__).resolve().parents[1] / "assets"
 #: W of the untrained stand-in (:meth:`G2GPipeline.untrained_default`).
 UNTRAINED_MAX_FRAMES = 8
 
@@ -285,7 +285,7 @@ class G2GPipeline:
         Returns:
             ``[T, P, D]`` float32 on the CPU.
         """
-        from g2g_model.groups import Group
+        from g2g_model.estimation.groups import Group
 
         k = np.asarray(intrinsics, dtype=np.float64)
         if k.shape == (3, 3):

@@ -22,7 +22,7 @@ import sys
 from typing import Dict, List, Optional
 
 from g2g_model.model.checkpoint import sha256_of
-from g2g_model.release import (
+from g2g_model.release.prepare import (
     BACKBONE_FILES,
     HUB_REPO,
     MANIFEST_NAME,

@@ -62,7 +62,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from g2g_model.match_geometry import generalized_pose, plane_inliers, translation_given_rotation
+from g2g_model.estimation.match_geometry import generalized_pose, plane_inliers, translation_given_rotation
 
 
 @dataclass
@@ -296,7 +296,7 @@ class RotationMatcher:
                 ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Frames and intrinsics at ``describe_px`` wide (K as
         :func:`g2g_model.groups.resize_with_intrinsics` scales it)."""
-        from g2g_model.groups import scale_intrinsics
+        from g2g_model.estimation.groups import scale_intrinsics
 
         h, w = images.shape[-2:]
         width = int(self.config.describe_px) or w
