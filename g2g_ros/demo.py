@@ -119,7 +119,7 @@ def evaluate_replay(query_bag, query_traj, map_traj, map_path, data_dir: pathlib
                     out: pathlib.Path):
     """g2g-eval-bag on the query bag (both nodes), then g2g-eval on the pairs it evaluated:
     ``(report, reloc methods, rig methods)`` (see :mod:`g2g_ros.demo_report`)."""
-    from g2g_model.estimation.pipeline import default_checkpoint
+    from g2g_model.assets import default_checkpoint
     from g2g_model.training.evaluate import default_methods, evaluate_methods
     from g2g_ros.bags.eval_bag import PairsIndexSpec, evaluate_bag
 

@@ -27,8 +27,9 @@ import torch
 from g2g_model.geometry import make_pose
 from g2g_model.maps.cli import main as map_cli
 from g2g_model.maps.seal import HEADER_DIGEST_KEY, seal
-from g2g_model.maps.format import (G2GMap, MapError, MapFrame, encode_image, load_map, max_map_bytes,
-                            read_map_header, save_map)
+from g2g_model.maps.format import (
+    G2GMap, MapError, MapFrame, encode_image, load_map, max_map_bytes, read_map_header, save_map,
+)
 
 RACE = r"""
 import os, shutil, sys, threading, time

@@ -15,7 +15,8 @@ from safetensors.torch import save_file
 
 from g2g_model.backbones.mapanything.config import MapAnythingV1Config
 from g2g_model.backbones.mapanything_v1 import MapAnythingV1Backbone
-from g2g_model.estimation.pipeline import G2GPipeline, default_checkpoint
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.assets import default_checkpoint
 from g2g_model.model.cli import convert_main
 from paper_fixtures import TINY_FEATURE_DIM, tiny_backbone_folder, tiny_official_pth
 

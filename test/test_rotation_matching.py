@@ -1,4 +1,5 @@
-"""Rotation matching (g2g_model/estimation/rotation_matching.py): the solver, real images, the pipeline."""
+"""Rotation matching (g2g_model/estimation/rotation_matching.py): the solver, real images, the
+pipeline."""
 
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ from g2g_model.estimation.rotation_matching import (  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import invert_pose, rotation_angle_deg  # noqa: E402
 from g2g_model.estimation.groups import Group, prepare_group  # noqa: E402
-from g2g_model.estimation.pipeline import G2GPipeline, default_checkpoint  # noqa: E402
+from g2g_model.estimation.pipeline import G2GPipeline  # noqa: E402
+from g2g_model.assets import default_checkpoint  # noqa: E402
 
 SIZE = (112, 112)  # the relocalization default's input size
 

@@ -85,7 +85,8 @@ class Relocalizer:
     """Query window + map + window selection + G2G + verification + gate (module docstring).
 
     Args:
-        pipeline: a :class:`~g2g_model.estimation.pipeline.G2GPipeline` (``predict``, ``backbone_id``).
+        pipeline: a :class:`~g2g_model.estimation.pipeline.G2GPipeline` (``predict``,
+            ``backbone_id``).
         selector: the window selector (its configuration's ``window_size`` is W).
         gate: the correction gate's configuration.
         min_translation_m, min_rotation_deg: the query window's frame spacing.

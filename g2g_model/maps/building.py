@@ -27,7 +27,8 @@ class MapBuilder:
     """Collects keyframes (thread-safe) and makes the map.
 
     Args:
-        pipeline: a :class:`~g2g_model.inference.G2GPipeline` (its backbone encodes the map).
+        pipeline: a :class:`~g2g_model.estimation.pipeline.G2GPipeline` (its backbone encodes the
+            map).
         min_translation_m, min_rotation_deg: the keyframe rule (module docstring).
         max_keyframes: refuse more keyframes than this (``ValueError``); None: no limit.
     """

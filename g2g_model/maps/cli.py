@@ -1,5 +1,5 @@
 """`g2g-map build | info | verify | reseal`: make and check map artefacts (see
-:mod:`g2g_model.maps`).
+:mod:`g2g_model.maps.format`).
 
 ``build`` takes keyframes of a dataset trajectory (g2g_model.data format) with its ground-truth
 poses, encodes every keyframe once with the model's backbone and writes the map atomically.

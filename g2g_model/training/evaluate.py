@@ -67,9 +67,9 @@ class MethodSpec:
 
 
 class G2GMethod:
-    """A checkpoint through the product's :class:`~g2g_model.estimation.pipeline.G2GPipeline` (fp32, as
-    the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups with
-    their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
+    """A checkpoint through the product's :class:`~g2g_model.estimation.pipeline.G2GPipeline`
+    (fp32, as the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups
+    with their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
     block-diagonal mask. ``flip_directions``: one way where the pipeline would run both
     directions, both where it would run one (:mod:`g2g_model.estimation.pipeline`).
     ``no_rotation_matching``: G2G's own pose where the pipeline would take it from feature

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from g2g_model.training.augment import NOISE_PRESETS, perturb_group_poses
 from g2g_model.training.freeze import freeze_modules
-from g2g_model.estimation.pipeline import bf16_is_fast
+from g2g_model.precision import bf16_is_fast
 from g2g_model.training.losses import LOSS_PRESETS
 from g2g_model.precision import autocast
 from g2g_model.training import distributed as ddp
