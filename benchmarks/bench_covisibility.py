@@ -114,9 +114,10 @@ def bench_vs_g2g(frames: int, rounds: int, cache_dir, batch_size: int = 256, win
     without any cache).
     """
     from g2g_model.covisibility.checkpoint import load_checkpoint
-    from g2g_model.groups import Group
-    from g2g_model.inference import G2GPipeline, default_checkpoint
-    from g2g_model.maps import load_map
+    from g2g_model.estimation.groups import Group
+    from g2g_model.estimation.pipeline import G2GPipeline
+    from g2g_model.assets import default_checkpoint
+    from g2g_model.maps.format import load_map
 
     from benchmarks.sim_map import SimMapSpec, build_map, generate, query_group, trajectory
     from benchmarks.sim_map import true_overlap

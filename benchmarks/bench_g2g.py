@@ -78,7 +78,7 @@ def sim_groups(seed: int = 20010):
 
 def bench_pipeline_vs_classical(reps: int, budget_s: float) -> List[str]:
     from g2g_model.baseline.classical import ClassicalBaseline
-    from g2g_model.inference import G2GPipeline
+    from g2g_model.estimation.pipeline import G2GPipeline
 
     ga, gb = sim_groups()
     pipeline = G2GPipeline.default("relocalization")
@@ -114,8 +114,9 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
     (``parallax_share=1``: its cost where groups stand far apart; these groups do not) and with
     the frozen trunk run as the plain network (the baseline of its folded, channels-last copy),
     and the matching's own share is a column."""
-    from g2g_model.inference import G2GPipeline, default_checkpoint
-    from g2g_model.rotation_matching import MatchingConfig
+    from g2g_model.estimation.pipeline import G2GPipeline
+    from g2g_model.assets import default_checkpoint
+    from g2g_model.estimation.rotation_matching import MatchingConfig
 
     ga, gb = sim_groups()
     names = [str(default_checkpoint("relocalization"))] + list(checkpoints)
@@ -204,8 +205,9 @@ def bench_pairs(root: str, index: str, max_pairs: int) -> List[str]:
     """Whole predictions of the relocalization default (as the product loads it) on the groups
     of a pair index (at the model's input size, as maps store keyframes), against the same
     pipeline with the plain trunk, interleaved pair by pair (alternating which runs first)."""
-    from g2g_model.groups import PreparedGroup
-    from g2g_model.inference import G2GPipeline, default_checkpoint
+    from g2g_model.estimation.groups import PreparedGroup
+    from g2g_model.estimation.pipeline import G2GPipeline
+    from g2g_model.assets import default_checkpoint
     from g2g_model.training.pair_dataset import read_pairs
     from g2g_model.training.trajectory_groups import TrajectoryStore
 

@@ -114,7 +114,7 @@ def verification_split(frames, ks, extr, reps: int = 3) -> str:
     """Where a rig-odometry verification of these images spends its time with the node's
     defaults (in this process, before the node starts; medians of ``reps`` steps between
     consecutive frames)."""
-    from g2g_model.groups import Group
+    from g2g_model.estimation.groups import Group
     from g2g_model.localization.rig_motion import RigMotionVerifier, overlapping_pairs
 
     describe, match, step = [], [], []

@@ -31,7 +31,7 @@ from benchmarks.common import emit_report, machine_info, machine_line
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
 from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
-from g2g_model.groups import Group
+from g2g_model.estimation.groups import Group
 from g2g_model.localization.rig_motion import RigMotionVerifier, rig_verifier_config
 
 

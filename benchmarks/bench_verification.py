@@ -37,8 +37,8 @@ from benchmarks.common import emit_report, machine_info
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
 from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
-from g2g_model.groups import Group
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.groups import Group
+from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.localization.rig_motion import RigMotionVerifier, rig_verifier_config
 from g2g_model.localization.verification import StructureVerifier, VerifierConfig
 

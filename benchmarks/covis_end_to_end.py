@@ -88,10 +88,11 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
              coarse_stride: int, scorer: str = "covisibility") -> Dict:
     """The ``localize`` case (see the module docstring)."""
     from g2g_model.covisibility.retrieval import window_scores
-    from g2g_model.groups import Group
-    from g2g_model.inference import G2GPipeline, default_checkpoint
+    from g2g_model.estimation.groups import Group
+    from g2g_model.estimation.pipeline import G2GPipeline
+    from g2g_model.assets import default_checkpoint
     from g2g_model.localization.window_selector import SelectorConfig, WindowSelector
-    from g2g_model.maps import load_map
+    from g2g_model.maps.format import load_map
 
     from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap
 
@@ -171,8 +172,9 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
 
 def encode_map(scene, batch_size: int) -> Dict:
     """The ``encode-map`` case: decode and encode every map frame."""
-    from g2g_model.inference import G2GPipeline, default_checkpoint
-    from g2g_model.maps import load_map
+    from g2g_model.estimation.pipeline import G2GPipeline
+    from g2g_model.assets import default_checkpoint
+    from g2g_model.maps.format import load_map
 
     from benchmarks.sim_map import map_path
 

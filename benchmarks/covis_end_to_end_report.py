@@ -42,7 +42,7 @@ def bench_end_to_end(frames: int, cache_dir, query_camera: str, query_start: int
     each coarse stride, then (``map_relative``) the token + image covisibility embeddings
     re-ranked by the pair verifier (the relocalize node's default) and not, each embedding
     alone, and map-whitened similarity. Returns the report lines."""
-    from g2g_model.inference import G2GPipeline
+    from g2g_model.estimation.pipeline import G2GPipeline
 
     from benchmarks.sim_map import SimMapSpec, build_map, generate
 

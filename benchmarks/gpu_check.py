@@ -35,8 +35,8 @@ from benchmarks.common import machine_line
 from g2g_model.backbones.mapanything.config import MapAnythingV1Config, preset
 from g2g_model.covisibility.model import CovisibilityConfig, CovisibilityDecoder
 from g2g_model.covisibility.scoring import score_matrix
-from g2g_model.groups import PreparedGroup
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.groups import PreparedGroup
+from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.model.config import preset as g2g_preset
 from g2g_model.model.g2g import G2GModel
 

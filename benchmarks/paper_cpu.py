@@ -24,7 +24,7 @@ import numpy as np
 from benchmarks.bench_backbones import random_backbone
 from benchmarks.common import machine_line
 from g2g_model.backbones.mapanything.config import preset
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.model.config import preset as g2g_preset
 from g2g_model.model.g2g import G2GModel
 

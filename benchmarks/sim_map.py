@@ -24,8 +24,8 @@ from g2g_model.covisibility.labels import resize_depth
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.overlap import overlap_matrix
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
-from g2g_model.groups import Group
-from g2g_model.maps import MapError, read_map_header, save_map
+from g2g_model.estimation.groups import Group
+from g2g_model.maps.format import MapError, read_map_header, save_map
 
 LOG = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def build_map(scene_dir: pathlib.Path, pipeline) -> Tuple[pathlib.Path, Optional
 
     Returns (map file, seconds to build it or None when it was reused).
     """
-    from g2g_model.map_building import build_map_from_trajectory
+    from g2g_model.maps.building import build_map_from_trajectory
 
     path = map_path(scene_dir, pipeline.backbone_id())
     if path.is_file():

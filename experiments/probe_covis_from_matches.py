@@ -2,18 +2,18 @@
 (docs/COVISIBILITY.md, "Honest assessment": the decoder's scalar MAE goal of <= 0.05.)
 
 Pairs and labels as ``g2g-covis sim-samples`` makes them (every 2nd frame of a scene, balanced
-pairs: half covisible in equal overlap bins, half not; directional ratios from depth). Every
-frame is reduced to the backbone's 112 px (as maps store keyframes) and described as the
-relocalization matcher does (:class:`g2g_model.rotation_matching.RotationMatcher`: the frozen
+pairs: half covisible in equal overlap bins, half not; directional ratios from depth). Every frame
+is reduced to the backbone's 112 px (as maps store keyframes) and described as the relocalization
+matcher does (:class:`g2g_model.estimation.rotation_matching.RotationMatcher`: the frozen
 MobileNetV2 trunk at 160 px, 10 x 10 cells). For each ordered pair (a, b), every cell of a gets
-seven numbers: its best cosine similarity in b, the margin to the second best, whether the
-match is mutual, whether it is an inlier of PoseLib's essential-matrix RANSAC on the mutual
-matches (the frames' intrinsics, ``--px`` pixels), and the pair's mutual-match share, inlier
-share and mean similarity. A small MLP (7 -> 32 -> 1, BCE on the cell's covisible fraction from
-the dense labels) is fitted on training scenes; a ratio is the mean over a's cells. Printed for
-the held-out scenes: the ratio and score MAE of the constant (training mean), of the shipped
-decoder on the same pairs (tokens of the relocalization default, as the relocalize node feeds
-it), of the raw inlier share, of its linear calibration and of the MLP.
+seven numbers: its best cosine similarity in b, the margin to the second best, whether the match is
+mutual, whether it is an inlier of PoseLib's essential-matrix RANSAC on the mutual matches (the
+frames' intrinsics, ``--px`` pixels), and the pair's mutual-match share, inlier share and mean
+similarity. A small MLP (7 -> 32 -> 1, BCE on the cell's covisible fraction from the dense labels)
+is fitted on training scenes; a ratio is the mean over a's cells. Printed for the held-out scenes:
+the ratio and score MAE of the constant (training mean), of the shipped decoder on the same pairs
+(tokens of the relocalization default, as the relocalize node feeds it), of the raw inlier share,
+of its linear calibration and of the MLP.
 
     python experiments/probe_covis_from_matches.py --train data/sim_train --test data/sim_test
 """
@@ -31,9 +31,10 @@ import torch.nn.functional as F
 from g2g_model.covisibility.checkpoint import load_checkpoint
 from g2g_model.covisibility.sim_data import (
     balanced_pairs, load_scene_frames, scene_dirs, scene_images, scene_overlap, scene_samples)
-from g2g_model.inference import G2GPipeline, default_checkpoint
-from g2g_model.localization.local_features import pinhole_camera
-from g2g_model.rotation_matching import RotationMatcher
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.assets import default_checkpoint
+from g2g_model.poselib_conversions import pinhole_camera
+from g2g_model.estimation.rotation_matching import RotationMatcher
 
 
 def scene_features(matcher: RotationMatcher, scene, pairs_per_scene: int, seed: int,

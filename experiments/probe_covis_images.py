@@ -26,8 +26,11 @@ import torch.nn.functional as F
 from g2g_model.covisibility import sim_data, sim_eval
 from g2g_model.covisibility.evaluate import window_selection_accuracy
 from g2g_model.covisibility.image_embedding import shrink
-from g2g_model.inference import G2GPipeline, default_checkpoint
-from g2g_model.window_selection import MapWhitening, token_statistics, whitened_similarity
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.assets import default_checkpoint
+from g2g_model.covisibility.window_scores import (
+    MapWhitening, token_statistics, whitened_similarity,
+)
 
 WINDOW = 4
 

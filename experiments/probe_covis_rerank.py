@@ -31,7 +31,8 @@ from g2g_model.covisibility import sim_data, sim_eval, sim_selection
 from g2g_model.covisibility.embedding import load_embedding
 from g2g_model.covisibility.image_embedding import load_image_embedding
 from g2g_model.covisibility.retrieval import select_windows, window_scores
-from g2g_model.inference import G2GPipeline, default_checkpoint
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.assets import default_checkpoint
 
 WINDOW = 4
 TOLERANCE = 0.1

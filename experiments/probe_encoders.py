@@ -54,7 +54,7 @@ def _resize(image: np.ndarray, size: int) -> torch.Tensor:
 
 def encoders(checkpoint: str) -> Dict[str, Encoder]:
     from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
-    from g2g_model.inference import G2GPipeline
+    from g2g_model.estimation.pipeline import G2GPipeline
 
     pipe = G2GPipeline.from_checkpoint(checkpoint)
     side = pipe.image_size[0]

@@ -26,13 +26,13 @@ import torch
 
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.localization.correction import QueryFrame
 from g2g_model.localization.relocalizer import Relocalizer
 from g2g_model.localization.rig_views import RigView, RigViews
 from g2g_model.localization.verification import StructureVerifier
 from g2g_model.localization.window_selector import WindowSelector
-from g2g_model.map_building import build_map_from_trajectory
+from g2g_model.maps.building import build_map_from_trajectory
 from g2g_model.covisibility.sim_data import scene_dirs
 from g2g_ros.nodes.relocalize_params import RelocalizeParams, gate_config, selector_config
 from g2g_ros.nodes.verify_params import verifier_config

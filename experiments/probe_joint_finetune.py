@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch
 
-from g2g_model.augment import perturb_group_poses, NOISE_PRESETS
-from g2g_model.losses import LOSS_PRESETS
+from g2g_model.training.augment import perturb_group_poses, NOISE_PRESETS
+from g2g_model.training.losses import LOSS_PRESETS
 from g2g_model.training.config import load_config
 from g2g_model.training.models import build_backbone, build_g2g
 from g2g_model.training.pair_dataset import read_pairs
@@ -39,7 +39,7 @@ from g2g_model.training.run_files import export_model
 from g2g_model.training.task_modules import PairTrainModule
 from g2g_model.training.trajectory_groups import (TrajectoryStore, pair_targets,
                                                   relative_poses)
-from g2g_model.groups import resize_with_intrinsics
+from g2g_model.estimation.groups import resize_with_intrinsics
 
 ASSET = "g2g_model/assets/g2g_reloc_mnv2.safetensors"
 

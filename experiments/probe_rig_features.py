@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from g2g_model.data.format import TrajectoryReader
-from g2g_model.groups import Group
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.groups import Group
+from g2g_model.estimation.pipeline import G2GPipeline
 
 
 class FeatureSource:

@@ -1,7 +1,8 @@
 """The pose from feature matches against G2G's own, on relocalization pairs, per setting.
 
 For every pair (the selection and seed of `g2g-eval`), "no motion", the shipped pipeline's
-T_{A0<-B0} without rotation matching, and :class:`g2g_model.rotation_matching.RotationMatcher`
+T_{A0<-B0} without rotation matching, and
+:class:`g2g_model.estimation.rotation_matching.RotationMatcher`
 for every ``--describe-px`` x ``--inlier-deg`` x ``--subcell`` x ``--final-scale-deg`` x
 ``--translation-prior`` x ``--parallax-share`` x ``--parallax-gain`` on the groups as the
 pipeline gives them (loaded at the model's input size, clean input poses; G2G's pose as the
@@ -24,8 +25,8 @@ import numpy as np
 import torch
 
 from g2g_model.metrics.errors import rotation_error_deg
-from g2g_model.match_geometry import with_pose
-from g2g_model.rotation_matching import MatchingConfig, RotationMatcher
+from g2g_model.estimation.match_geometry import with_pose
+from g2g_model.estimation.rotation_matching import MatchingConfig, RotationMatcher
 from g2g_model.training.evaluate import G2GMethod
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
 from g2g_model.training.trajectory_groups import TrajectoryStore

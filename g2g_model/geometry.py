@@ -167,8 +167,8 @@ def estimate_spread(pose, estimates) -> float:
 
 def fuse_directions(forward_b: np.ndarray, backward_a: np.ndarray, input_a: np.ndarray,
                     input_b: np.ndarray):
-    """Fuse the two passes of :meth:`g2g_model.inference.G2GPipeline.predict_prepared` into
-    one rigid group B.
+    """Fuse the two passes of
+    :meth:`g2g_model.estimation.pipeline.G2GPipeline.predict_prepared` into one rigid group B.
 
     Args:
         forward_b: ``[N_B, 4, 4]`` T_{A0<-Bj} predicted with A as the anchor group.

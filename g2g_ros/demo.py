@@ -62,8 +62,8 @@ def simulate(out: pathlib.Path, frames: int):
 
 
 def build_map(traj, out: pathlib.Path, pipeline):
-    from g2g_model.map_building import build_map_from_trajectory
-    from g2g_model.maps import save_map
+    from g2g_model.maps.building import build_map_from_trajectory
+    from g2g_model.maps.format import save_map
 
     # Keyframes of every camera of the mapping run: the query traversal revisits places in the
     # other direction, where another camera of the mapping run saw what the query camera sees.
@@ -117,7 +117,7 @@ def evaluate_replay(query_bag, query_traj, map_traj, map_path, data_dir: pathlib
                     out: pathlib.Path):
     """g2g-eval-bag on the query bag (both nodes), then g2g-eval on the pairs it evaluated:
     ``(report, reloc methods, rig methods)`` (see :mod:`g2g_ros.demo_report`)."""
-    from g2g_model.inference import default_checkpoint
+    from g2g_model.assets import default_checkpoint
     from g2g_model.training.evaluate import default_methods, evaluate_methods
     from g2g_ros.bags.eval_bag import evaluate_args
 
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     data_dir, out = pathlib.Path(opts.data), pathlib.Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    from g2g_model.inference import G2GPipeline
+    from g2g_model.estimation.pipeline import G2GPipeline
     from g2g_ros.demo_report import demo_report
 
     total = 5

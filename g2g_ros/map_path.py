@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from g2g_model.maps import G2GMap
+from g2g_model.maps.format import G2GMap
 from g2g_ros.conversions import matrix_to_pose, to_stamp
 
 TOPIC = "~/map_path"

@@ -32,7 +32,7 @@ def load_pipeline(checkpoint: str, device: str, task: str, precision: str = "aut
     backbone weights that are missing, wrong or do not belong to the checkpoint, or a bad
     precision.
     """
-    from g2g_model.inference import G2GPipeline
+    from g2g_model.estimation.pipeline import G2GPipeline
 
     matching = "auto" if rotation_matching else False
     if precision not in PRECISIONS:
@@ -58,7 +58,8 @@ def model_max_frames(checkpoint: str, task: str) -> Tuple[Optional[int], str]:
     (cheap enough for a parameter check), and the model named for messages. W is None when it
     is not known before loading (official weights without our header, a missing or unreadable
     file: configure then says why)."""
-    from g2g_model.inference import UNTRAINED_MAX_FRAMES, default_checkpoint
+    from g2g_model.estimation.pipeline import UNTRAINED_MAX_FRAMES
+    from g2g_model.assets import default_checkpoint
 
     path = checkpoint or default_checkpoint(task)
     if path is None:
@@ -96,7 +97,7 @@ def describe_model(pipeline, checkpoint: str, task: str, encoder_only: bool = Fa
     name when ``checkpoint`` is empty), backbone and preset, and whether the rotation comes from
     feature matches (not for ``encoder_only`` users: the map builder); says so for random
     weights."""
-    from g2g_model.inference import default_checkpoint
+    from g2g_model.assets import default_checkpoint
 
     if pipeline.untrained:
         return f"untrained stand-in for {task} (RANDOM weights)"

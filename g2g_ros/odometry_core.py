@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from g2g_model.geometry import estimate_spread, invert_pose, rotation_angle_deg
-from g2g_model.groups import Group
+from g2g_model.estimation.groups import Group
 
 LOG = logging.getLogger(__name__)
 

@@ -3,31 +3,18 @@
 * Storage: one edge per child frame (``parent -> child``, REP-105 tree), either *static*
   (``/tf_static``: one transform valid at all times) or *dynamic* (``/tf``: time-indexed samples
   kept for ``cache_duration_ns`` behind the newest sample of that edge).
-* The tree stays a tree; the rule for a child frame whose parent changes:
-
-  - an edge that would close a loop (``base_link -> odom`` while ``odom -> base_link`` is
-    stored) is rejected (``loop``), whatever its kind: a loop would break every lookup
-    through those frames;
-  - a dynamic edge never overrides a static one (``conflicts_with_static``);
-  - a dynamic edge with another parent than the child's dynamic edge is a second parent
-    (``second_parent``): rejected while the current parent is live (a sample received within
-    ``reparent_after_s`` of wall time), accepted once it has gone quiet: then the latest
-    parent wins, as in tf2, and the child starts a new edge (logged). One stray message can
-    thus not take a frame from the publisher that keeps streaming it;
-  - a static edge replaces the child's edge (static or dynamic, any parent: the latched
-    calibration is the latest word), logged.
-
-  Rejected edges are counted by reason in :meth:`TFBuffer.stats` (with the last rejected
-  edge) and logged naming the edge, at most once per second per reason; the valid stream is
-  untouched, so lookups keep working without a reset.
+* The tree stays a tree: an edge against the rule of :mod:`g2g_ros.tf_tree` (loops, second
+  parents, dynamic over static) is rejected; rejected edges are counted by reason in
+  :meth:`TFBuffer.stats` (with the last rejected edge) and logged naming the edge, at most once
+  per second per reason; the valid stream is untouched, so lookups keep working without a reset.
 * Lookup: :meth:`TFBuffer.lookup_transform` ``(target, source, stamp_ns)`` returns the 4x4
   ``T_{target<-source}`` (maps points in ``source`` coordinates into ``target``) chained through
   the tree via the closest common ancestor, interpolating every dynamic edge at the stamp
   (linear translation, slerp rotation). ``stamp_ns = 0`` means "latest": the newest time at which
   every dynamic edge of the chain has data (tf2's latest common time).
-* Errors: subclasses of :class:`TFError`: :class:`TFLookupError` (also a ``LookupError``) for an
-  unknown frame, :class:`ConnectivityError` when the two frames are in different trees, and
-  :class:`ExtrapolationError` naming the edge and its available time range.
+* Errors (:mod:`g2g_ros.tf_tree`): subclasses of :class:`TFError`: :class:`TFLookupError` (also a
+  ``LookupError``) for an unknown frame, :class:`ConnectivityError` when the two frames are in
+  different trees, and :class:`ExtrapolationError` naming the edge and its available time range.
 * Ingest never raises on bad data: NaN / inf values, zero or far-from-unit quaternions, empty
   or identical frame ids, data older than the cache, (given a clock) dynamic data stamped
   far ahead of the current time and edges against the tree rule above are rejected with a
@@ -39,9 +26,7 @@ Quaternions are (x, y, z, w) as in ROS and :mod:`g2g_model.geometry`.
 
 from __future__ import annotations
 
-import bisect
 import collections
-import dataclasses
 import logging
 import threading
 import time
@@ -51,102 +36,15 @@ import numpy as np
 
 from g2g_model.geometry import invert_pose, make_pose, matrix_to_quat_xyzw, quat_xyzw_to_matrix
 from g2g_ros.conversions import stamp_ns
+from g2g_ros.tf_tree import (
+    ConnectivityError, Edge, ExtrapolationError, TFError, TFLookupError, fmt_ns, path_to_root,
+    tree_problem,
+)
 
 logger = logging.getLogger(__name__)
 
 #: Quaternions whose norm differs from 1 by more than this are rejected, smaller errors fixed.
 QUATERNION_NORM_TOLERANCE = 1e-2
-
-
-class TFError(Exception):
-    """Base class of every TF lookup / ingest error."""
-
-
-class TFLookupError(TFError, LookupError):
-    """A frame is unknown to the buffer."""
-
-
-class ConnectivityError(TFLookupError):
-    """Both frames exist but belong to different trees."""
-
-
-class ExtrapolationError(TFError):
-    """The requested stamp lies outside the data of an edge of the chain.
-
-    Attributes: parent, child (the edge), stamp_ns (requested), earliest_ns, latest_ns.
-    """
-
-    def __init__(self, parent: str, child: str, stamp_ns: int, earliest_ns: int, latest_ns: int):
-        self.parent, self.child = parent, child
-        self.stamp_ns, self.earliest_ns, self.latest_ns = stamp_ns, earliest_ns, latest_ns
-        where = "before" if stamp_ns < earliest_ns else "after"
-        super().__init__(
-            f"extrapolation {where} the data of {parent} -> {child}: requested "
-            f"{_fmt_ns(stamp_ns)}, available [{_fmt_ns(earliest_ns)}, {_fmt_ns(latest_ns)}]"
-        )
-
-
-def _fmt_ns(stamp_ns: int) -> str:
-    return f"{stamp_ns // 10**9}.{stamp_ns % 10**9:09d} s"
-
-
-def slerp_xyzw(q0: np.ndarray, q1: np.ndarray, ratio: float) -> np.ndarray:
-    """Shortest-path spherical interpolation of unit quaternions ``[4]`` (x, y, z, w)."""
-    q0 = np.asarray(q0, dtype=np.float64)
-    q1 = np.asarray(q1, dtype=np.float64)
-    dot = float(q0 @ q1)
-    if dot < 0.0:  # q and -q are the same rotation: take the short way round
-        q1, dot = -q1, -dot
-    if dot > 0.9995:  # nearly parallel: lerp is exact to ~1e-8 and avoids 0/0
-        q = q0 + ratio * (q1 - q0)
-    else:
-        theta = np.arccos(dot)
-        q = (np.sin((1.0 - ratio) * theta) * q0 + np.sin(ratio * theta) * q1) / np.sin(theta)
-    return q / np.linalg.norm(q)
-
-
-@dataclasses.dataclass
-class _Edge:
-    """Transforms ``T_{parent<-child}`` over time; static edges hold exactly one sample."""
-
-    parent: str
-    static: bool
-    received: float = 0.0  # wall time (monotonic) of the newest accepted sample
-    stamps: List[int] = dataclasses.field(default_factory=list)
-    translations: List[np.ndarray] = dataclasses.field(default_factory=list)
-    quats: List[np.ndarray] = dataclasses.field(default_factory=list)
-
-    def insert(self, stamp: int, translation: np.ndarray, quat: np.ndarray) -> None:
-        if self.static:
-            self.stamps, self.translations, self.quats = [stamp], [translation], [quat]
-            return
-        i = bisect.bisect_left(self.stamps, stamp)
-        if i < len(self.stamps) and self.stamps[i] == stamp:  # same stamp: newest wins
-            self.translations[i], self.quats[i] = translation, quat
-            return
-        self.stamps.insert(i, stamp)
-        self.translations.insert(i, translation)
-        self.quats.insert(i, quat)
-
-    def prune(self, oldest_kept: int) -> None:
-        cut = bisect.bisect_left(self.stamps, oldest_kept)
-        if cut:
-            del self.stamps[:cut], self.translations[:cut], self.quats[:cut]
-
-    def at(self, child: str, stamp: int) -> Tuple[np.ndarray, np.ndarray]:
-        """(translation [3], quaternion xyzw [4]) at ``stamp``; static edges ignore it."""
-        if self.static:
-            return self.translations[0], self.quats[0]
-        first, last = self.stamps[0], self.stamps[-1]
-        if not first <= stamp <= last:
-            raise ExtrapolationError(self.parent, child, stamp, first, last)
-        i = bisect.bisect_left(self.stamps, stamp)
-        if self.stamps[i] == stamp:
-            return self.translations[i], self.quats[i]
-        t0, t1 = self.stamps[i - 1], self.stamps[i]
-        ratio = (stamp - t0) / (t1 - t0)
-        translation = (1.0 - ratio) * self.translations[i - 1] + ratio * self.translations[i]
-        return translation, slerp_xyzw(self.quats[i - 1], self.quats[i], ratio)
 
 
 class TFBuffer:
@@ -170,7 +68,7 @@ class TFBuffer:
         self.clock_ns = clock_ns
         self.max_ahead_ns = int(max_ahead_ns)
         self._lock = threading.Lock()
-        self._edges: Dict[str, _Edge] = {}
+        self._edges: Dict[str, Edge] = {}
         self._accepted = 0
         self._rejected: Dict[str, int] = collections.Counter()
         self._forgotten = 0   # samples stored before the first /clock, then found ahead of it
@@ -214,28 +112,29 @@ class TFBuffer:
                 # out to lie in the future: forget them, or they make every sample "old_data".
                 logger.warning("TF %s -> %s: forgot samples up to %s, ahead of the ROS time %s "
                                "(received before the first /clock)", edge.parent, child,
-                               _fmt_ns(edge.stamps[-1]), _fmt_ns(now))
+                               fmt_ns(edge.stamps[-1]), fmt_ns(now))
                 self._forgotten += len(edge.stamps)
                 del self._edges[child]
                 edge = None
             received = self._monotonic()
             detail = ""
             if reason is None:
-                reason, detail = self._tree_problem(parent, child, edge, static, received)
+                reason, detail = tree_problem(self._edges, parent, child, static, received,
+                                              self.reparent_after_s)
             if reason is None and edge is not None and not static and edge.parent == parent \
                     and edge.stamps and stamp_ns < edge.stamps[-1] - self.cache_duration_ns:
                 reason = "old_data"
             if reason is not None:
                 self._rejected[reason] += 1
                 self._last_rejected = f"{parent} -> {child}: {reason}"
-                self._warn(reason, f"{parent} -> {child} at {_fmt_ns(int(max(stamp_ns, 0)))}"
+                self._warn(reason, f"{parent} -> {child} at {fmt_ns(int(max(stamp_ns, 0)))}"
                            + detail)
                 return reason
             if edge is None or edge.parent != parent or edge.static != static:
                 if edge is not None:
                     logger.info("TF frame %s re-parented/replaced: %s -> %s (%s)", child,
                                 edge.parent, parent, "static" if static else "dynamic")
-                edge = self._edges[child] = _Edge(parent=parent, static=static)
+                edge = self._edges[child] = Edge(parent=parent, static=static)
             edge.received = received
             edge.insert(int(stamp_ns), translation, quat / np.linalg.norm(quat))
             if not static:
@@ -344,34 +243,6 @@ class TFBuffer:
     def _known_frames(self) -> set:
         return set(self._edges) | {e.parent for e in self._edges.values()}
 
-    def _tree_problem(self, parent: str, child: str, edge: Optional[_Edge], static: bool,
-                      received: float) -> Tuple[Optional[str], str]:
-        """``(reason, detail)`` when ``parent -> child`` breaks the tree rule of the module
-        docstring, else ``(None, "")``."""
-        if edge is not None and edge.parent == parent and edge.static == static:
-            return None, ""  # the edge the child already has: nothing changes in the tree
-        ancestors = self._path_to_root(parent)
-        if child in ancestors:
-            cycle = " -> ".join(reversed([child] + ancestors[:ancestors.index(child) + 1]))
-            return "loop", f" (would close the loop {cycle})"
-        if edge is None or static:
-            return None, ""
-        if edge.static:
-            return "conflicts_with_static", f" ({edge.parent} -> {child} is static)"
-        quiet = received - edge.received
-        if quiet < self.reparent_after_s:
-            return "second_parent", (f" ({child} has parent {edge.parent}, last sample "
-                                     f"{quiet:.2f} s ago)")
-        return None, ""
-
-    def _path_to_root(self, frame: str) -> List[str]:
-        path = [frame]
-        while path[-1] in self._edges:
-            path.append(self._edges[path[-1]].parent)
-            if len(path) > len(self._edges) + 1:
-                raise TFError(f"loop in the TF tree through {path[-4:]}")
-        return path
-
     def _chain(self, target: str, source: str) -> Tuple[List[str], List[str]]:
         """Child frames whose edges lead from ``target`` resp. ``source`` up to their closest
         common ancestor."""
@@ -381,8 +252,8 @@ class TFBuffer:
                 raise TFLookupError(
                     f"{name} frame {frame!r} does not exist; known frames: {sorted(known)}"
                 )
-        target_path = self._path_to_root(target)
-        source_path = self._path_to_root(source)
+        target_path = path_to_root(self._edges, target)
+        source_path = path_to_root(self._edges, source)
         common = set(target_path) & set(source_path)
         if not common:
             raise ConnectivityError(

@@ -23,7 +23,7 @@ import torch
 from g2g_model.backbones.mapanything.config import MapAnythingV1Config
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
-from g2g_model.release import RELEASED
+from g2g_model.release.prepare import RELEASED
 
 ROOT = pathlib.Path(__file__).resolve().parent
 MA_FIXTURES = ROOT / "fixtures" / "mapanything_v1"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from g2g_model.augment import (
+from g2g_model.training.augment import (
     NOISE_PRESETS, ExtrinsicNoiseConfig, perturb_group_poses, perturb_poses,
 )
 from g2g_model.geometry import make_pose, rotation_angle_deg

@@ -19,7 +19,7 @@ from g2g_model.backbones.compact_geometry import (
     patch_ray_samples,
     pose_vectors,
 )
-from g2g_model.augment import ExtrinsicNoiseConfig, perturb_poses
+from g2g_model.training.augment import ExtrinsicNoiseConfig, perturb_poses
 from g2g_model.training.compact_pretrain import (
     CompactPretrainHeads,
     PretrainConfig,

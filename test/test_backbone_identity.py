@@ -8,7 +8,8 @@ from g2g_model.backbones.compact import CompactBackbone
 from g2g_model.backbones.identity import (
     backbone_identity, encoder_id, encoder_mismatch, weights_digest,
 )
-from g2g_model.inference import G2GPipeline, default_checkpoint
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.assets import default_checkpoint
 
 
 def make_backbone(seed=0, **overrides):

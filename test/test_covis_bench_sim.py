@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from g2g_model.inference import default_checkpoint
+from g2g_model.assets import default_checkpoint
 
 pytestmark = pytest.mark.skipif(
     default_checkpoint("covisibility") is None or default_checkpoint("relocalization") is None,

@@ -64,7 +64,7 @@ def test_trained_embedding_scores_an_unseen_scene(trained):
     assert abs(scores[other].mean()) < 0.25, scores[other].mean()
     # The scene's own statistics matter: with another scene's, the offset swamps the places.
     foreign, _ = _scene(torch.Generator().manual_seed(7))
-    from g2g_model.window_selection import token_statistics
+    from g2g_model.covisibility.window_scores import token_statistics
 
     wrong = embedding_similarity(model, frames, frames, stats=token_statistics(foreign))
     assert wrong[same].mean() - wrong[other].mean() < scores[same].mean() - scores[other].mean()

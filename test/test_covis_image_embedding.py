@@ -9,7 +9,7 @@ from g2g_model.covisibility.image_embedding import (HEADER_KEY, ImageEmbedding, 
                                                     load_image_embedding,
                                                     save_image_embedding, shrink,
                                                     train_image_embedding)
-from g2g_model.inference import default_checkpoint
+from g2g_model.assets import default_checkpoint
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 from place_images import place_image
 

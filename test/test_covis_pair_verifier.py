@@ -12,7 +12,7 @@ from g2g_model.covisibility.pair_verifier import (HEADER_KEY, PairVerifier, cand
                                                   confusable_frames, finetune_pair_verifier,
                                                   load_pair_verifier, save_pair_verifier,
                                                   train_pair_verifier, verify_windows)
-from g2g_model.inference import default_checkpoint
+from g2g_model.assets import default_checkpoint
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
 from place_images import place_image
 

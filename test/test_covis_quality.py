@@ -26,7 +26,8 @@ from g2g_model.covisibility.sim_eval import decoder_scorer, noisy_hints, scored_
 from g2g_model.covisibility.sim_selection import (scene_map, selector_ranking, selector_scorer,
                                                   sim_selectors)
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
-from g2g_model.inference import G2GPipeline, default_checkpoint
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.assets import default_checkpoint
 
 HELD_OUT_SEEDS = (30000, 30001)
 WINDOW = 4

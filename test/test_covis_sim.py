@@ -11,7 +11,8 @@ from g2g_model.covisibility.sim_eval import retrieval_pairs, window_queries
 from g2g_model.covisibility.model import build_covisibility_model
 from g2g_model.data.overlap import directional_overlap
 from g2g_model.data.sim.generate import SimConfig, generate_trajectory
-from g2g_model.inference import G2GPipeline, default_checkpoint
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.assets import default_checkpoint
 
 
 @pytest.fixture(scope="module")

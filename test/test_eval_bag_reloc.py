@@ -29,9 +29,10 @@ from rosbags.highlevel import AnyReader  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.data.mining import FramesPair, read_index, write_index  # noqa: E402
-from g2g_model.inference import G2GPipeline, default_checkpoint  # noqa: E402
-from g2g_model.map_building import build_map_from_trajectory  # noqa: E402
-from g2g_model.maps import save_map  # noqa: E402
+from g2g_model.estimation.pipeline import G2GPipeline  # noqa: E402
+from g2g_model.assets import default_checkpoint  # noqa: E402
+from g2g_model.maps.building import build_map_from_trajectory  # noqa: E402
+from g2g_model.maps.format import save_map  # noqa: E402
 from g2g_model.training import eval_cli  # noqa: E402
 from g2g_ros.bags.convert import convert_trajectory  # noqa: E402
 from g2g_ros.bags.eval_bag import PairsIndexSpec, evaluate_bag  # noqa: E402

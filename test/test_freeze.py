@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from g2g_model.freeze import (
+from g2g_model.training.freeze import (
     freeze_modules, frozen_module_names, is_frozen, match_module_names, unfreeze_modules,
 )
 

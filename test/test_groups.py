@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from g2g_model.geometry import axis_angle_to_matrix, make_pose
-from g2g_model.groups import Group, prepare_group, resize_with_intrinsics, validate_group
+from g2g_model.estimation.groups import (
+    Group, prepare_group, resize_with_intrinsics, validate_group,
+)
 
 K = np.array([[300.0, 0, 159.5], [0, 300.0, 119.5], [0, 0, 1]])
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from g2g_model.geometry import axis_angle_to_matrix, is_rotation, make_pose
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.pipeline import G2GPipeline
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_relocalization_runs_both_ways_and_fuses(pipe):
     # B: the mean of every frame's estimate of T_{A0<-B0} (3 of B, 4 of A), carried through B's
     # known poses. A rig checkpoint runs both ways only when it was trained on reversed pairs too.
     from g2g_model.geometry import fuse_poses, invert_pose
-    from g2g_model.inference import default_checkpoint
+    from g2g_model.assets import default_checkpoint
 
     assert pipe.both_directions
     # The fusion itself, without the rotation matching that replaces the fused rotation

@@ -119,7 +119,7 @@ def place():
     from g2g_model.data.sim.rigs import make_rig
     from g2g_model.data.sim.scene import make_scene
     from g2g_model.data.sim.trajectory import make_traversals
-    from g2g_model.groups import Group
+    from g2g_model.estimation.groups import Group
 
     scene = make_scene(SEED, 0, "small")
     traversals = make_traversals(scene, 2, 24)
@@ -141,7 +141,7 @@ def place():
 
 def _verified(place, images, K) -> np.ndarray:
     """The verified map pose of the query's first camera, seeded 0.3 m / 5 deg off."""
-    from g2g_model.groups import Group
+    from g2g_model.estimation.groups import Group
     from g2g_model.localization.verification import PATH_G2G, StructureVerifier
 
     _, window, truth = place

@@ -14,7 +14,7 @@ from sim_fixtures import tiny_trajectories  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import relative_pose, rotation_angle_deg  # noqa: E402
-from g2g_model.groups import Group  # noqa: E402
+from g2g_model.estimation.groups import Group  # noqa: E402
 from g2g_model.localization.rig_motion import (  # noqa: E402
     G2G_STEP_COVARIANCE, RigMotionVerifier, rig_verifier_config,
 )
@@ -73,7 +73,7 @@ def test_blank_keyframe_falls_back_with_the_reason(traj):
 def test_verified_odometry_drifts_a_third_of_g2g_alone(traj):
     """The issue's goal: with verification the trajectory error is <= 1/3 of G2G alone (the
     shipped CPU rig model), over a real traversal."""
-    from g2g_model.inference import G2GPipeline
+    from g2g_model.estimation.pipeline import G2GPipeline
 
     pipe = G2GPipeline.default("rig_odometry")
     base_T_cam = {c: traj.rig[c].T_body_cam for c in traj.cameras}

@@ -4,7 +4,7 @@ they make and their bounded memory."""
 import numpy as np
 
 from g2g_model.geometry import axis_angle_to_matrix, make_pose
-from g2g_model.groups import Group
+from g2g_model.estimation.groups import Group
 from g2g_model.localization.rig_views import RigView, RigViews, rig_group
 
 K = np.array([[100.0, 0, 32], [0, 100, 32], [0, 0, 1]])
@@ -44,7 +44,7 @@ def test_views_are_bounded_and_follow_the_query_window():
 
 def test_map_rig_window_takes_the_other_cameras_within_the_window_span():
     from g2g_model.localization.rig_views import map_rig_window
-    from g2g_model.maps import G2GMap, MapFrame, encode_image
+    from g2g_model.maps.format import G2GMap, MapFrame, encode_image
 
     def frame(cam, stamp):
         img = np.full((8, 8, 3), stamp % 255, np.uint8)

@@ -18,7 +18,7 @@ from sim_fixtures import tiny_trajectories  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import (axis_angle_to_matrix, invert_pose, make_pose,  # noqa: E402
                                 relative_pose, rotation_angle_deg)
-from g2g_model.groups import Group  # noqa: E402
+from g2g_model.estimation.groups import Group  # noqa: E402
 from g2g_model.localization.covariance import transfer_covariance  # noqa: E402
 from g2g_model.localization.verification import (  # noqa: E402
     G2G_COVARIANCE, PATH_G2G, PATH_REFINED, PATH_VERIFIED, StructureVerifier, VerifierConfig,

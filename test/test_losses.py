@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from g2g_model.losses import LOSS_PRESETS, LossConfig, g2g_loss, rotation_distance
+from g2g_model.training.losses import LOSS_PRESETS, LossConfig, g2g_loss, rotation_distance
 
 
 def rz(deg):

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from g2g_model.geometry import axis_angle_to_matrix, make_pose
-from g2g_model.inference import G2GPipeline
-from g2g_model.map_building import MapBuilder
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.maps.building import MapBuilder
 
 K = np.array([[120.0, 0, 80], [0, 120.0, 60], [0, 0, 1]])
 

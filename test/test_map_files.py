@@ -25,14 +25,15 @@ import pytest
 import torch
 
 from g2g_model.geometry import make_pose
-from g2g_model.map_cli import main as map_cli
-from g2g_model.map_seal import HEADER_DIGEST_KEY, seal
-from g2g_model.maps import (G2GMap, MapError, MapFrame, encode_image, load_map, max_map_bytes,
-                            read_map_header, save_map)
+from g2g_model.maps.cli import main as map_cli
+from g2g_model.maps.seal import HEADER_DIGEST_KEY, seal
+from g2g_model.maps.format import (
+    G2GMap, MapError, MapFrame, encode_image, load_map, max_map_bytes, read_map_header, save_map,
+)
 
 RACE = r"""
 import os, shutil, sys, threading, time
-from g2g_model.maps import MapError, load_map
+from g2g_model.maps.format import MapError, load_map
 src, work, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 refused = 0
 for i in range(rounds):
@@ -159,7 +160,7 @@ def test_fifo_and_socket_are_refused_unread(tmp_path):
 DEV_ZERO = r"""
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
-from g2g_model.maps import MapError, load_map, read_map_header
+from g2g_model.maps.format import MapError, load_map, read_map_header
 for path in ("/dev/zero", "/dev/urandom"):
     for read in (load_map, read_map_header):
         try:
@@ -223,7 +224,7 @@ def test_changed_header_is_refused_and_old_maps_load_with_a_warning(tmp_path, ca
     assert map_cli(["reseal", str(tampered)]) == 2  # a changed header is never re-sealed
 
     old = rewrite_map_header(path, tmp_path / "old.g2gmap", lambda h: None, reseal=None)
-    with caplog.at_level(logging.WARNING, logger="g2g_model.maps"):
+    with caplog.at_level(logging.WARNING, logger="g2g_model.maps.format"):
         gmap = load_map(old)
     assert not gmap.sealed and len(gmap) == 4
     assert f"g2g-map reseal {old}" in caplog.text

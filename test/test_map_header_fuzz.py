@@ -15,9 +15,9 @@ import re
 import numpy as np
 import pytest
 
-from g2g_model.inference import G2GPipeline
-from g2g_model.map_building import build_map_from_trajectory
-from g2g_model.maps import MapError, load_map, read_map_header, save_map
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.maps.building import build_map_from_trajectory
+from g2g_model.maps.format import MapError, load_map, read_map_header, save_map
 from sim_fixtures import tiny_trajectories
 from test_map_files import rewrite_map_header
 

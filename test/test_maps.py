@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from g2g_model.geometry import make_pose
-from g2g_model.map_windows import map_windows, nearest_window
-from g2g_model.maps import (
+from g2g_model.maps.windows import map_windows, nearest_window
+from g2g_model.maps.format import (
     G2GMap, MapError, MapFrame, encode_image, load_map, read_map_header, save_map,
 )
 

@@ -184,7 +184,7 @@ def test_integer_buffers_load_but_integers_for_weights_are_refused():
     # stem): a G2G checkpoint's backbone loads as the stage-1 weights of a fine-tuning run.
     # Integers where the model keeps floating-point weights stay refused.
     from g2g_model.backbones.base import build_backbone
-    from g2g_model.inference import default_checkpoint
+    from g2g_model.assets import default_checkpoint
     from g2g_model.model.checkpoint import load_any
     from g2g_model.model.official import load_state_dict_strictly
     from g2g_model.training.config import ModelConfig

@@ -159,7 +159,7 @@ def test_image_of_another_size_than_its_camera_info_is_refused_naming_both(sim_t
 def test_map_of_a_fisheye_camera_records_the_rectified_pinhole(sim_traj, tmp_path):
     """map_builder takes images through the same calibration path: a fisheye camera's
     keyframes are stored rectified, with the pinhole K of ``fisheye_hfov_deg``."""
-    from g2g_model.maps import load_map
+    from g2g_model.maps.format import load_map
     from g2g_msgs.srv import SaveMap
 
     from lens_fixtures import T265_FISHEYE

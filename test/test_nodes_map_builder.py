@@ -14,7 +14,7 @@ rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 
 from g2g_msgs.srv import SaveMap  # noqa: E402
-from g2g_model.maps import load_map  # noqa: E402
+from g2g_model.maps.format import load_map  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402
 

@@ -11,9 +11,9 @@ rclpy = pytest.importorskip("rclpy")
 from nav_msgs.msg import Path  # noqa: E402
 
 from g2g_msgs.srv import LoadMap  # noqa: E402
-from g2g_model.inference import G2GPipeline  # noqa: E402
-from g2g_model.map_building import build_map_from_trajectory  # noqa: E402
-from g2g_model.maps import G2GMap, save_map  # noqa: E402
+from g2g_model.estimation.pipeline import G2GPipeline  # noqa: E402
+from g2g_model.maps.building import build_map_from_trajectory  # noqa: E402
+from g2g_model.maps.format import G2GMap, save_map  # noqa: E402
 from g2g_ros.conversions import pose_to_matrix, stamp_ns  # noqa: E402
 from g2g_ros.qos import latched_qos  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402

@@ -28,8 +28,8 @@ from safetensors.torch import save_file  # noqa: E402
 from g2g_msgs.msg import EstimatorStatus  # noqa: E402
 from g2g_msgs.srv import Localize, SaveMap  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.inference import G2GPipeline  # noqa: E402
-from g2g_model.maps import load_map  # noqa: E402
+from g2g_model.estimation.pipeline import G2GPipeline  # noqa: E402
+from g2g_model.maps.format import load_map  # noqa: E402
 from g2g_model.model.checkpoint import convert_official  # noqa: E402
 from g2g_ros.conversions import matrix_to_pose  # noqa: E402
 from paper_fixtures import tiny_backbone_folder, tiny_official_pth  # noqa: E402
@@ -206,13 +206,13 @@ def test_the_launch_command_runs_g2g_weights_output(trajs, tmp_path):
     import subprocess
     import sys
 
-    from g2g_model.map_building import build_map_from_trajectory
-    from g2g_model.maps import save_map
-    from g2g_model.release import read_manifest
+    from g2g_model.maps.building import build_map_from_trajectory
+    from g2g_model.maps.format import save_map
+    from g2g_model.release.prepare import read_manifest
     from paper_fixtures import tiny_release
 
     out = tmp_path / "weights"
-    done = subprocess.run([sys.executable, "-m", "g2g_model.release_cli", "--from",
+    done = subprocess.run([sys.executable, "-m", "g2g_model.release.cli", "--from",
                            str(tiny_release(tmp_path / "release")), "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

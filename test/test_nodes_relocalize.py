@@ -24,9 +24,9 @@ from lifecycle_msgs.srv import GetState  # noqa: E402
 from g2g_msgs.msg import EstimatorStatus, GroupAlignment  # noqa: E402
 from g2g_msgs.srv import LoadMap, Localize  # noqa: E402
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.inference import G2GPipeline  # noqa: E402
-from g2g_model.map_building import build_map_from_trajectory  # noqa: E402
-from g2g_model.maps import load_map, save_map  # noqa: E402
+from g2g_model.estimation.pipeline import G2GPipeline  # noqa: E402
+from g2g_model.maps.building import build_map_from_trajectory  # noqa: E402
+from g2g_model.maps.format import load_map, save_map  # noqa: E402
 from g2g_ros.conversions import header_ns, matrix_to_pose, stamp_ns, to_stamp  # noqa: E402
 from sim_fixtures import tiny_trajectories  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd, player_cmd, stop_all  # noqa: E402

@@ -84,7 +84,7 @@ def test_full_size_release_through_map_build_and_relocalize(tmp_path):
     map_path = tmp_path / "scene.g2gmap"
     start = time.perf_counter()
     build = subprocess.run(
-        [sys.executable, "-m", "g2g_model.map_cli", "build", str(map_traj), str(map_path),
+        [sys.executable, "-m", "g2g_model.maps.cli", "build", str(map_traj), str(map_path),
          "--cameras", "cam0", "--checkpoint", str(checkpoint), "--backbone-weights",
          str(folder)], capture_output=True, text=True, timeout=1200)
     figures["map_build_s"] = time.perf_counter() - start

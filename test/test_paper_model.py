@@ -15,7 +15,8 @@ from safetensors.torch import save_file
 
 from g2g_model.backbones.mapanything.config import MapAnythingV1Config
 from g2g_model.backbones.mapanything_v1 import MapAnythingV1Backbone
-from g2g_model.inference import G2GPipeline, default_checkpoint
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.assets import default_checkpoint
 from g2g_model.model.cli import convert_main
 from paper_fixtures import TINY_FEATURE_DIM, tiny_backbone_folder, tiny_official_pth
 
@@ -164,7 +165,7 @@ def test_geometric_input_probabilities_of_config_json_are_reported(tmp_path, cap
 
 
 def test_g2g_map_builds_and_verifies_with_the_release(release, tmp_path, capsys):
-    from g2g_model.map_cli import main as map_main
+    from g2g_model.maps.cli import main as map_main
     from sim_fixtures import tiny_trajectories
 
     traj = tiny_trajectories(tmp_path / "sim", seed=20005, frames=6)[0]

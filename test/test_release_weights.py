@@ -16,8 +16,8 @@ import tarfile
 import pytest
 import yaml
 
-from g2g_model.inference import G2GPipeline
-from g2g_model.release import RELEASED
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.release.prepare import RELEASED
 from hub_server import HubServer
 from paper_fixtures import TINY_FEATURE_DIM, tiny_official_pth, tiny_release
 
@@ -43,7 +43,7 @@ def _run(args, tmp_path, endpoint=None):
     env.pop("HF_HUB_OFFLINE", None)
     if endpoint:
         env["HF_ENDPOINT"] = endpoint
-    return subprocess.run([sys.executable, "-m", "g2g_model.release_cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "g2g_model.release.cli", *args], env=env,
                           capture_output=True, text=True, timeout=300)
 
 

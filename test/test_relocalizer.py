@@ -12,13 +12,13 @@ import pytest
 
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.geometry import axis_angle_to_matrix, fuse_poses, invert_pose, make_pose
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.localization.correction import GateConfig, QueryFrame
 from g2g_model.localization.relocalizer import G2G_COVARIANCE, Relocalizer
 from g2g_model.localization.verification import StructureVerifier, Verification
 from g2g_model.localization.window_selector import SelectorConfig, WindowSelector
-from g2g_model.map_building import build_map_from_trajectory
-from g2g_model.maps import MapError, save_map
+from g2g_model.maps.building import build_map_from_trajectory
+from g2g_model.maps.format import MapError, save_map
 from sim_fixtures import tiny_trajectories
 
 W = 4

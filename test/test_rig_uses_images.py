@@ -30,7 +30,8 @@ from sim_fixtures import tiny_trajectories  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import rotation_angle_deg  # noqa: E402
-from g2g_model.inference import G2GPipeline, default_checkpoint  # noqa: E402
+from g2g_model.estimation.pipeline import G2GPipeline  # noqa: E402
+from g2g_model.assets import default_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="module")

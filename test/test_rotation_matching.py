@@ -1,4 +1,5 @@
-"""Rotation matching (g2g_model/rotation_matching.py): the solver, real images, the pipeline."""
+"""Rotation matching (g2g_model/estimation/rotation_matching.py): the solver, real images, the
+pipeline."""
 
 import sys
 from pathlib import Path
@@ -11,13 +12,14 @@ from scipy.spatial.transform import Rotation
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_fixtures import tiny_trajectories  # noqa: E402
 
-from g2g_model.rotation_matching import (  # noqa: E402
+from g2g_model.estimation.rotation_matching import (  # noqa: E402
     MatchingConfig, RotationMatcher, kabsch, mutual_matches, robust_rotation, subcell_offsets,
 )
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import invert_pose, rotation_angle_deg  # noqa: E402
-from g2g_model.groups import Group, prepare_group  # noqa: E402
-from g2g_model.inference import G2GPipeline, default_checkpoint  # noqa: E402
+from g2g_model.estimation.groups import Group, prepare_group  # noqa: E402
+from g2g_model.estimation.pipeline import G2GPipeline  # noqa: E402
+from g2g_model.assets import default_checkpoint  # noqa: E402
 
 SIZE = (112, 112)  # the relocalization default's input size
 
@@ -268,7 +270,7 @@ def test_translation_given_rotation_recovers_a_known_offset():
     # Two groups of three cameras 0.5 m apart along x, the B group turned 10 deg and displaced;
     # rays to random points 2-6 m away: the linear solve recovers the offset from the centres'
     # spread, whatever the prior, and the prior fixes what the rays do not (no baseline).
-    from g2g_model.match_geometry import translation_given_rotation
+    from g2g_model.estimation.match_geometry import translation_given_rotation
 
     rng = np.random.default_rng(4)
     rot = Rotation.from_euler("y", 10, degrees=True).as_matrix()
@@ -300,7 +302,7 @@ def test_generalized_pose_and_plane_inliers_on_exact_pixels():
     # B0 one metre from A0 and turned 25 deg, looking at points 1.5-3 m away: parallax that no
     # one rotation explains. From exact pixels PoseLib's generalized relative pose recovers the
     # pose, every match lies on its epipolar plane under it, far fewer under the best rotation.
-    from g2g_model.match_geometry import generalized_pose, plane_inliers
+    from g2g_model.estimation.match_geometry import generalized_pose, plane_inliers
 
     rng = np.random.default_rng(5)
     K = np.array([[80.0, 0, 79.5], [0, 80.0, 79.5], [0, 0, 1]])

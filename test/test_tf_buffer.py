@@ -21,8 +21,8 @@ from g2g_ros.tf_buffer import (
     TFError,
     TFLookupError,
     make_tf_message,
-    slerp_xyzw,
 )
+from g2g_ros.tf_tree import slerp_xyzw
 
 S = 10**9
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.pipeline import G2GPipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 

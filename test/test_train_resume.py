@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from g2g_model.data.format import TrajectoryReader
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.pipeline import G2GPipeline
 
 from g2g_model.model.checkpoint import load_checkpoint, sha256_of
 from g2g_model.training.logs import CsvLog

@@ -4,7 +4,7 @@ import torch
 
 from g2g_model.backbones.compact import CompactBackbone
 from g2g_model.training.compact_pretrain import CompactPretrainHeads, PretrainConfig
-from g2g_model.losses import LossConfig
+from g2g_model.training.losses import LossConfig
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
 from g2g_model.training.task_modules import PairTrainModule, PretrainModule, step_generator

@@ -1,11 +1,12 @@
-"""Frame-pair scorers and window choice of g2g_model.window_selection."""
+"""Frame-pair scorers and window choice of g2g_model.covisibility.window_scores."""
 
 import numpy as np
 import pytest
 import torch
 
-from g2g_model.window_selection import (MapWhitening, best_window, descriptor_similarity,
-                                        max_mean, whitened_similarity)
+from g2g_model.covisibility.window_scores import (
+    MapWhitening, best_window, descriptor_similarity, max_mean, whitened_similarity,
+)
 
 
 def _places(num_places=6, per_place=5, patches=9, dim=16, seed=0):

@@ -21,7 +21,8 @@ class Backbone(nn.Module):
     Attributes:
         feature_dim: D, the channel width of the returned features.
         patch_size: pixels per patch side; P = (H / patch_size) * (W / patch_size).
-        image_size: (H, W) the backbone expects; :mod:`g2g_model.inference` resizes to it.
+        image_size: (H, W) the backbone expects; :mod:`g2g_model.estimation.pipeline` resizes to
+            it.
     """
 
     name: str = ""

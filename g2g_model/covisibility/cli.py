@@ -126,7 +126,7 @@ def _synth(args) -> int:
 
 
 def _sim_pipeline(path):
-    from g2g_model.inference import G2GPipeline
+    from g2g_model.estimation.pipeline import G2GPipeline
 
     return G2GPipeline.from_checkpoint(path) if path else G2GPipeline.default()
 

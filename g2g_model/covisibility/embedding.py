@@ -35,7 +35,7 @@ from tqdm import tqdm
 from g2g_model.covisibility.checkpoint import CheckpointError, check_encoder
 from g2g_model.covisibility.samples import CovisibilitySamples
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
-from g2g_model.window_selection import token_statistics
+from g2g_model.covisibility.window_scores import token_statistics
 
 LOG = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from g2g_model.covisibility.checkpoint import CheckpointError, load_float_state
 from g2g_model.covisibility.image_embedding import (ImageEmbedding, conv_features,
                                                     fit_pair_model, random_gain, shrink)
 from g2g_model.tagged_safetensors import read_tagged, write_tagged
-from g2g_model.window_selection import max_mean
+from g2g_model.covisibility.window_scores import max_mean
 
 
 HEADER_KEY = "g2g_covis_pair_verifier"

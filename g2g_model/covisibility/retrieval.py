@@ -1,9 +1,9 @@
 """Window selection over a covisibility score matrix (pure numpy, vectorised).
 
 Given scores ``S [T_A, T_B]`` between the consecutive frames of a map trajectory (rows; take
-them from one camera with :meth:`g2g_model.maps.G2GMap.camera_indices`) and of a query segment
-(columns), every ``W_A x W_B`` window (map frames ``i..i+W_A-1``, query frames ``j..j+W_B-1``)
-gets the *max-mean* score (ARCHITECTURE §3)::
+them from one camera with :meth:`g2g_model.maps.format.G2GMap.camera_indices`) and of a query
+segment (columns), every ``W_A x W_B`` window (map frames ``i..i+W_A-1``, query frames
+``j..j+W_B-1``) gets the *max-mean* score (ARCHITECTURE §3)::
 
     s(i, j) = 0.5 * ( mean_rows max_cols S_win + mean_cols max_rows S_win )
 

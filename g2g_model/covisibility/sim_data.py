@@ -104,8 +104,8 @@ def load_scene_frames(pipeline, scene, stride: int = 2,
     """Encode (or load from the cache) every ``stride``-th frame of a sim scene.
 
     Args:
-        pipeline: a :class:`~g2g_model.inference.G2GPipeline` (its backbone encodes); None =
-            no tokens (``tokens`` is ``[F, 0, 0]``, nothing is cached): the depth, poses and
+        pipeline: a :class:`~g2g_model.estimation.pipeline.G2GPipeline` (its backbone encodes);
+            None = no tokens (``tokens`` is ``[F, 0, 0]``, nothing is cached): the depth, poses and
             frame numbers alone, which is all the image models' training data needs.
         scene: the scene directory (with ``traj_*`` trajectories that have depth).
         stride: frame subsampling in every traversal.

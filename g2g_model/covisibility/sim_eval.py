@@ -29,7 +29,7 @@ from g2g_model.covisibility.sim_data import (DEFAULT_THRESHOLD, SceneFrames, bal
 from g2g_model.covisibility.sim_selection import (query_group, scene_map, selector_ranking,
                                                   selector_scorer, sim_selectors)
 from g2g_model.data.overlap import overlap_matrix
-from g2g_model.window_selection import descriptor_similarity
+from g2g_model.covisibility.window_scores import descriptor_similarity
 
 LOG = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Sequence, Tuple
 import numpy as np
 import torch
 
-from g2g_model.groups import Group
+from g2g_model.estimation.groups import Group
 from g2g_model.localization.window_selector import SelectorConfig, SelectorModels, WindowSelector
-from g2g_model.maps import G2GMap, MapFrame, encode_image
+from g2g_model.maps.format import G2GMap, MapFrame, encode_image
 
 if TYPE_CHECKING:
     from g2g_model.covisibility.sim_data import SceneFrames

@@ -330,8 +330,8 @@ class TrajectoryReader:
 
     def rig_group(self, frames: Sequence[int]):
         """Every camera of the rig at the frame indices ``frames`` as one
-        :class:`~g2g_model.groups.Group` (camera-major; world poses)."""
-        from g2g_model.groups import Group
+        :class:`~g2g_model.estimation.groups.Group` (camera-major; world poses)."""
+        from g2g_model.estimation.groups import Group
 
         images, ks, poses = [], [], []
         for cam in self.cameras:

@@ -31,7 +31,7 @@ from typing import Deque, List, Optional, Tuple
 import numpy as np
 
 from g2g_model.geometry import fuse_poses, relative_pose, rotation_angle_deg
-from g2g_model.groups import Group
+from g2g_model.estimation.groups import Group
 from g2g_model.localization.verification import PATH_G2G
 
 

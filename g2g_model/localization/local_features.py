@@ -6,7 +6,7 @@ mutual nearest neighbours that pass Lowe's ratio test. An image whose long side 
 original image's pixels, so intrinsics and thresholds stay those of the camera. Descriptions are
 cached per image (keyed by its bytes; bounded in entries and in bytes,
 :mod:`~g2g_model.localization.bounded_cache`), so a map frame or a query frame that takes part in
-several verifications is described once. Also the small conversions every PoseLib call needs.
+several verifications is described once.
 """
 
 from __future__ import annotations
@@ -105,28 +105,6 @@ class LocalFeatures:
         keep = np.flatnonzero((dist[:, 0] < self.ratio * dist[:, 1]) & mutual.numpy())
         pairs = np.stack([keep, nearest[:, 0].numpy()[keep]], 1).astype(int).reshape(-1, 2)
         return (pairs, ratio[keep].astype(float)) if with_ratio else pairs
-
-
-def pinhole_camera(K: np.ndarray, image) -> dict:
-    """PoseLib camera description of a pinhole camera and its image (or the image's (h, w))."""
-    h, w = image if isinstance(image, tuple) else image.shape[:2]
-    return {"model": "PINHOLE", "width": int(w), "height": int(h),
-            "params": [float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2])]}
-
-
-def camera_pose(T: np.ndarray):
-    """PoseLib ``CameraPose`` of a 4x4 transform (PoseLib's poses map world to camera)."""
-    import poselib
-
-    pose = poselib.CameraPose()
-    pose.R, pose.t = T[:3, :3], T[:3, 3]
-    return pose
-
-
-def pose_matrix(pose) -> np.ndarray:
-    T = np.eye(4)
-    T[:3, :3], T[:3, 3] = pose.R, pose.t
-    return T
 
 
 def per_frame_intrinsics(intrinsics, n: int) -> np.ndarray:

@@ -26,14 +26,14 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 from g2g_model.geometry import estimate_spread, invert_pose
-from g2g_model.groups import Group
+from g2g_model.estimation.groups import Group
 from g2g_model.localization.correction import (Candidate, CorrectionGate, GateConfig,
                                                QueryBuffer, QueryFrame)
 from g2g_model.localization.rig_views import RigViews, map_rig_window, rig_group
 from g2g_model.localization.verification import (G2G_COVARIANCE, PATH_G2G, PATH_REFINED,
                                                  PATH_VERIFIED, Verification)
 from g2g_model.localization.window_selector import WindowSelector
-from g2g_model.maps import G2GMap, load_map
+from g2g_model.maps.format import G2GMap, load_map
 
 # verifier(group_a, query, map_T_b [W, 4, 4]) -> Verification
 # (a verifier may take a keyword ``view_prior``: the query cameras' poses from the current
@@ -50,7 +50,7 @@ class LocalizationResult:
         message: what happened (``accepted: ...`` / ``rejected: ...``, or why nothing ran).
         window_index, score, how: the map window chosen (:class:`~g2g_model.localization.
             window_selector.Selection`); score NaN when it is not an estimated overlap.
-        prediction: G2G's :class:`~g2g_model.inference.Prediction`.
+        prediction: G2G's :class:`~g2g_model.estimation.pipeline.Prediction`.
         map_T_odom: the candidate correction offered to the gate.
         current: the gate's correction after the decision (None before a first fix).
         path: ``g2g``, ``verified`` or ``refined``; inliers: geometric inliers (0 for g2g).
@@ -85,7 +85,8 @@ class Relocalizer:
     """Query window + map + window selection + G2G + verification + gate (module docstring).
 
     Args:
-        pipeline: a :class:`~g2g_model.inference.G2GPipeline` (``predict``, ``backbone_id``).
+        pipeline: a :class:`~g2g_model.estimation.pipeline.G2GPipeline` (``predict``,
+            ``backbone_id``).
         selector: the window selector (its configuration's ``window_size`` is W).
         gate: the correction gate's configuration.
         min_translation_m, min_rotation_deg: the query window's frame spacing.

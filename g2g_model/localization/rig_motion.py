@@ -27,12 +27,11 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from g2g_model.geometry import invert_pose
-from g2g_model.localization.local_features import (
-    LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera, pose_matrix,
-)
+from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
 from g2g_model.localization.verification import (
     PATH_G2G, VerifierConfig, _Fallback, judge, new_local_features,
 )
+from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 # Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
 G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)

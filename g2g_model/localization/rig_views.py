@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from g2g_model.groups import Group
-from g2g_model.maps import G2GMap
+from g2g_model.estimation.groups import Group
+from g2g_model.maps.format import G2GMap
 
 
 @dataclass

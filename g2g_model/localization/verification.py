@@ -34,9 +34,9 @@ from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
 from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.covariance import pose_covariance
 from g2g_model.localization.local_features import (
-    MIN_IMAGE_PX, Features, LocalFeatures, camera_pose, per_frame_intrinsics, pinhole_camera,
-    pose_matrix,
+    MIN_IMAGE_PX, Features, LocalFeatures, per_frame_intrinsics,
 )
+from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 LOG = logging.getLogger(__name__)
 

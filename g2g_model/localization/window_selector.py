@@ -12,7 +12,7 @@ window-pick figure measures what the robot runs.
   best window (``scorer``, see :data:`WINDOW_SCORERS`), whose ``top_k`` best distinct places
   the pair verifier re-ranks for the embedding scorers.
 
-The frame-pair scorers themselves live in :mod:`g2g_model.window_selection` and
+The frame-pair scorers themselves live in :mod:`g2g_model.covisibility.window_scores` and
 :mod:`g2g_model.covisibility`.
 """
 
@@ -26,11 +26,12 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from g2g_model.groups import Group
-from g2g_model.map_windows import map_windows, nearest_window
-from g2g_model.maps import G2GMap
-from g2g_model.window_selection import (MapWhitening, best_window, descriptor_similarity,
-                                        token_statistics)
+from g2g_model.estimation.groups import Group
+from g2g_model.maps.windows import map_windows, nearest_window
+from g2g_model.maps.format import G2GMap
+from g2g_model.covisibility.window_scores import (
+    MapWhitening, best_window, descriptor_similarity, token_statistics,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def load_selector_models(config: SelectorConfig, encoder: Optional[dict] = None
     """``(SelectorModels, [(level "info" or "warning", log line)])`` for ``config``;
     ``ValueError`` (or the loaders' ``CheckpointError``) when a model it needs is missing or
     does not fit ``encoder`` (the G2G backbone id whose tokens the token models read)."""
-    from g2g_model.inference import default_checkpoint
+    from g2g_model.assets import default_checkpoint
 
     config.validate()
     models, lines = SelectorModels(), []

@@ -9,9 +9,9 @@ it, so features of another backbone or other weights are never mixed in; a shard
 does not match is an error.
 
 Noise variants: variant 0 is encoded from the clean input poses; variant v >= 1 from one fixed
-draw of the extrinsic noise (:mod:`g2g_model.augment`) seeded by the group key and v. Training
-picks a variant per group and step: the input-noise augmentation, with V - 1 draws per group
-instead of a fresh one every step (documented limitation of the cached mode).
+draw of the extrinsic noise (:mod:`g2g_model.training.augment`) seeded by the group key and v.
+Training picks a variant per group and step: the input-noise augmentation, with V - 1 draws per
+group instead of a fresh one every step (documented limitation of the cached mode).
 
 Building is resumable: finished shards are skipped.
 """
@@ -30,7 +30,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from g2g_model.augment import ExtrinsicNoiseConfig, perturb_poses
+from g2g_model.training.augment import ExtrinsicNoiseConfig, perturb_poses
 from g2g_model.backbones.identity import backbone_identity
 from g2g_model.training.trajectory_groups import GroupSpec, TrajectoryStore, group_key
 

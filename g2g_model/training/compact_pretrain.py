@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from g2g_model.augment import ExtrinsicNoiseConfig, perturb_poses
+from g2g_model.training.augment import ExtrinsicNoiseConfig, perturb_poses
 from g2g_model.model.rotation import rotation_6d_to_matrix
 
 

@@ -293,9 +293,9 @@ def load_config(name_or_path: str, overrides: Optional[List[str]] = None) -> Tra
 
 def validate(config: TrainConfig) -> TrainConfig:
     """Every check that can fail before work starts; ``ValueError`` naming the field."""
-    from g2g_model.augment import NOISE_PRESETS
+    from g2g_model.training.augment import NOISE_PRESETS
     from g2g_model.backbones.base import registered_backbones
-    from g2g_model.losses import LOSS_PRESETS
+    from g2g_model.training.losses import LOSS_PRESETS
     from g2g_model.model.config import PRESETS
 
     if config.task not in TASKS:

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rotation-matching", action="store_true",
                    help="also evaluate every checkpoint with G2G's own pose where the "
                    "pipeline would take it from feature matches (relocalization; "
-                   "g2g_model/rotation_matching.py)")
+                   "g2g_model/estimation/rotation_matching.py)")
     p.add_argument("--identity", action="store_true",
                    help="also score the 'no motion' reference (B0 at A0)")
     p.add_argument("--verify", action="store_true",

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from g2g_model.augment import NOISE_PRESETS, perturb_poses
+from g2g_model.training.augment import NOISE_PRESETS, perturb_poses
 from g2g_model.metrics import (
     PAIRED_COLUMNS,
     flatten_group_summary,
@@ -67,17 +67,17 @@ class MethodSpec:
 
 
 class G2GMethod:
-    """A checkpoint through the product's :class:`~g2g_model.inference.G2GPipeline` (fp32, as
-    the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups with
-    their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
+    """A checkpoint through the product's :class:`~g2g_model.estimation.pipeline.G2GPipeline`
+    (fp32, as the nodes with ``precision: fp32``); ``predict(group_a, group_b)`` on loaded groups
+    with their (clean or noisy) input poses. ``no_cross_group``: the same weights with the bridge's
     block-diagonal mask. ``flip_directions``: one way where the pipeline would run both
-    directions, both where it would run one (:mod:`g2g_model.inference`).
+    directions, both where it would run one (:mod:`g2g_model.estimation.pipeline`).
     ``no_rotation_matching``: G2G's own pose where the pipeline would take it from feature
-    matches (:mod:`g2g_model.rotation_matching`)."""
+    matches (:mod:`g2g_model.estimation.rotation_matching`)."""
 
     def __init__(self, path: str, no_cross_group: bool = False, device: str = "cpu",
                  flip_directions: bool = False, no_rotation_matching: bool = False) -> None:
-        from g2g_model.inference import G2GPipeline
+        from g2g_model.estimation.pipeline import G2GPipeline
 
         self.pipeline = G2GPipeline.from_checkpoint(
             path, device, bf16=False, rotation_matching=False if no_rotation_matching else "auto")
@@ -92,8 +92,8 @@ class G2GMethod:
         self.image_size = tuple(self.pipeline.image_size)
 
     def prediction(self, group_a, group_b, poses_a: torch.Tensor, poses_b: torch.Tensor):
-        """The pipeline's :class:`~g2g_model.inference.Prediction` on loaded groups."""
-        from g2g_model.groups import PreparedGroup
+        """The pipeline's :class:`~g2g_model.estimation.pipeline.Prediction` on loaded groups."""
+        from g2g_model.estimation.groups import PreparedGroup
 
         def prepared(group, poses):
             return PreparedGroup(group.images[None], group.intrinsics[None],

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from g2g_model.losses import g2g_loss
+from g2g_model.training.losses import g2g_loss
 from g2g_model.training.sampler import CurriculumSampler
 
 

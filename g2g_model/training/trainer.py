@@ -28,10 +28,10 @@ from typing import Dict, List, Optional
 import torch
 from tqdm import tqdm
 
-from g2g_model.augment import NOISE_PRESETS, perturb_group_poses
-from g2g_model.freeze import freeze_modules
-from g2g_model.inference import bf16_is_fast
-from g2g_model.losses import LOSS_PRESETS
+from g2g_model.training.augment import NOISE_PRESETS, perturb_group_poses
+from g2g_model.training.freeze import freeze_modules
+from g2g_model.precision import bf16_is_fast
+from g2g_model.training.losses import LOSS_PRESETS
 from g2g_model.precision import autocast
 from g2g_model.training import distributed as ddp
 from g2g_model.training.config import TrainConfig, validate

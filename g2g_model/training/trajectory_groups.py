@@ -28,7 +28,7 @@ import torch
 
 from g2g_model.data.format import TrajectoryReader
 from g2g_model.geometry import invert_pose
-from g2g_model.groups import resize_with_intrinsics
+from g2g_model.estimation.groups import resize_with_intrinsics
 
 GroupSpec = Tuple
 

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from g2g_model.groups import Group
+from g2g_model.estimation.groups import Group
 from g2g_model.localization.rig_motion import RigMotionVerifier, rig_verifier_config
 from g2g_model.localization.verification import (PATH_G2G, StructureVerifier,
                                                  VerifierConfig)

@@ -32,7 +32,7 @@ MAP_SOURCE_PREFIX = "g2g-map build "
 
 def map_source_trajectory(map_path: str | Path) -> Path:
     """The trajectory a map was built from (its header's ``source``, ``g2g-map build <path>``)."""
-    from g2g_model.maps import read_map_header
+    from g2g_model.maps.format import read_map_header
 
     source = str(read_map_header(map_path).get("source", ""))
     if not source.startswith(MAP_SOURCE_PREFIX):

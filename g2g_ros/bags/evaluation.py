@@ -239,7 +239,7 @@ def corrected_trajectory(gt: GroundTruth, out: Outputs,
 
 def map_frames_by_camera_stamp(map_path: str | Path) -> Dict[Tuple[str, int], np.ndarray]:
     """``(camera, stamp) -> world_T_cam`` of every frame of a map."""
-    from g2g_model.maps import load_map
+    from g2g_model.maps.format import load_map
 
     gmap = load_map(map_path, load_features=False)
     return {(f.camera, int(f.stamp_ns)): f.world_T_cam for f in gmap.frames}

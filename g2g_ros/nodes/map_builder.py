@@ -23,8 +23,8 @@ from typing import List, Optional
 from rclpy.callback_groups import ReentrantCallbackGroup
 
 from g2g_model.data.rig import load_rig
-from g2g_model.map_building import MapBuilder
-from g2g_model.maps import G2GMap, map_save_path, save_map
+from g2g_model.maps.building import MapBuilder
+from g2g_model.maps.format import G2GMap, map_save_path, save_map
 from g2g_ros.camera_calibrations import image_needs, node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.diagnostics import diagnostic_status, tf_values

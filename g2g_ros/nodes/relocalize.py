@@ -3,7 +3,8 @@
 A thin ROS shell over :class:`g2g_model.localization.relocalizer.Relocalizer` (query window,
 map-window selection, G2G, geometric verification with the rig's other cameras, correction
 gate): parameters (:mod:`~g2g_ros.nodes.relocalize_params`), images + odometry -> query frames
-(:mod:`~g2g_ros.nodes.relocalize_inputs`), services, status and publishing:
+(:mod:`~g2g_ros.nodes.relocalize_inputs`), map loads
+(:mod:`~g2g_ros.nodes.relocalize_map_loading`), services, status and publishing:
 
 * TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
 * ``~/pose`` (PoseWithCovarianceStamped: base_link in the map at the query anchor's stamp, with
@@ -18,7 +19,8 @@ gate): parameters (:mod:`~g2g_ros.nodes.relocalize_params`), images + odometry -
 ``stamps`` right after the first image stamped ``localize_period_s`` after the image that
 triggered the previous one (evaluation: the same bag gives the same localizations anywhere).
 ``/initialpose`` is a hint (held until the odometry at its stamp arrives). Services:
-``~/load_map`` (loads off the executor's threads, one at a time: see :meth:`_srv_load_map`),
+``~/load_map`` (loads off the executor's threads, one at a time:
+:mod:`~g2g_ros.nodes.relocalize_map_loading`),
 ``~/localize``, ``~/reset``, ``~/pause``, ``~/resume``. A managed node
 (:mod:`g2g_ros.managed_node`): configure loads the model and the map named by ``map_path``;
 activate subscribes the cameras and ``/initialpose`` and starts the timers; deactivate stops
@@ -27,7 +29,6 @@ them and keeps map, correction and query window; ``autostart`` does both at star
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 from typing import Optional
@@ -49,6 +50,7 @@ from g2g_ros.map_path import TOPIC as MAP_PATH_TOPIC
 from g2g_ros.map_path import publish_map_path
 from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.relocalize_inputs import QueryInputs
+from g2g_ros.nodes.relocalize_map_loading import MapLoading
 from g2g_ros.nodes.relocalize_params import (RelocalizeParams, check_parameters, gate_config,
                                              selector_config, verify_cameras, window_problem)
 from g2g_ros.nodes.relocalize_status import publish_relocalize_status
@@ -64,11 +66,9 @@ from g2g_ros.timers import steady_timer
 from g2g_ros.worker import StageTimes
 
 STAGES = ("convert", "select", "g2g", "verify", "total")
-#: How long ~/load_map waits for its load before it answers "still loading".
-LOAD_REPLY_TIMEOUT_S = 300.0
 
 
-class RelocalizeNode(QueryInputs, ManagedNode):
+class RelocalizeNode(QueryInputs, MapLoading, ManagedNode):
     """See the module docstring."""
 
     def __init__(self, **kwargs):
@@ -289,51 +289,6 @@ class RelocalizeNode(QueryInputs, ManagedNode):
                "paused (call ~/resume first)" if localize and self.paused else "")
         response.success, response.message = False, why
         return bool(why)
-
-    def _srv_load_map(self, request, response):
-        """Load a map off the executor's threads (:class:`~g2g_ros.single_job.SingleJob`) and
-        answer with the outcome: the node keeps publishing and answering its other services
-        meanwhile. One load at a time: a request that comes while a load runs is answered
-        ``busy`` at once (nothing queued). A refused map leaves the previous one in use. A load
-        that takes longer than :data:`LOAD_REPLY_TIMEOUT_S` is answered ``still loading``; it
-        goes on, and replaces the map if it succeeds (``~/status`` names the map in use)."""
-        if self._refused(response):
-            return response
-        response.success, response.num_keyframes = False, 0
-        engine, path = self.engine, request.path
-        future = self.map_loads.start(path, lambda: self._load_map(engine, path))
-        if future is None:
-            what, age = self.map_loads.running() or (path, 0.0)
-            response.message = (f"busy: still loading {what} ({age:.1f} s); map "
-                                f"{engine.map_path or '(none)'} stays in use, try again later")
-            self.get_logger().warning(response.message, throttle_duration_sec=2.0)
-            return response
-        try:
-            response.success, response.message, response.num_keyframes = future.result(
-                timeout=LOAD_REPLY_TIMEOUT_S)
-        except concurrent.futures.TimeoutError:
-            response.message = (f"still loading {path} after {LOAD_REPLY_TIMEOUT_S:.0f} s; map "
-                                f"{engine.map_path or '(none)'} stays in use until it is done")
-        return response
-
-    def _load_map(self, engine: Relocalizer, path: str):
-        """Load ``path`` into ``engine`` (on the load thread): ``(success, message,
-        num_keyframes)``, the outcome logged and reported in the diagnostics. Never raises."""
-        try:
-            message = engine.load_map(path)
-        except Exception as exc:  # MapError (a ValueError) for a bad file; anything else too
-            reason = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-            message = f"map not loaded, keeping the previous one: {reason}"
-            self.problems.report("map", reason)
-            # Each outcome logs from its own call site: rclpy refuses to change the severity
-            # of one call site (ValueError), which killed the node on a failure then a success.
-            self.get_logger().error(message)
-            return False, message, 0
-        self.problems.clear("map")
-        self.get_logger().info(message)
-        if engine is self.engine:  # not replaced by a cleanup + configure meanwhile
-            publish_map_path(self)
-        return True, message, len(engine.gmap)
 
     def _srv_localize(self, request, response):
         if self._refused(response, localize=True):

@@ -28,7 +28,7 @@ apart, the scene metres away). So:
    linear constraint (generalized epipolar: the two rays leave camera centres that the known
    intra-group poses place, which gives the metric scale), solved by Huber least squares
    anchored to the caller's (G2G's) translation, which decides what the rays leave open
-   (:mod:`g2g_model.match_geometry`);
+   (:mod:`g2g_model.estimation.match_geometry`);
 6. parallax: when under 40 % of the matches agree with the rotation (``parallax_share``), the
    groups may stand far apart for the scene's depth (a metre from things two metres away, as in
    real indoor relocalization), where no one rotation explains the rays. Then R and t are also
@@ -62,7 +62,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from g2g_model.match_geometry import generalized_pose, plane_inliers, translation_given_rotation
+from g2g_model.estimation.match_geometry import (
+    generalized_pose, plane_inliers, translation_given_rotation,
+)
 
 
 @dataclass
@@ -86,10 +88,11 @@ class MatchingConfig:
         final_scale_deg: the last fit weights each agreeing match by
             ``1 / (1 + (angle / final_scale_deg)^2)`` of its residual angle (0: all alike).
         parallax_share: when fewer of the matches agree with the rotation, the pose is also
-            solved with parallax (:func:`g2g_model.match_geometry.generalized_pose`; 0: never)
+            solved with parallax
+            (:func:`g2g_model.estimation.match_geometry.generalized_pose`; 0: never)
             and taken when it puts ``parallax_gain`` times as many matches within
             ``parallax_plane_deg`` of their epipolar planes as the rotation with its translation
-            does (:func:`g2g_model.match_geometry.plane_inliers`).
+            does (:func:`g2g_model.estimation.match_geometry.plane_inliers`).
         parallax_px: that solve's RANSAC threshold (epipolar distance, pixels of the frames as
             described).
         parallax_max_m: nor when it puts B0 further than this from the caller's position (the
@@ -216,7 +219,7 @@ def cell_rays(cells: torch.Tensor, stride: float, intrinsics: torch.Tensor,
               cam_to_anchor: torch.Tensor) -> torch.Tensor:
     """Unit rays ``[K, 3]`` in the anchor frame through the centres of grid ``cells`` ``[K, 2]``
     (column, row) of one frame described with ``stride`` pixels per cell."""
-    # Pixel centres at integer coordinates (g2g_model.groups): cell c spans pixels
+    # Pixel centres at integer coordinates (g2g_model.estimation.groups): cell c spans pixels
     # [c stride, (c + 1) stride - 1].
     centres = (cells.double() + 0.5) * stride - 0.5
     pix = torch.cat([centres, torch.ones(len(cells), 1, dtype=torch.float64)], 1)
@@ -295,8 +298,8 @@ class RotationMatcher:
     def resized(self, images: torch.Tensor, intrinsics: torch.Tensor
                 ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Frames and intrinsics at ``describe_px`` wide (K as
-        :func:`g2g_model.groups.resize_with_intrinsics` scales it)."""
-        from g2g_model.groups import scale_intrinsics
+        :func:`g2g_model.estimation.groups.resize_with_intrinsics` scales it)."""
+        from g2g_model.estimation.groups import scale_intrinsics
 
         h, w = images.shape[-2:]
         width = int(self.config.describe_px) or w

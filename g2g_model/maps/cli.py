@@ -1,5 +1,5 @@
 """`g2g-map build | info | verify | reseal`: make and check map artefacts (see
-:mod:`g2g_model.maps`).
+:mod:`g2g_model.maps.format`).
 
 ``build`` takes keyframes of a dataset trajectory (g2g_model.data format) with its ground-truth
 poses, encodes every keyframe once with the model's backbone and writes the map atomically.
@@ -14,8 +14,8 @@ import json
 import logging
 import sys
 
-from g2g_model.map_building import build_map_from_trajectory
-from g2g_model.maps import MapError, load_map, read_map_header, reseal_map, save_map
+from g2g_model.maps.building import build_map_from_trajectory
+from g2g_model.maps.format import MapError, load_map, read_map_header, reseal_map, save_map
 
 LOG = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         if opts.command == "build":
-            from g2g_model.inference import G2GPipeline
+            from g2g_model.estimation.pipeline import G2GPipeline
 
             if opts.backbone_weights and not opts.checkpoint:
                 raise ValueError("--backbone-weights needs --checkpoint")
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         else:
             expect = None
             if opts.checkpoint:
-                from g2g_model.inference import G2GPipeline
+                from g2g_model.estimation.pipeline import G2GPipeline
 
                 expect = G2GPipeline.from_checkpoint(
                     opts.checkpoint, backbone_weights=opts.backbone_weights or None

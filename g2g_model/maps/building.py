@@ -17,8 +17,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from g2g_model.geometry import relative_pose, rotation_angle_deg
-from g2g_model.groups import resize_with_intrinsics
-from g2g_model.maps import G2GMap, MapFrame, encode_image
+from g2g_model.estimation.groups import resize_with_intrinsics
+from g2g_model.maps.format import G2GMap, MapFrame, encode_image
 
 LOG = logging.getLogger(__name__)
 
@@ -27,7 +27,8 @@ class MapBuilder:
     """Collects keyframes (thread-safe) and makes the map.
 
     Args:
-        pipeline: a :class:`~g2g_model.inference.G2GPipeline` (its backbone encodes the map).
+        pipeline: a :class:`~g2g_model.estimation.pipeline.G2GPipeline` (its backbone encodes the
+            map).
         min_translation_m, min_rotation_deg: the keyframe rule (module docstring).
         max_keyframes: refuse more keyframes than this (``ValueError``); None: no limit.
     """

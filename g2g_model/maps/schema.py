@@ -1,4 +1,4 @@
-"""The schema of a map header (the ``g2g_map`` JSON of a ``.g2gmap`` file, :mod:`g2g_model.maps`).
+"""The schema of a map header: the ``g2g_map`` JSON of a ``.g2gmap`` file (:mod:`.format`).
 
 :func:`check_map_header` checks every key, its type, shape, finiteness and range, and raises
 :class:`SchemaError` naming the first key that is wrong and why. A header that passes gives a

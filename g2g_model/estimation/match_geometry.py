@@ -1,7 +1,7 @@
 """Two-view geometry of matched rays between two groups of known intra-group poses.
 
-The matches of :mod:`g2g_model.rotation_matching` are pairs of unit rays, one in each group's
-anchor frame, leaving camera centres that the known intra-group poses place. Two solves:
+The matches of :mod:`g2g_model.estimation.rotation_matching` are pairs of unit rays, one in each
+group's anchor frame, leaving camera centres that the known intra-group poses place. Two solves:
 
 - :func:`translation_given_rotation`: with R_{A0<-B0} fixed, each match is one linear
   constraint on B0's position (the generalized epipolar constraint with the rotation known);
@@ -85,7 +85,7 @@ def generalized_pose(pixels_a: np.ndarray, pixels_b: np.ndarray, frames_a: np.nd
     import poselib
 
     from g2g_model.geometry import invert_pose
-    from g2g_model.localization.local_features import camera_pose, pinhole_camera, pose_matrix
+    from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
     matches = []
     for i, j in sorted(set(zip(frames_a.tolist(), frames_b.tolist()))):

@@ -8,7 +8,7 @@
 Downloads use ``huggingface_hub`` (``HF_ENDPOINT`` / ``--endpoint`` choose the server, its cache
 and token settings apply). Every downloaded file is checked against the hub's own record: the
 SHA-256 of LFS files, the git blob id of small ones; then every ``.pth`` must convert with its
-known W and the backbone must load strictly (see :mod:`g2g_model.release`).
+known W and the backbone must load strictly (see :mod:`g2g_model.release.prepare`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 from typing import Dict, List, Optional
 
 from g2g_model.model.checkpoint import sha256_of
-from g2g_model.release import (
+from g2g_model.release.prepare import (
     BACKBONE_FILES,
     HUB_REPO,
     MANIFEST_NAME,

@@ -5,7 +5,7 @@ A map is ONE file (``*.g2gmap``) in the safetensors container:
 * metadata ``g2g_map`` (JSON): format version, map id, creation time, source description, the
   rig description, the backbone name and a hash of its configuration, and one record per frame
   (camera name, stamp in ns, world_T_cam 4x4, K 3x3, image size), a SHA-256 of every tensor,
-  and ``header_sha256``, a SHA-256 of the header itself (:mod:`g2g_model.map_seal`);
+  and ``header_sha256``, a SHA-256 of the header itself (:mod:`g2g_model.maps.seal`);
 * tensors: ``images`` (the PNG/JPEG bytes of all frames concatenated, uint8) with
   ``image_offsets`` (int64, T+1), and optionally ``features`` ([T, P, D], the cached encoder
   tokens of every frame, float16).
@@ -15,7 +15,7 @@ fsync'ed and renamed over the target, so a crash never leaves a file that looks 
 Loading reads only a regular file (a FIFO, a device, a directory are refused before they are
 opened for reading), no larger than :func:`max_map_bytes`, and only after the tensors its
 header describes were found to fill the file exactly. It then checks the version, the header
-checksum, the header schema (:mod:`g2g_model.map_schema`: every key, type, shape and range,
+checksum, the header schema (:mod:`g2g_model.maps.schema`: every key, type, shape and range,
 intrinsics a pinhole K, poses rigid), every tensor checksum, the tensors' dtypes and image
 index, and (when asked) the backbone, and raises :class:`MapError` saying which check failed;
 no other exception escapes for a bad file. A map without a header checksum (written before
@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 from g2g_model.backbones.identity import encoder_mismatch
-from g2g_model.map_schema import SchemaError, check_map_header
-from g2g_model.map_seal import SealError, check_seal, seal
+from g2g_model.maps.schema import SchemaError, check_map_header
+from g2g_model.maps.seal import SealError, check_seal, seal
 from g2g_model.tagged_safetensors import (
     NotARegularFileError, SafetensorsReadError, read_safetensors, read_safetensors_metadata,
     write_tagged,

@@ -2,8 +2,8 @@
 
 The pipeline owns a frozen backbone and a :class:`~g2g_model.model.g2g.G2GModel`. ``predict``
 validates and prepares both groups (resize with consistent intrinsics, re-anchoring to frame 0;
-see :mod:`g2g_model.groups`), encodes each group once (features can be passed in when cached,
-e.g. from a map), and runs the trainable modules in one pass.
+see :mod:`g2g_model.estimation.groups`), encodes each group once (features can be passed in when
+cached, e.g. from a map), and runs the trainable modules in one pass.
 
 Returned poses are camera-to-anchor transforms T_{A0<-X} (OpenCV axes, metres). Because group A
 was given in some world frame, ``world_T_b`` also expresses group B's predicted poses in A's world.
@@ -23,8 +23,8 @@ docs/TRAINING.md, "Rig odometry").
 
 Rotation matching (``rotation_matching``, on by default for relocalization checkpoints): the
 rotation of T_{A0<-B0} is then taken from matches of the frozen image features of both groups
-(:mod:`g2g_model.rotation_matching`) wherever enough of them agree, and the translation from
-the same matches with that rotation fixed, anchored to G2G's; ``Prediction.rotation_match``
+(:mod:`g2g_model.estimation.rotation_matching`) wherever enough of them agree, and the translation
+from the same matches with that rotation fixed, anchored to G2G's; ``Prediction.rotation_match``
 says what it found. On held-out simulator pairs it takes the rotation error from 3.2 to 1.5 deg
 and the translation error from 0.081 to 0.045 m (docs/TRAINING.md, "Pose from feature matches").
 """
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pathlib
 import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional
@@ -41,40 +40,23 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 
+from g2g_model.assets import default_checkpoint
 from g2g_model.backbones.base import Backbone, backbone_class, build_backbone
 from g2g_model.geometry import (
     b0_estimates, fuse_directions, invert_pose, project_to_rigid,
 )
-from g2g_model.groups import PreparedGroup, prepare_group
-from g2g_model.match_geometry import with_pose
+from g2g_model.estimation.groups import PreparedGroup, prepare_group
+from g2g_model.estimation.match_geometry import with_pose
 from g2g_model.model.checkpoint import load_any
 from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
-from g2g_model.precision import autocast
-from g2g_model.rotation_matching import RotationMatch, matcher_for
+from g2g_model.precision import autocast, bf16_is_fast
+from g2g_model.estimation.rotation_matching import RotationMatch, matcher_for
 
 LOG = logging.getLogger(__name__)
 
-ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
 #: W of the untrained stand-in (:meth:`G2GPipeline.untrained_default`).
 UNTRAINED_MAX_FRAMES = 8
-
-DEFAULT_CHECKPOINTS = {
-    "relocalization": ASSETS / "g2g_reloc_mnv2.safetensors",
-    "rig_odometry": ASSETS / "g2g_rig_mnv2.safetensors",
-    "covisibility": ASSETS / "covis_mnv2.safetensors",
-    "covisibility_embedding": ASSETS / "covis_embedding_mnv2.safetensors",
-    "covisibility_image_embedding": ASSETS / "covis_image_embedding.safetensors",
-    "covisibility_pair_verifier": ASSETS / "covis_pair_verifier.safetensors",
-}
-
-
-def default_checkpoint(task: str = "relocalization") -> Optional[pathlib.Path]:
-    """The embedded default checkpoint for a task, or None if it is not shipped (yet)."""
-    if task not in DEFAULT_CHECKPOINTS:
-        raise ValueError(f"unknown task {task!r}; known: {sorted(DEFAULT_CHECKPOINTS)}")
-    path = DEFAULT_CHECKPOINTS[task]
-    return path if path.is_file() else None
 
 
 @dataclass
@@ -111,24 +93,6 @@ class Prediction:
     def a0_T_b0(self) -> np.ndarray:
         """The inter-group alignment T_{A0<-B0}."""
         return self.poses_b[0]
-
-
-def bf16_is_fast(device: torch.device) -> bool:
-    """Whether bf16 autocast should be the default on ``device``.
-
-    On CPUs with AVX-512 (or AMX) bf16 matmuls are several times faster than fp32; on AVX2-only
-    CPUs they are emulated and much slower (measured 3-15x slower on this project's CI machine),
-    so "auto" picks fp32 there.
-    """
-    if device.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-        if native is not None:
-            return bool(native())
-        cap = torch.backends.cpu.get_cpu_capability().upper()
-        return cap.startswith("AVX512") or "AMX" in cap
-    return False
 
 
 class G2GPipeline:
@@ -285,7 +249,7 @@ class G2GPipeline:
         Returns:
             ``[T, P, D]`` float32 on the CPU.
         """
-        from g2g_model.groups import Group
+        from g2g_model.estimation.groups import Group
 
         k = np.asarray(intrinsics, dtype=np.float64)
         if k.shape == (3, 3):
@@ -316,7 +280,7 @@ class G2GPipeline:
         """Predict every frame's pose relative to A0 (see :class:`Prediction`).
 
         Args:
-            group_a, group_b: :class:`g2g_model.groups.Group` or dicts with ``images``,
+            group_a, group_b: :class:`g2g_model.estimation.groups.Group` or dicts with ``images``,
                 ``intrinsics``, ``cam_to_world``.
             features_a, features_b: cached ``[1, N, P, D]`` backbone features of the same
                 groups (skips encoding them).

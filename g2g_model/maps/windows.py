@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from g2g_model.maps import G2GMap
+from g2g_model.maps.format import G2GMap
 
 
 def map_windows(gmap: G2GMap, camera: Optional[str], window: int,
