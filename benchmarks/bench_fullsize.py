@@ -38,8 +38,8 @@ from g2g_model.cameras.lens import Lens
 from g2g_model.cameras.reduction import ImageNeeds
 from g2g_model.data.rig import pinhole_K
 from g2g_model.geometry import relative_pose, rotation_angle_deg
-from g2g_model.groups import Group
-from g2g_model.inference import G2GPipeline
+from g2g_model.estimation.groups import Group
+from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.localization.rig_motion import RIG_DEFAULTS
 from g2g_model.localization.verification import (PATH_G2G, StructureVerifier,
                                                  VerifierConfig)

@@ -23,9 +23,10 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
-from g2g_model.inference import G2GPipeline, default_checkpoint  # noqa: E402
-from g2g_model.map_building import build_map_from_trajectory  # noqa: E402
-from g2g_model.maps import save_map  # noqa: E402
+from g2g_model.assets import default_checkpoint  # noqa: E402
+from g2g_model.estimation.pipeline import G2GPipeline  # noqa: E402
+from g2g_model.maps.building import build_map_from_trajectory  # noqa: E402
+from g2g_model.maps.format import save_map  # noqa: E402
 from g2g_ros.bags.convert import convert_trajectory  # noqa: E402
 from g2g_ros.bags.eval_bag import build_parser, evaluate_args  # noqa: E402
 from g2g_ros.bags.eval_setup import first_image_stamp, setup_from_args, yaw_pose  # noqa: E402

@@ -13,7 +13,7 @@ rclpy = pytest.importorskip("rclpy")
 from sensor_msgs.msg import CameraInfo, CompressedImage  # noqa: E402
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
-from g2g_model.groups import scale_intrinsics  # noqa: E402
+from g2g_model.estimation.groups import scale_intrinsics  # noqa: E402
 from g2g_ros.calibration import camera_info_msg  # noqa: E402
 from g2g_ros.conversions import matrix_to_transform_stamped, to_stamp  # noqa: E402
 from g2g_ros.image_conversion import rgb_to_compressed_fields  # noqa: E402

@@ -14,10 +14,11 @@ How the copy is made:
   factors that divide the image size, so the reduced image covers the same field as the full
   one);
 * the rest (raw images, PNG, the remainder of a JPEG reduction) is area-averaged
-  (``cv2.INTER_AREA``, :func:`~g2g_model.groups.resize_with_intrinsics`).
+  (``cv2.INTER_AREA``, :func:`~g2g_model.estimation.groups.resize_with_intrinsics`).
 
-Both keep the pixel-centre convention of :func:`~g2g_model.groups.scale_intrinsics`: a reduced
-pixel averages a block of full pixels and sits at its centre, ``x' + 0.5 = s (x + 0.5)``
+Both keep the pixel-centre convention of
+:func:`~g2g_model.estimation.groups.scale_intrinsics`: a reduced pixel averages a block of full
+pixels and sits at its centre, ``x' + 0.5 = s (x + 0.5)``
 (measured for both paths by ``test/test_reduction.py``: scaling K alone, ``x' = s x``, puts a
 point 0.25-0.44 reduced pixels off at 1/2-1/8).
 """
@@ -29,7 +30,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from g2g_model.groups import resize_with_intrinsics, scale_intrinsics
+from g2g_model.estimation.groups import resize_with_intrinsics, scale_intrinsics
 
 #: Reductions libjpeg applies while decoding (OpenCV's IMREAD_REDUCED_COLOR_2/4/8).
 JPEG_FACTORS = (8, 4, 2)
