@@ -279,3 +279,27 @@ def test_away_from_the_map_g2g_alone_makes_no_fix_with_geometric_fix(scene, tmp_
             assert all("does not make a first fix" in r.message for r in results), \
                 [r.message for r in results]
     assert accepted[False], "the other scene no longer fools G2G: the test lost its point"
+
+
+@pytest.mark.parametrize("interrupt", ["reset", "new map"])
+def test_a_localization_running_across_a_reset_or_new_map_makes_no_correction(scene, interrupt):
+    """``~/reset`` (or ``~/load_map``) is served on another thread than the localization: one
+    that started before must not put a correction back afterwards (seen under load: the status
+    said DEGRADED, localized, right after a reset)."""
+    pipeline, gmap, path, query = scene
+    engine = None
+
+    def verifier(group_a, q, map_T_b, **_):  # runs between the window pick and the gate
+        engine.reset() if interrupt == "reset" else engine.use_map(gmap, "other")
+        return Verification("g2g", map_T_b[0], G2G_COVARIANCE.copy(), 0, "no geometry")
+
+    engine = _engine(pipeline, verifier=verifier)
+    engine.use_map(gmap, "mem")
+    truth = _fill(engine, query)
+    result = engine.localize(hint=truth[-1])
+    assert not result.accepted and "discarded" in result.message, result.message
+    assert engine.current is None and result.current is None
+    engine.forget_query()  # the next run, after the interruption, counts again
+    engine.verifier = None
+    truth = _fill(engine, query)
+    assert engine.localize(hint=truth[-1]).accepted

@@ -117,6 +117,9 @@ class Relocalizer:
         self.hint: Optional[np.ndarray] = None  # provisional map->odom (e.g. /initialpose)
         self.last: Optional[LocalizationResult] = None
         self._localized_stamp: Optional[int] = None  # newest query stamp of the last run
+        # Bumped by reset() and by a new map: a localization that started before is not offered
+        # to the gate (its correction belongs to the state that was cleared, or another map).
+        self._epoch = 0
 
     # ------------------------------------------------------------------ state
     @property
@@ -142,6 +145,7 @@ class Relocalizer:
             self.selector.prepared = prepared
             self.map_path = path
             self.gate.reset()
+            self._epoch += 1
         unsealed = "" if gmap.sealed else (f" (no header checksum: add it with "
                                            f"`g2g-map reseal {path}`)")
         return f"loaded map {path}: {len(gmap)} frames, {len(prepared.windows)} windows{unsealed}"
@@ -175,6 +179,7 @@ class Relocalizer:
             self.gate.reset()
             self.buffer.clear()
             self.hint = None
+            self._epoch += 1
         if self.views is not None:
             self.views.clear()
 
@@ -212,6 +217,7 @@ class Relocalizer:
                     f"{self.buffer.window} frames)"))
             query = self.buffer.group()
             self._localized_stamp = int(query.stamps[-1])
+            epoch = self._epoch
         idx, score, how = self.selector.select(query, hint, prepared=prepared)[:3]
         t1 = time.perf_counter()
         gmap = prepared.gmap
@@ -256,11 +262,14 @@ class Relocalizer:
         cand = Candidate(map_T_odom, int(query.stamps[0]), score if np.isfinite(score) else 1.0,
                          spread, pred.poses_b, result.path, result.inliers, result.covariance)
         with self.lock:
-            decision = self.gate.offer(cand)
+            stale = epoch != self._epoch
+            decision = None if stale else self.gate.offer(cand)
             result.current = self.gate.current
-        result.accepted = decision.accepted
-        result.message = (f"{'accepted' if decision.accepted else 'rejected'}: "
-                          f"{decision.reason} (window {idx} by {how}"
+        result.accepted = decision is not None and decision.accepted
+        reason = ("discarded: the engine was reset or given another map while this "
+                  "localization ran" if stale else decision.reason)
+        result.message = (f"{'accepted' if result.accepted else 'rejected'}: "
+                          f"{reason} (window {idx} by {how}"
                           + (f", score {score:.2f}" if np.isfinite(score) else "")
                           + (f", path {result.path}, {result.inliers} inliers"
                              if self.verifier is not None else "") + ")"
