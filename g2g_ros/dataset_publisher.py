@@ -7,7 +7,9 @@ simulated odometry drift), and the ground truth as ``nav_msgs/Odometry`` on
 ``ground_truth/odometry`` (frame ``gt_world``). The rig extrinsics go once to ``/tf_static``
 (``<base_frame> -> <cam>_optical_frame``). With ``--clock`` it also publishes ``/clock`` for
 ``use_sim_time`` nodes and keeps the dataset's own stamps; otherwise stamps are shifted to start
-at the current wall time.
+at the current wall time. ``--no-odom-tf`` leaves ``<odom_frame> -> <base_frame>`` to another node
+(e.g. ``rig_odometry``): a frame has one parent, and the nodes' TF buffers refuse a second one
+while the first streams.
 
 Used by the integration tests and the demo.
 """
@@ -60,7 +62,8 @@ class DatasetPublisher(Node):
                  encoding: str = "rgb8", cameras: Optional[List[str]] = None,
                  start: int = 0, count: int = 0, stride: int = 1,
                  corrupt_encoding: Optional[List[str]] = None, wait_subscribers_s: float = 10.0,
-                 future_frames: int = 0, future_offset_s: float = 86400.0):
+                 future_frames: int = 0, future_offset_s: float = 86400.0,
+                 odom_tf: bool = True):
         super().__init__("g2g_dataset_player")
         from g2g_model.data.format import TrajectoryReader
         from nav_msgs.msg import Odometry
@@ -70,6 +73,7 @@ class DatasetPublisher(Node):
         self.reader = TrajectoryReader(path)
         self.cameras = cameras or self.reader.cameras
         self.odom_frame, self.base_frame, self.encoding = odom_frame, base_frame, encoding
+        self.odom_tf = odom_tf
         n = self.reader.num_frames
         stop = n if count <= 0 else min(n, start + count * stride)
         self.indices = list(range(start, stop, stride))
@@ -118,8 +122,9 @@ class DatasetPublisher(Node):
             self.clock_pub.publish(Clock(clock=to_stamp(stamp)))
         if self.published < self.future_frames:
             stamp += self.future_offset_ns
-        self.tf.send(matrix_to_transform_stamped(self.odom[k], self.odom_frame, self.base_frame,
-                                                 stamp))
+        if self.odom_tf:
+            self.tf.send(matrix_to_transform_stamped(self.odom[k], self.odom_frame,
+                                                     self.base_frame, stamp))
         for cam in self.cameras:
             spec = self.reader.rig[cam]
             frame = f"{cam}_optical_frame"
@@ -177,6 +182,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="frames per second")
     parser.add_argument("--odom-frame", default="odom")
     parser.add_argument("--base-frame", default="base_link")
+    parser.add_argument("--no-odom-tf", action="store_true",
+                        help="do not publish odom_frame -> base_frame (another node does)")
     parser.add_argument("--clock", action="store_true", help="publish /clock, keep dataset time")
     parser.add_argument("--loop", action="store_true")
     parser.add_argument("--drift", type=float, default=0.0, help="odometry scale drift per m")
@@ -206,7 +213,7 @@ def main(argv=None) -> int:
             opts.path, opts.rate, opts.odom_frame, opts.base_frame, opts.clock, opts.loop,
             opts.drift, opts.yaw_drift, opts.encoding, opts.cameras, opts.start, opts.count,
             opts.stride, opts.corrupt_encoding, opts.wait_subscribers, opts.future_frames,
-            opts.future_offset)
+            opts.future_offset, odom_tf=not opts.no_odom_tf)
         while rclpy.ok() and not (opts.exit_when_done and node.finished):
             rclpy.spin_once(node, timeout_sec=0.05)
         if rclpy.ok() and not node.wait_for_acks():
