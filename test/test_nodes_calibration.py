@@ -159,6 +159,8 @@ def test_image_of_another_size_than_its_camera_info_is_refused_naming_both(sim_t
 def test_map_of_a_fisheye_camera_records_the_rectified_pinhole(sim_traj, tmp_path):
     """map_builder takes images through the same calibration path: a fisheye camera's
     keyframes are stored rectified, with the pinhole K of ``fisheye_hfov_deg``."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
     from g2g_model.maps.format import load_map
     from g2g_msgs.srv import SaveMap
 
@@ -172,6 +174,13 @@ def test_map_of_a_fisheye_camera_records_the_rectified_pinhole(sim_traj, tmp_pat
                           "sensor_qos_reliability": "reliable", "fisheye_hfov_deg": 110.0}),
                 tmp_path / "node.log")
     fisheye = {"distortion_model": "equidistant", "d": list(T265_FISHEYE["D"])}
+    diags = listener.collect(DiagnosticArray, "/diagnostics")
+
+    def keyframes():
+        values = [v.value for d in diags for s in d.status if "map_builder" in s.name
+                  for v in s.values if v.key == "keyframes"]
+        return values[-1] if values else None
+
     try:
         assert listener.spin_until(rig.ready, timeout=90), node.output()
         rig.send_tf_static()
@@ -182,6 +191,8 @@ def test_map_of_a_fisheye_camera_records_the_rectified_pinhole(sim_traj, tmp_pat
         rig.send(0, bad={"cam0": fisheye})
         assert listener.spin_until(lambda: "rectified to the pinhole" in node.output(),
                                    timeout=30), node.output()[-3000:]
+        # The keyframe is recorded by the node's worker after the image arrived: wait for it.
+        assert listener.spin_until(lambda: keyframes() == "1", timeout=60), node.output()[-3000:]
         reply = listener.call(SaveMap, "/map_builder/save_map",
                               SaveMap.Request(path=str(tmp_path / "fisheye")), timeout=60)
         assert reply.success and reply.num_keyframes == 1, reply.message
