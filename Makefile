@@ -3,11 +3,12 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test demo lint bench docs clean-venv help
+.PHONY: setup test test-fast demo lint bench docs clean-venv help
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded default (CPU, no downloads)"
 	@echo "make test   - run the whole test suite"
+	@echo "make test-fast - a quick subset (the files marked slow in test/conftest.py left out)"
 	@echo "make lint   - flake8 (99 columns, the ament convention)"
 	@echo "make bench  - run the benchmarks in benchmarks/ (results: benchmarks/RESULTS.md)"
 	@echo "make docs   - regenerate docs/PARAMETERS.md (the nodes' parameters, topics, services)"
@@ -18,6 +19,9 @@ setup:
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m g2g_ros.demo $(DEMO_ARGS)
