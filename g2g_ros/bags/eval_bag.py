@@ -280,9 +280,9 @@ def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Opt
     if (out_dir / "outputs").exists():
         raise ValueError(f"{out_dir / 'outputs'} already exists; choose a new --out")
     out_dir.mkdir(parents=True, exist_ok=True)
-    # The rig first (it reads only the bag's topics), then what the report needs.
-    checked = checked_parameters(bag, graph, out_dir, rig, setup)
+    # Before any node starts: what the report needs, then the bag's cameras against the rig.
     load_ground_truth(bag)  # fails early, naming what is missing
+    checked = checked_parameters(bag, graph, out_dir, rig, setup)
     outputs, stats = run_replay(bag, graph, out_dir, map_path, rig, checkpoint, wait_timeout,
                                 startup_timeout, progress, setup, checked)
     return build_report(bag, outputs, graph, stats, out_dir, map_path, segment_lengths_m,
