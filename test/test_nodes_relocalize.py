@@ -285,7 +285,9 @@ def test_hostile_maps_are_refused_while_the_node_keeps_answering(scene, tmp_path
     listener = Listener()
     statuses = listener.collect(EstimatorStatus, "relocalize/status")
     diags = listener.collect(DiagnosticArray, "/diagnostics")
-    params = {"use_sim_time": True, "map_path": str(map_path), "localize_period_s": 0.0}
+    status_period_s = 0.05  # the fastest allowed: a status is due many times in a slow load
+    params = {"use_sim_time": True, "map_path": str(map_path), "localize_period_s": 0.0,
+              "status_period_s": status_period_s}
     node = Proc(node_cmd("g2g_ros.nodes.relocalize", params, str(ROOT / "config" / "sim.yaml")),
                 tmp_path / "node.log")
     load = listener.node.create_client(LoadMap, "/relocalize/load_map")
@@ -324,7 +326,9 @@ def test_hostile_maps_are_refused_while_the_node_keeps_answering(scene, tmp_path
                       if "checksum mismatch in 'features'" in r.message else r.message
                       for r in replies) == ["busy", "checksum mismatch"], replies
         assert not any(r.success for r in replies)
-        assert len(statuses) > before, "no status published during the slow load"
+        # The statuses of the load's own time (how long it takes depends on the machine).
+        if slow_s > 4 * status_period_s:
+            assert len(statuses) > before, f"no status published during the {slow_s:.2f} s load"
         print(f"\nget_state answered in at most {max(latencies) * 1000:.0f} ms over "
               f"{len(latencies)} calls during bad loads; during the {slow_s:.1f} s slow one: "
               f"median {during[len(during) // 2] * 1000:.0f} ms, max {during[-1] * 1000:.0f} ms")
