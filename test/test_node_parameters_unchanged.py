@@ -1,10 +1,10 @@
 """The parameters every node declares (name, default, type, range, description, read-only,
 read-at-configure) are exactly those recorded in ``fixtures/node_parameters.json``, which was
-written from the nodes before their parameters became one dataclass per node (issue 21 point 3).
+written from the nodes before their parameters became one dataclass per node.
 
 Regenerate only on purpose: ``python test/test_node_parameters_unchanged.py --write``. Last
-regenerated for ``verify_max_image_px``: relocalization's default 480 (was 0, full size) and
-its description (images reduced once, as they arrive, to that long side).
+regenerated for ``fix_needs_geometry``'s description: G2G-only candidates are reported, never
+published (they used to move the correction within the jump limits of the last geometric fix).
 """
 
 import importlib

@@ -232,30 +232,28 @@ def test_g2g_alone_does_not_replace_a_geometric_fix_until_the_hold_ends():
         GateConfig(geometric_hold=-1).validate()
 
 
-def test_with_geometric_fix_g2g_alone_stays_near_the_last_geometric_fix():
-    """geometric_fix: consistent G2G-only candidates (G2G away from the map answers about the
-    same wrong pose every time) make no first fix; geometry does, and G2G then moves the
-    correction only within the jump limits of that fix, never step by step away from it."""
+def test_with_geometric_fix_g2g_alone_never_moves_the_correction():
+    """geometric_fix: G2G-only candidates are reported, never published - consistent ones
+    (G2G away from the map answers about the same wrong pose every time) make no first fix,
+    and after a geometric fix G2G neither tracks nor jumps, however close it is."""
     gate = CorrectionGate(GateConfig(max_jump_translation_m=0.5, consistency_count=2,
                                      geometric_hold=0, geometric_fix=True))
     for x in (7.0, 7.01, 7.02):
         d = gate.offer(_cand(x))
-        assert not d.accepted and "does not make a first fix" in d.reason
+        assert not d.accepted and "is reported, not published" in d.reason
     assert gate.current is None and gate.rejected == 3
     assert not gate.offer(_cand(1.0, path="verified")).accepted   # 1 of 2, as before
     assert gate.offer(_cand(1.02, path="verified")).accepted      # fused: 1.01
-    assert gate.offer(_cand(1.3)).accepted                         # G2G tracks the fix
-    assert gate.offer(_cand(1.5)).accepted                         # 0.49 from it
-    d = gate.offer(_cand(1.7))     # 0.2 from the current correction, 0.69 from the fix
-    assert not d.accepted and "0.69 m / 0.0 deg from the last geometric fix" in d.reason
+    d = gate.offer(_cand(1.05))                                    # G2G close to the fix
+    assert not d.accepted and "0.04 m / 0.0 deg from the current correction" in d.reason
     for x in (7.0, 7.01):                                          # no jump by G2G either
         assert not gate.offer(_cand(x)).accepted
-    assert gate.current[0, 3] == pytest.approx(1.5)
+    assert gate.current[0, 3] == pytest.approx(1.01)
+    assert gate.offer(_cand(1.2, path="refined")).accepted          # geometry tracks
     assert not gate.offer(_cand(7.0, path="refined")).accepted      # geometry: 1 of 2
     assert gate.offer(_cand(7.01, path="refined")).accepted         # re-localized
-    assert gate.offer(_cand(7.4)).accepted                          # near the new fix
     gate.reset()
-    assert "does not make a first fix" in gate.offer(_cand(7.0)).reason
+    assert "is reported, not published" in gate.offer(_cand(7.0)).reason
     # Off (the default of the library, and the node's when it does not verify): as before.
     plain = CorrectionGate(GateConfig(consistency_count=2))
     assert not plain.offer(_cand(7.0)).accepted and plain.offer(_cand(7.01)).accepted

@@ -58,10 +58,9 @@ class RelocalizeParams(VerifyParams, CameraParams):
                                 "candidates for this many consecutive localizations",
                                 value_range=(0, 1000000))
     fix_needs_geometry: bool = param(
-        True, "with verify on: only a geometric (verified / refined) candidate makes a first "
-        "fix, and G2G-only candidates move the correction only within the jump limits of the "
-        "last geometric fix. false: G2G alone may fix and track (away from the map it was "
-        "accepted metres off)")
+        True, "with verify on: only a geometric (verified / refined) candidate moves the "
+        "correction; G2G-only candidates are reported (status, log), never published. false: "
+        "G2G alone may fix and track (away from the map it was accepted metres off)")
     max_fusion_spread_m: float = param(1.0, "reject when the estimates of the first query "
                                        "frame's pose (each frame, both directions) disagree by "
                                        "more", value_range=(0.001, 10000.0))
