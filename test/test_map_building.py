@@ -30,10 +30,29 @@ def test_keyframe_rule_resize_limit_clear_and_finish():
         builder.add("cam1", 10, poses[3], image, K)
     gmap = builder.finish()
     assert len(gmap) == 4 and gmap.rig == {"cameras": ["cam0", "cam1"]}
-    assert gmap.frames[0].size_hw == tuple(pipe.image_size)  # resized to the backbone's input
-    scale = pipe.image_size[1] / 160
-    np.testing.assert_allclose(gmap.frames[0].intrinsics[0, 0], 120.0 * scale)
+    # Stored at the verifier's size: a 160 x 120 image is smaller than that, so as given.
+    assert gmap.frames[0].size_hw == (120, 160)
+    np.testing.assert_allclose(gmap.frames[0].intrinsics, K)
     assert gmap.features.shape[0] == 4 and gmap.backbone == pipe.backbone_id()
     assert builder.clear() == 4 and len(builder) == 0
     with pytest.raises(ValueError, match="no keyframes"):
         builder.finish()
+
+
+def test_keyframes_are_stored_at_the_verifiers_size_with_their_aspect():
+    """A full-size camera's keyframe keeps relocalization's verification size (long side 480)
+    and its aspect, not the backbone's square input: the verifier triangulates from it."""
+    pipe = G2GPipeline.default("relocalization")
+    big = np.random.default_rng(1).integers(0, 255, (1216, 1936, 3), dtype=np.uint8)
+    k_big = np.array([[1000.0, 0, 967.5], [0, 1000.0, 607.5], [0, 0, 1]])
+    for max_px, size_hw in ((480, (301, 480)), (0, (1216, 1936))):
+        builder = MapBuilder(pipe, keyframe_max_px=max_px)
+        builder.add("cam0", 1, np.eye(4), big, k_big)
+        frame = builder._frames[0]
+        assert frame.size_hw == size_hw and frame.decode().shape[:2] == size_hw
+        s = size_hw[1] / 1936
+        # The pixel-centre convention: x' + 0.5 = s (x + 0.5).
+        np.testing.assert_allclose(frame.intrinsics[0, 0], 1000.0 * s)
+        np.testing.assert_allclose(frame.intrinsics[0, 2] + 0.5, s * (967.5 + 0.5), atol=1e-6)
+    with pytest.raises(ValueError, match="keyframe_max_px"):
+        MapBuilder(pipe, keyframe_max_px=-1)

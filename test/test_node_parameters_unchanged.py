@@ -3,8 +3,8 @@ read-at-configure) are exactly those recorded in ``fixtures/node_parameters.json
 written from the nodes before their parameters became one dataclass per node.
 
 Regenerate only on purpose: ``python test/test_node_parameters_unchanged.py --write``. Last
-regenerated for ``fix_needs_geometry``'s description: G2G-only candidates are reported, never
-published (they used to move the correction within the jump limits of the last geometric fix).
+regenerated for map_builder's ``keyframe_max_px`` (keyframes stored at the verifier's size) and
+``fix_needs_geometry``'s description (G2G-only candidates are reported, never published).
 """
 
 import importlib

@@ -3,8 +3,12 @@ map_builder node, the demo and the benchmarks.
 
 A camera's frame becomes a keyframe when the camera has moved ``min_translation_m`` or turned
 ``min_rotation_deg`` since that camera's previous keyframe (its first frame always does). A
-keyframe is resized to the backbone's input size with consistent intrinsics and stored as PNG;
-:meth:`MapBuilder.finish` encodes every keyframe once with the backbone and returns the map.
+keyframe is stored as PNG at the size relocalization's verifier describes images at
+(``keyframe_max_px``, the long side; aspect kept, never below the backbone's input; 0: as
+given), with consistent intrinsics: the verifier triangulates the map's points from these
+images, and at the backbone's 112 x 112 (the size maps had before 2026-11-29) a real camera's
+image keeps few features and its aspect is lost. :meth:`MapBuilder.finish` encodes every
+keyframe once with the backbone (which resizes to its input) and returns the map.
 """
 
 from __future__ import annotations
@@ -16,9 +20,14 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from g2g_model.geometry import relative_pose, rotation_angle_deg
+from g2g_model.cameras.reduction import ImageNeeds
 from g2g_model.estimation.groups import resize_with_intrinsics
+from g2g_model.geometry import relative_pose, rotation_angle_deg
+from g2g_model.localization.verification import VerifierConfig
 from g2g_model.maps.format import G2GMap, MapFrame, encode_image
+
+#: The long side keyframes are stored at by default: relocalization's verification size.
+KEYFRAME_MAX_PX = VerifierConfig.max_image_px
 
 LOG = logging.getLogger(__name__)
 
@@ -31,11 +40,15 @@ class MapBuilder:
             map).
         min_translation_m, min_rotation_deg: the keyframe rule (module docstring).
         max_keyframes: refuse more keyframes than this (``ValueError``); None: no limit.
+        keyframe_max_px: the long side keyframes are stored at (module docstring).
     """
 
     def __init__(self, pipeline, min_translation_m: float = 0.0, min_rotation_deg: float = 0.0,
-                 max_keyframes: Optional[int] = None):
+                 max_keyframes: Optional[int] = None, keyframe_max_px: int = KEYFRAME_MAX_PX):
+        if keyframe_max_px < 0:
+            raise ValueError(f"keyframe_max_px must be >= 0 (0: as given), got {keyframe_max_px}")
         self.pipeline = pipeline
+        self.needs = ImageNeeds(tuple(pipeline.image_size), int(keyframe_max_px))
         self.min_translation_m = float(min_translation_m)
         self.min_rotation_deg = float(min_rotation_deg)
         self.max_keyframes = max_keyframes
@@ -69,7 +82,10 @@ class MapBuilder:
     def add(self, camera: str, stamp_ns: int, world_T_cam: np.ndarray, image: np.ndarray,
             K: np.ndarray) -> None:
         """Add a keyframe: RGB ``uint8 [H, W, 3]`` with its K in pixels of that image."""
-        small, k_small = resize_with_intrinsics(image, K, self.pipeline.image_size)
+        h, w = image.shape[:2]
+        size_w, size_h = self.needs.size(w, h)
+        small, k_small = (image, np.asarray(K, float)) if (size_w, size_h) == (w, h) else \
+            resize_with_intrinsics(image, K, (size_h, size_w))
         frame = MapFrame(camera=camera, stamp_ns=int(stamp_ns),
                          world_T_cam=np.asarray(world_T_cam, float), intrinsics=k_small,
                          image=encode_image(small), size_hw=small.shape[:2])
@@ -104,8 +120,10 @@ class MapBuilder:
 
 def build_map_from_trajectory(path, pipeline, cameras: Optional[Sequence[str]] = None,
                               min_translation_m: float = 0.0, min_rotation_deg: float = 0.0,
-                              progress: bool = True) -> G2GMap:
-    """Keyframes of ``cameras`` (default: all) of one trajectory, encoded with ``pipeline``."""
+                              progress: bool = True,
+                              keyframe_max_px: int = KEYFRAME_MAX_PX) -> G2GMap:
+    """Keyframes of ``cameras`` (default: all) of one trajectory, encoded with ``pipeline``
+    (``keyframe_max_px``: :class:`MapBuilder`)."""
     from tqdm import tqdm
 
     from g2g_model.data.format import TrajectoryReader
@@ -115,7 +133,8 @@ def build_map_from_trajectory(path, pipeline, cameras: Optional[Sequence[str]] =
     unknown = [c for c in cameras if c not in reader.cameras]
     if unknown:
         raise ValueError(f"{path}: no camera(s) {unknown}; the rig has {reader.cameras}")
-    builder = MapBuilder(pipeline, min_translation_m, min_rotation_deg)
+    builder = MapBuilder(pipeline, min_translation_m, min_rotation_deg,
+                         keyframe_max_px=keyframe_max_px)
     for cam in cameras:
         poses = reader.world_T_cam(cam)
         spec = reader.rig[cam]

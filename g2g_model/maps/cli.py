@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 
-from g2g_model.maps.building import build_map_from_trajectory
+from g2g_model.maps.building import KEYFRAME_MAX_PX, build_map_from_trajectory
 from g2g_model.maps.format import MapError, load_map, read_map_header, reseal_map, save_map
 
 LOG = logging.getLogger(__name__)
@@ -30,6 +30,9 @@ def main(argv=None) -> int:
     build.add_argument("--cameras", nargs="*", default=None)
     build.add_argument("--min-translation", type=float, default=0.2)
     build.add_argument("--min-rotation", type=float, default=10.0)
+    build.add_argument("--keyframe-max-px", type=int, default=KEYFRAME_MAX_PX,
+                       help="long side the keyframes are stored at (relocalization's "
+                       "verification size; 0: as recorded)")
     build.add_argument("--checkpoint", default="", help="G2G checkpoint (default: embedded)")
     build.add_argument("--backbone-weights", default="",
                        help="backbone weights the checkpoint needs (a converted official "
@@ -60,7 +63,8 @@ def main(argv=None) -> int:
                 backbone_weights=opts.backbone_weights or None)
                 if opts.checkpoint else G2GPipeline.default("relocalization", opts.device))
             gmap = build_map_from_trajectory(opts.trajectory, pipeline, opts.cameras,
-                                             opts.min_translation, opts.min_rotation)
+                                             opts.min_translation, opts.min_rotation,
+                                             keyframe_max_px=opts.keyframe_max_px)
             path = save_map(gmap, opts.out)
             print(f"wrote {path}: {len(gmap)} keyframes of {gmap.cameras()}")
         elif opts.command == "info":

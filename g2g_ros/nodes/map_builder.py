@@ -23,9 +23,10 @@ from typing import List, Optional
 from rclpy.callback_groups import ReentrantCallbackGroup
 
 from g2g_model.data.rig import load_rig
-from g2g_model.maps.building import MapBuilder
+from g2g_model.cameras.reduction import ImageNeeds
+from g2g_model.maps.building import KEYFRAME_MAX_PX, MapBuilder
 from g2g_model.maps.format import G2GMap, map_save_path, save_map
-from g2g_ros.camera_calibrations import image_needs, node_calibrations
+from g2g_ros.camera_calibrations import node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.diagnostics import diagnostic_status, tf_values
 from g2g_ros.managed_node import ManagedNode
@@ -51,6 +52,10 @@ class MapBuilderParams(CameraParams):
     min_rotation_deg: float = param(10.0, "keyframe spacing (rotation)",
                                     value_range=(0.0, 180.0))
     max_keyframes: int = param(20000, "stop recording beyond this", value_range=(1, 10_000_000))
+    keyframe_max_px: int = param(
+        KEYFRAME_MAX_PX, "long side keyframes are stored at (aspect kept, never below the model's "
+        "input; 0: as received): relocalize's verifier triangulates the map from them, so keep "
+        "it at relocalize's verify_max_image_px", value_range=(0, 100_000))
     checkpoint: str = param("", "G2G checkpoint whose backbone encodes the map")
     backbone_weights: str = param("", BACKBONE_WEIGHTS_DESCRIPTION)
     device: str = param("cpu", "torch device")
@@ -90,9 +95,12 @@ class MapBuilderNode(ManagedNode):
                              f"got {self.p['extrinsics_source']!r}")
         self.pipeline = load_pipeline(self.p["checkpoint"], self.p["device"], "relocalization",
                                       backbone_weights=self.p["backbone_weights"])
-        self.calibrations = node_calibrations(self, self.rig, image_needs(self.pipeline))
+        # Images are reduced once as they arrive to what the keyframes are stored at.
+        needs = ImageNeeds(tuple(self.pipeline.image_size), self.p["keyframe_max_px"])
+        self.calibrations = node_calibrations(self, self.rig, needs)
         self.builder = MapBuilder(self.pipeline, self.p["min_translation_m"],
-                                  self.p["min_rotation_deg"], self.p["max_keyframes"])
+                                  self.p["min_rotation_deg"], self.p["max_keyframes"],
+                                  keyframe_max_px=self.p["keyframe_max_px"])
         group = ReentrantCallbackGroup()
         self.srvs = [self.owned(self.create_service(SaveMap, "~/save_map", self._srv_save,
                                                     callback_group=group)),
