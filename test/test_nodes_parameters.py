@@ -79,6 +79,15 @@ def test_rig_odometry_refuses_harmful_parameters_and_stays_up(tmp_path):
         assert listener.spin_until(lambda: "max_image_px must be 0 (full size) or >= 64, got "
                                    "32" in statuses[-1].message, 20), statuses[-1].message
         assert set_parameter(listener, node_name, "verify_max_image_px", 0).successful
+        # More cameras than the model takes per group: configure says so (every group would
+        # fail at predict otherwise).
+        six = [f"cam{i}" for i in range(6)]
+        assert set_parameter(listener, node_name, "cameras", six).successful
+        assert not change_state(listener, node_name, Transition.TRANSITION_CONFIGURE)
+        assert listener.spin_until(lambda: "6 cameras, but" in statuses[-1].message
+                                   and "at most 5 frames" in statuses[-1].message, 20), \
+            statuses[-1].message
+        assert set_parameter(listener, node_name, "cameras", six[:5]).successful
         assert change_state(listener, node_name, Transition.TRANSITION_CONFIGURE)
         assert get_state(listener, node_name) == "inactive"
         from rcl_interfaces.srv import GetParameters

@@ -125,6 +125,12 @@ class RigOdometryNode(ManagedNode):
             self._log_rig()
         self.pipeline = load_pipeline(p["checkpoint"], p["device"], "rig_odometry",
                                       p["precision"], p["backbone_weights"])
+        if len(cams) > self.pipeline.max_frames:  # else every group would fail at predict
+            model = describe_model(self.pipeline, p["checkpoint"], "rig_odometry")
+            w = self.pipeline.max_frames
+            raise ValueError(f"{len(cams)} cameras, but {model} takes groups of at most {w} "
+                             f"frames (its max_frames W): list at most {w} in cameras, or use a "
+                             "checkpoint trained for more")
         verify = verifier_config(p)
         self.calibrations = node_calibrations(self, self.rig, image_needs(self.pipeline, verify))
         self.verifier = RigMotionVerifier(verify) if verify.enabled else None
