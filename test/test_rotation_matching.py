@@ -12,8 +12,9 @@ from scipy.spatial.transform import Rotation
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_fixtures import tiny_trajectories  # noqa: E402
 
+from g2g_model.estimation.cell_matching import mutual_matches, subcell_offsets  # noqa: E402
 from g2g_model.estimation.rotation_matching import (  # noqa: E402
-    MatchingConfig, RotationMatcher, kabsch, mutual_matches, robust_rotation, subcell_offsets,
+    MatchingConfig, RotationMatcher, kabsch, robust_rotation,
 )
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import invert_pose, rotation_angle_deg  # noqa: E402
