@@ -28,9 +28,8 @@ import numpy as np
 
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
-from g2g_model.localization.verification import (
-    PATH_G2G, VerifierConfig, _Fallback, judge, new_local_features,
-)
+from g2g_model.localization.verdict import PATH_G2G, Fallback, judge
+from g2g_model.localization.verification import VerifierConfig, new_local_features
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 # Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
@@ -94,7 +93,7 @@ class RigMotionVerifier:
         fallback = MotionVerification(PATH_G2G, delta.copy())
         try:
             return self._verify(group_a, group_b, delta)
-        except _Fallback as why:
+        except Fallback as why:
             fallback.reason = str(why)
             return fallback
 
@@ -103,7 +102,7 @@ class RigMotionVerifier:
 
         cfg = self.config
         if not np.all(np.isfinite(delta)):
-            raise _Fallback("G2G's motion is not finite")
+            raise Fallback("G2G's motion is not finite")
         sides = []
         for group in (group_a, group_b):
             ks = per_frame_intrinsics(group.intrinsics, len(group.images))
@@ -113,7 +112,7 @@ class RigMotionVerifier:
         (fa, ext_a, cams_a), (fb, ext_b, cams_b) = sides
         total = min(sum(len(f.keypoints) for f in fa), sum(len(f.keypoints) for f in fb))
         if total < cfg.min_inliers:
-            raise _Fallback(f"too few features ({total}): blank, dark or textureless images")
+            raise Fallback(f"too few features ({total}): blank, dark or textureless images")
         matches: List = []
         for i, j in overlapping_pairs(group_a, group_b, cfg.max_turn_deg):
             f1, f2 = fa[i], fb[j]
@@ -126,7 +125,7 @@ class RigMotionVerifier:
             matches.append(m)
         matched = sum(len(m.x1) for m in matches)
         if matched < cfg.min_inliers:
-            raise _Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
+            raise Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
         still = self._standstill(matches, cams_a, cams_b, delta, matched)
         if still is not None:
             return still
@@ -143,11 +142,11 @@ class RigMotionVerifier:
         masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
         inliers = int(sum(m.sum() for m in masks))
         if inliers < cfg.min_inliers:
-            raise _Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) among "
-                            f"{matched} matches")
+            raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) among "
+                           f"{matched} matches")
         solved = invert_pose(pose_matrix(pose))
         if not np.all(np.isfinite(solved)):
-            raise _Fallback("the geometric solution is not finite")
+            raise Fallback("the geometric solution is not finite")
         cov = motion_covariance(solved, matches, masks, ext_a, ext_b, cams_a, cams_b)
         note = ""
         if _sd(cov[:3, :3]) > cfg.max_position_sd_m and _sd(cov[3:, 3:]) <= np.radians(
@@ -194,15 +193,15 @@ class RigMotionVerifier:
         mask = np.asarray(info.get("inliers", []), bool)
         inliers = int(mask.sum())
         if inliers < cfg.min_inliers:
-            raise _Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) among "
-                            f"{matched} matches of one camera pair")
+            raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) among "
+                           f"{matched} matches of one camera pair")
         cj_T_ci = pose_matrix(pose)
         length = float(np.linalg.norm(prior[:3, 3]))
         direction = cj_T_ci[:3, 3] / max(float(np.linalg.norm(cj_T_ci[:3, 3])), 1e-12)
         cj_T_ci[:3, 3] = direction * length
         solved = base_T_ci @ invert_pose(cj_T_ci) @ invert_pose(base_T_cj)
         if not np.all(np.isfinite(solved)):
-            raise _Fallback("the geometric solution is not finite")
+            raise Fallback("the geometric solution is not finite")
         cov = motion_covariance(solved, [match], [mask], ext_a, ext_b, cams_a, cams_b)
         cov = cov.copy()
         cov[:3, :3], cov[:3, 3:], cov[3:, :3] = G2G_STEP_COVARIANCE[:3, :3], 0.0, 0.0

@@ -30,20 +30,18 @@ import cv2
 import numpy as np
 import torch
 
-from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+from g2g_model.geometry import invert_pose
 from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.covariance import pose_covariance
 from g2g_model.localization.local_features import (
     MIN_IMAGE_PX, Features, LocalFeatures, per_frame_intrinsics,
 )
+from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of this API)
+    PATH_G2G, PATH_REFINED, PATH_VERIFIED, Fallback, judge,
+)
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 LOG = logging.getLogger(__name__)
-
-# Which path produced a published pose.
-PATH_G2G = "g2g"            # G2G alone (verification off, or it found no trustworthy pose)
-PATH_VERIFIED = "verified"  # geometry found a pose that agrees with G2G; the geometric one is used
-PATH_REFINED = "refined"    # geometry found a well-supported pose that G2G did not predict
 
 # Covariance of a G2G-only map pose (x y z, roll pitch yaw; m^2, rad^2), calibrated on the
 # first relocalization default's held-out errors (g2g_reloc_compact on an earlier test index:
@@ -286,7 +284,7 @@ class StructureVerifier:
         fallback = Verification(PATH_G2G, map_T_b[0].copy())
         try:
             return self._verify(group_a, query, map_T_b, view_prior) or fallback
-        except _Fallback as why:
+        except Fallback as why:
             fallback.reason = str(why)
             return fallback
 
@@ -296,7 +294,7 @@ class StructureVerifier:
 
         cfg = self.config
         if not np.all(np.isfinite(map_T_b)):
-            raise _Fallback("G2G's estimate is not finite")
+            raise Fallback("G2G's estimate is not finite")
         k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         window_key = tuple(self.local.image_key(im) for im in group_a.images)
@@ -309,8 +307,8 @@ class StructureVerifier:
         if num_points < cfg.min_inliers:
             a_pos = np.asarray(group_a.cam_to_world, float)[:, :3, 3]
             baseline = float(np.max(np.linalg.norm(a_pos - a_pos[0], axis=1)))
-            raise _Fallback(f"the map window gives {num_points} triangulated points (< "
-                            f"{cfg.min_inliers}; its frames span {baseline:.2f} m)")
+            raise Fallback(f"the map window gives {num_points} triangulated points (< "
+                           f"{cfg.min_inliers}; its frames span {baseline:.2f} m)")
         odom_T_b = np.asarray(query.cam_to_world, float)
         b0_T_odom = invert_pose(odom_T_b[0])
         p2d: List[np.ndarray] = []
@@ -337,12 +335,12 @@ class StructureVerifier:
             exts.append(camera_pose(invert_pose(b0_T_odom @ odom_T_b[j])))
             cams.append(pinhole_camera(k_b[j], image))
         if sum(num_feats) < cfg.min_inliers:
-            raise _Fallback(f"too few features in the query ({sum(num_feats)}): blank, dark or "
-                            "textureless images")
+            raise Fallback(f"too few features in the query ({sum(num_feats)}): blank, dark or "
+                           "textureless images")
         matched = sum(len(p) for p in p2d)
         if matched < cfg.min_inliers:
-            raise _Fallback(f"{matched} query features match the map window's "
-                            f"{num_points} points (< {cfg.min_inliers})")
+            raise Fallback(f"{matched} query features match the map window's "
+                           f"{num_points} points (< {cfg.min_inliers})")
         pose, info = poselib.estimate_generalized_absolute_pose(
             p2d, p3d, exts, cams,
             {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
@@ -353,11 +351,11 @@ class StructureVerifier:
         inlier_masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
         inliers = int(sum(m.sum() for m in inlier_masks))
         if inliers < cfg.min_inliers:
-            raise _Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
-                            f"among {matched} matches")
+            raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
+                           f"among {matched} matches")
         b0_T_map = pose_matrix(pose)
         if not np.all(np.isfinite(b0_T_map)):
-            raise _Fallback("the geometric solution is not finite")
+            raise Fallback("the geometric solution is not finite")
         map_T_b0 = invert_pose(b0_T_map)
         cov = pose_covariance(map_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
                               [p[m] for p, m in zip(p3d, inlier_masks)],
@@ -372,31 +370,3 @@ def new_local_features(cfg: VerifierConfig) -> LocalFeatures:
     return LocalFeatures(cfg.feature, cfg.max_features, cfg.ratio, cfg.cache_size,
                          cache_bytes=int(CACHE_SHARES["features"] * cfg.cache_mb * 2**20),
                          max_image_px=cfg.max_image_px)
-
-
-def judge(prior: np.ndarray, solved: np.ndarray, covariance: np.ndarray, inliers: int,
-          matched: int, cfg: VerifierConfig) -> Tuple[str, str, Tuple[float, float]]:
-    """``(path, reason, (metres, degrees) apart)`` for a geometric pose ``solved`` with
-    ``inliers`` and G2G's ``prior``: ``verified`` when they agree, ``refined`` when they do not
-    but the geometry is trusted (close enough to G2G, or ``trust_inliers`` inliers); raises
-    :class:`_Fallback` when the geometry is not trusted (also when its position is less certain
-    than ``max_position_sd_m``: e.g. the scale of a straight rig motion)."""
-    position_sd = float(np.sqrt(max(np.linalg.eigvalsh(covariance[:3, :3]).max(), 0.0)))
-    if not np.isfinite(position_sd) or position_sd > cfg.max_position_sd_m:
-        raise _Fallback(f"the geometric pose ({inliers} inliers) is poorly constrained: "
-                        f"position sd {position_sd:.3g} m > {cfg.max_position_sd_m} m")
-    rel = relative_pose(prior, solved)
-    dt, dr = float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
-    if inliers < cfg.trust_inliers and (dt > cfg.prior_translation_m
-                                        or dr > cfg.prior_rotation_deg):
-        raise _Fallback(f"the geometric pose ({inliers} inliers < {cfg.trust_inliers}) is "
-                        f"{dt:.2f} m / {dr:.1f} deg from G2G's (> {cfg.prior_translation_m} m"
-                        f" / {cfg.prior_rotation_deg} deg): not trusted")
-    agree = dt <= cfg.agree_translation_m and dr <= cfg.agree_rotation_deg
-    reason = (f"{inliers} inliers of {matched} matches; G2G "
-              f"{'agrees' if agree else 'was off'} by {dt:.2f} m / {dr:.1f} deg")
-    return (PATH_VERIFIED if agree else PATH_REFINED), reason, (dt, dr)
-
-
-class _Fallback(Exception):
-    """Verification found no trustworthy pose; the message says why."""
