@@ -157,8 +157,7 @@ class RigMotionVerifier:
             length = float(np.linalg.norm(delta[:3, 3]))
             solved = solved.copy()
             solved[:3, 3] *= length / np.linalg.norm(solved[:3, 3])
-            cov = cov.copy()
-            cov[:3, :3], cov[:3, 3:], cov[3:, :3] = G2G_STEP_COVARIANCE[:3, :3], 0.0, 0.0
+            cov = _length_from_g2g(cov)
             note = "; length of the step from G2G (straight motion: scale not observable)"
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
         return MotionVerification(path, solved, cov, inliers, reason + note, apart)
@@ -202,9 +201,8 @@ class RigMotionVerifier:
         solved = base_T_ci @ invert_pose(cj_T_ci) @ invert_pose(base_T_cj)
         if not np.all(np.isfinite(solved)):
             raise Fallback("the geometric solution is not finite")
-        cov = motion_covariance(solved, [match], [mask], ext_a, ext_b, cams_a, cams_b)
-        cov = cov.copy()
-        cov[:3, :3], cov[:3, 3:], cov[3:, :3] = G2G_STEP_COVARIANCE[:3, :3], 0.0, 0.0
+        cov = _length_from_g2g(motion_covariance(solved, [match], [mask], ext_a, ext_b, cams_a,
+                                                 cams_b))
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
         return MotionVerification(path, solved, cov, inliers, reason + "; one camera pair: "
                                   "rotation and direction from its essential matrix, length "
@@ -250,6 +248,14 @@ def view_cone_deg(K: np.ndarray, image: np.ndarray) -> float:
     corners = np.array([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], float)
     rays = corners @ np.linalg.inv(np.asarray(K, float)).T
     return float(np.degrees(np.arctan(np.linalg.norm(rays[:, :2], axis=1).max())))
+
+
+def _length_from_g2g(cov: np.ndarray) -> np.ndarray:
+    """``cov`` of a motion whose rotation and direction come from geometry and whose length
+    from G2G: G2G's position covariance, uncorrelated with the rotation."""
+    cov = cov.copy()
+    cov[:3, :3], cov[:3, 3:], cov[3:, :3] = G2G_STEP_COVARIANCE[:3, :3], 0.0, 0.0
+    return cov
 
 
 def overlapping_pairs(group_a, group_b, max_turn_deg: float) -> List[Tuple[int, int]]:
