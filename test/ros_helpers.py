@@ -20,6 +20,7 @@ class Listener:
         self.node = rclpy.create_node(name, context=self.context)
         self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        self._clients: dict = {}
 
     def collect(self, msg_type, topic: str, qos=10) -> List:
         box: List = []
@@ -34,11 +35,28 @@ class Listener:
                 return True
         return False
 
+    #: How long a new client spins after its service appeared, before its first request.
+    #: ``service_is_ready`` means the server's request reader matched our request writer;
+    #: the server's response writer may not yet know our response reader, and Fast DDS then
+    #: drops the response after 100 ms ("failed to send response (timeout)" in the server's
+    #: log: ros2/rmw_fastrtps#467). On a loaded 2-core machine discovery can take longer.
+    SETTLE_S = 1.0
+
+    def client(self, srv_type, name: str, timeout: float = 30.0):
+        """A client of ``name``, created once per service and ready to be called (its service
+        discovered both ways, :attr:`SETTLE_S`)."""
+        key = (srv_type, name)
+        if key not in self._clients:
+            client = self.node.create_client(srv_type, name)
+            if not self.spin_until(client.service_is_ready, timeout=timeout):
+                self.node.destroy_client(client)
+                raise AssertionError(f"service {name} never appeared")
+            self.spin_until(lambda: False, timeout=self.SETTLE_S)
+            self._clients[key] = client
+        return self._clients[key]
+
     def call(self, srv_type, name: str, request, timeout: float = 60.0):
-        client = self.node.create_client(srv_type, name)
-        if not self.spin_until(client.service_is_ready, timeout=30.0):
-            raise AssertionError(f"service {name} never appeared")
-        future = client.call_async(request)
+        future = self.client(srv_type, name).call_async(request)
         if not self.spin_until(future.done, timeout=timeout):
             raise AssertionError(f"no reply from {name} within {timeout} s")
         return future.result()

@@ -311,6 +311,7 @@ def test_hostile_maps_are_refused_while_the_node_keeps_answering(scene, tmp_path
         assert listener.spin_until(lambda: _diag_value(diags, "lifecycle_state") == "active"
                                    and load.service_is_ready() and get_state.service_is_ready(),
                                    90), node.output()
+        listener.spin_until(lambda: False, timeout=Listener.SETTLE_S)  # discovered both ways
         for path, reason in ((no_frames, "header lacks 'frames'"),
                              (fifo, "is a FIFO .*, not a regular file"),
                              (tampered, "header checksum mismatch")):

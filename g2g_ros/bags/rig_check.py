@@ -109,6 +109,10 @@ def check_rig(nodes: Mapping[str, Mapping[str, object]], bag, bag_topics: Iterab
         raise RigMismatch(mismatch_message(missing, nodes, bag, bag_cams, fix))
 
 
+#: Seconds after which :func:`live_parameters` sends an unanswered request again.
+RESEND_S = 1.0
+
+
 def live_parameters(node, spin: Callable[[float], None], fqn: str,
                     names: Sequence[str] = CAMERA_PARAMETERS,
                     timeout_s: float = 5.0) -> Optional[Dict[str, object]]:
@@ -127,12 +131,21 @@ def live_parameters(node, spin: Callable[[float], None], fqn: str,
                 return None
             spin(0.05)
         # One name per request: rclpy answers nothing at all when one name is undeclared.
-        futures = {name: client.call_async(GetParameters.Request(names=[name]))
-                   for name in names}
-        while not all(f.done() for f in futures.values()):
-            if time.monotonic() > deadline:
-                return None
-            spin(0.05)
+        # A request unanswered after RESEND_S is sent again (it reads only): right after
+        # discovery the server may not know our response reader yet, and Fast DDS then drops
+        # the response (ros2/rmw_fastrtps#467).
+        futures: Dict[str, object] = {}
+        while True:
+            for name in names:
+                if name not in futures or not futures[name].done():
+                    futures[name] = client.call_async(GetParameters.Request(names=[name]))
+            resend = time.monotonic() + RESEND_S
+            while not all(f.done() for f in futures.values()) and time.monotonic() < resend:
+                if time.monotonic() > deadline:
+                    return None
+                spin(0.05)
+            if all(f.done() for f in futures.values()):
+                break
         values = {name: f.result().values for name, f in futures.items()}
         return {name: parameter_value_to_python(v[0]) for name, v in values.items()
                 if v and v[0].type != ParameterType.PARAMETER_NOT_SET}
