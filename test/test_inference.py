@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 from g2g_model.geometry import axis_angle_to_matrix, is_rotation, make_pose
 from g2g_model.estimation.pipeline import G2GPipeline
@@ -96,3 +97,21 @@ def test_relocalization_runs_both_ways_and_fuses(pipe):
     assert np.abs(loop_one_way[:3, :3] - np.eye(3)).max() > 1e-4   # one way: not symmetric
     with pytest.raises(ValueError, match="both_directions"):
         G2GPipeline(pipe.backbone, pipe.model, both_directions="yes")
+
+
+def test_both_directions_in_one_batch_are_the_two_passes(pipe):
+    # predict runs (A, B) and (B, A) as one batch of two: the same outputs as two passes, in
+    # float32 (bf16 off: its rounding depends on the batch).
+    bf16, pipe.bf16 = pipe.bf16, False
+    try:
+        prep_a, prep_b = pipe.prepare(_group(4, 10)), pipe.prepare(_group(4, 11))
+        fa, fb = pipe.encode_pair(prep_a, prep_b)
+        torch.testing.assert_close(fa, pipe.encode(prep_a), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(fb, pipe.encode(prep_b), atol=1e-5, rtol=1e-5)
+        forward, backward = pipe.run_both_ways(fa, fb)
+        for got, want in ((forward, pipe.run_features(fa, fb)),
+                          (backward, pipe.run_features(fb, fa))):
+            for key in want:
+                torch.testing.assert_close(got[key], want[key], atol=1e-5, rtol=1e-5)
+    finally:
+        pipe.bf16 = bf16

@@ -12,7 +12,9 @@ from scipy.spatial.transform import Rotation
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_fixtures import tiny_trajectories  # noqa: E402
 
-from g2g_model.estimation.cell_matching import mutual_matches, subcell_offsets  # noqa: E402
+from g2g_model.estimation.cell_matching import (  # noqa: E402
+    cell_rays, group_matches, mutual_matches, subcell_offsets,
+)
 from g2g_model.estimation.rotation_matching import (  # noqa: E402
     MatchingConfig, RotationMatcher, kabsch, robust_rotation,
 )
@@ -105,6 +107,37 @@ def test_subcell_matches_follow_a_shift_smaller_than_a_cell(traversals):
     np.testing.assert_allclose((whole[1] - whole[0]).numpy(), 0.0)
     moved = (cells_b - cells_a.double()).mean(0).numpy()
     assert -0.375 - 0.1 < moved[0] < -0.1 and abs(moved[1]) < 0.05, moved
+
+
+def test_group_matches_are_the_matches_of_each_frame_pair():
+    # All pairs in one batched product: the same matches, frame pair by frame pair, as one pair
+    # at a time (grids of different sizes; features made so that many cells match).
+    gen = torch.Generator().manual_seed(3)
+    base = torch.randn(32, 6, 9, generator=gen)
+    fa = torch.stack([base + 0.3 * torch.randn(32, 6, 9, generator=gen) for _ in range(3)])
+    fb = torch.stack([base[:, :5, 1:8] + 0.3 * torch.randn(32, 5, 7, generator=gen)
+                      for _ in range(4)])
+    fi, fj, cells_a, cells_b = group_matches(fa, fb, subcell=True)
+    count = 0
+    for i in range(3):
+        for j in range(4):
+            one_a, one_b = mutual_matches(fa[i], fb[j], subcell=True)
+            pair = (fi == i) & (fj == j)
+            assert len(one_a) > 5 and int(pair.sum()) == len(one_a)
+            assert torch.equal(cells_a[pair], one_a) and torch.equal(cells_b[pair], one_b)
+            count += len(one_a)
+    assert count == len(fi)
+    # Rays through the cells of several frames at once: each frame's own K and pose.
+    ks = torch.tensor([[[100.0, 0, 40], [0, 90, 30], [0, 0, 1]], [[80.0, 0, 50], [0, 80, 20],
+                                                                   [0, 0, 1]]])
+    poses = torch.stack([torch.eye(4), torch.from_numpy(np.eye(4))])
+    poses[1, :3, :3] = torch.from_numpy(Rotation.from_euler("y", 30, degrees=True).as_matrix())
+    frame = torch.tensor([0, 1, 1, 0])
+    cells = torch.tensor([[1, 2], [3, 4], [0, 0], [5, 1]])
+    batched = cell_rays(cells, 16.0, ks[frame], poses[frame])
+    for k in range(4):
+        one = cell_rays(cells[k:k + 1], 16.0, ks[frame[k]], poses[frame[k]])
+        np.testing.assert_allclose(batched[k:k + 1].numpy(), one.numpy(), atol=1e-12)
 
 
 def test_config_is_validated():

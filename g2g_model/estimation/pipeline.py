@@ -35,7 +35,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -229,10 +229,13 @@ class G2GPipeline:
     @torch.inference_mode()
     def encode(self, prepared: PreparedGroup) -> torch.Tensor:
         """Backbone features ``[1, N, P, D]`` (float32) of a prepared group."""
+        return self._encode_batch([prepared])
+
+    def _encode_batch(self, groups: Sequence[PreparedGroup]) -> torch.Tensor:
+        """Backbone features ``[B, N, P, D]`` (float32) of B prepared groups of one shape."""
         with autocast(self.device, torch.bfloat16 if self.bf16 else None):
-            feats = self.backbone(prepared.images.to(self.device),
-                                  prepared.intrinsics.to(self.device),
-                                  prepared.cam_to_anchor.to(self.device))
+            feats = self.backbone(*(torch.cat([getattr(g, name) for g in groups]).to(self.device)
+                                    for name in ("images", "intrinsics", "cam_to_anchor")))
         return feats.float()
 
     @torch.inference_mode()
@@ -275,6 +278,31 @@ class G2GPipeline:
             out = self.model(features_a.to(self.device), features_b.to(self.device))
         return {k: v.float().cpu() for k, v in out.items()}
 
+    def encode_pair(self, prep_a: PreparedGroup, prep_b: PreparedGroup,
+                    features_a: Optional[torch.Tensor] = None,
+                    features_b: Optional[torch.Tensor] = None
+                    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`encode` of both groups (cached ``features_*`` kept): one batch of two groups
+        where both need encoding and have as many frames (the same features, less overhead)."""
+        if (features_a is None and features_b is None
+                and prep_a.images.shape == prep_b.images.shape):
+            with torch.inference_mode():
+                both = self._encode_batch([prep_a, prep_b])
+            return both[:1], both[1:]
+        return (self.encode(prep_a) if features_a is None else features_a,
+                self.encode(prep_b) if features_b is None else features_b)
+
+    def run_both_ways(self, fa: torch.Tensor, fb: torch.Tensor
+                      ) -> Tuple[Dict, Optional[Dict]]:
+        """The modules on (A, B), and on (B, A) when :attr:`both_directions` (else None): one
+        batch of two where the groups have as many frames and patches."""
+        if not self.both_directions:
+            return self.run_features(fa, fb), None
+        if fa.shape != fb.shape:
+            return self.run_features(fa, fb), self.run_features(fb, fa)
+        out = self.run_features(torch.cat([fa, fb]), torch.cat([fb, fa]))
+        return ({k: v[:1] for k, v in out.items()}, {k: v[1:] for k, v in out.items()})
+
     def predict(self, group_a, group_b, features_a: Optional[torch.Tensor] = None,
                 features_b: Optional[torch.Tensor] = None) -> Prediction:
         """Predict every frame's pose relative to A0 (see :class:`Prediction`).
@@ -303,17 +331,16 @@ class G2GPipeline:
                 raise ValueError(f"{name} has {prep.num_frames} frames; this model takes at "
                                  f"most {self.max_frames} per group")
         t1 = time.perf_counter()
-        fa = self.encode(prep_a) if features_a is None else features_a
-        fb = self.encode(prep_b) if features_b is None else features_b
+        fa, fb = self.encode_pair(prep_a, prep_b, features_a, features_b)
         t2 = time.perf_counter()
-        out = self.run_features(fa, fb)
+        out, back = self.run_both_ways(fa, fb)
         # Proper rigid transforms (rotations projected onto SO(3), as g2g-eval scores them).
         poses_a = np.concatenate([np.eye(4)[None],
                                   project_to_rigid(out["poses_a"][0].double().numpy())], axis=0)
         poses_b = project_to_rigid(out["poses_b"][0].double().numpy())
         input_b = prep_b.cam_to_anchor[0].double().numpy()
-        if self.both_directions:
-            back = project_to_rigid(self.run_features(fb, fa)["poses_b"][0].double().numpy())
+        if back is not None:
+            back = project_to_rigid(back["poses_b"][0].double().numpy())
             poses_b, estimates = fuse_directions(
                 poses_b, back, prep_a.cam_to_anchor[0].double().numpy(), input_b)
         else:

@@ -62,7 +62,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from g2g_model.estimation.cell_matching import cell_rays, mutual_matches
+from g2g_model.estimation.cell_matching import cell_rays, group_matches
 from g2g_model.estimation.match_geometry import (
     generalized_pose, plane_inliers, translation_given_rotation,
 )
@@ -266,21 +266,19 @@ class RotationMatcher:
         the matches is anchored and from which the parallax solve starts."""
         (images_a, intrinsics_a), (images_b, intrinsics_b) = (
             self.resized(images_a, intrinsics_a), self.resized(images_b, intrinsics_b))
-        fa, fb = self.features(images_a), self.features(images_b)
+        if images_a.shape[1:] == images_b.shape[1:]:  # one batch through the trunk
+            fa, fb = self.features(torch.cat([images_a, images_b])).split(
+                [len(images_a), len(images_b)])
+        else:
+            fa, fb = self.features(images_a), self.features(images_b)
         stride = images_a.shape[-1] / fa.shape[-1]
-        rays_a, rays_b, cells, frames = [], [], [], []
-        for i in range(len(fa)):
-            for j in range(len(fb)):
-                cells_a, cells_b = mutual_matches(fa[i], fb[j], self.config.subcell)
-                rays_a.append(cell_rays(cells_a, stride, intrinsics_a[i], poses_a[i]))
-                rays_b.append(cell_rays(cells_b, stride, intrinsics_b[j], poses_b[j]))
-                cells.append(torch.cat([cells_a.double(), cells_b.double()], 1))
-                frames += [(i, j)] * len(cells_a)
-        ra, rb = torch.cat(rays_a).numpy(), torch.cat(rays_b).numpy()
+        fi, fj, cells_a, cells_b = group_matches(fa, fb, self.config.subcell)
+        ra = cell_rays(cells_a, stride, intrinsics_a[fi], poses_a[fi]).numpy()
+        rb = cell_rays(cells_b, stride, intrinsics_b[fj], poses_b[fj]).numpy()
         if len(ra) < max(2, self.config.min_inliers):
             return RotationMatch(None, 0, len(ra), f"{len(ra)} matches (< min_inliers "
                                  f"{self.config.min_inliers})")
-        frames = np.asarray(frames)
+        frames = torch.stack([fi, fj], 1).numpy()
         pa, pb = poses_a.double().numpy(), poses_b.double().numpy()
         centres_a, centres_b = pa[frames[:, 0], :3, 3], pb[frames[:, 1], :3, 3]
         rotation, inliers = robust_rotation(ra, rb, self.config)
@@ -290,7 +288,8 @@ class RotationMatcher:
         if count < self.config.parallax_share * len(ra):
             # Rays of far-apart groups disagree with any one rotation (parallax): solve R and t
             # together and keep that pose when it explains clearly more of the matches.
-            pixels = (torch.cat(cells).numpy() + 0.5) * stride - 0.5
+            cells = torch.cat([cells_a.double(), cells_b.double()], 1).numpy()
+            pixels = (cells + 0.5) * stride - 0.5
             t_rot = translation_given_rotation(
                 ra[inliers], rb[inliers], centres_a[inliers], centres_b[inliers], rotation,
                 np.zeros(3) if prior is None else prior[:3, 3], self.config.translation_prior)
