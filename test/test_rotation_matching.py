@@ -128,8 +128,8 @@ def test_group_matches_are_the_matches_of_each_frame_pair():
             count += len(one_a)
     assert count == len(fi)
     # Rays through the cells of several frames at once: each frame's own K and pose.
-    ks = torch.tensor([[[100.0, 0, 40], [0, 90, 30], [0, 0, 1]], [[80.0, 0, 50], [0, 80, 20],
-                                                                   [0, 0, 1]]])
+    ks = torch.tensor([[[100.0, 0, 40], [0, 90, 30], [0, 0, 1]],
+                       [[80.0, 0, 50], [0, 80, 20], [0, 0, 1]]])
     poses = torch.stack([torch.eye(4), torch.from_numpy(np.eye(4))])
     poses[1, :3, :3] = torch.from_numpy(Rotation.from_euler("y", 30, degrees=True).as_matrix())
     frame = torch.tensor([0, 1, 1, 0])
