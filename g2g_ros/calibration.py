@@ -110,5 +110,6 @@ def format_rig_log_lines(rig: Rig) -> List[str]:
             f"hfov={hfov:.1f}deg | {rig.base_frame}<-cam t=[{T[0, 3]:+.4f} {T[1, 3]:+.4f} "
             f"{T[2, 3]:+.4f}] m q_xyzw=[{quat[0]:+.4f} {quat[1]:+.4f} {quat[2]:+.4f} "
             f"{quat[3]:+.4f}] (from {rig.source or 'memory'})"
+            + ("" if cam.is_pinhole else f", lens {cam.lens().describe()}")
         )
     return lines

@@ -21,8 +21,9 @@ The rules the nodes follow:
 * An image whose size differs from its calibration's is refused with both sizes named. K is not
   scaled to fit: a ``camera_info`` describes the image as published (image_proc's resize
   publishes a matching one), and a guessed scale would hide a mismatched pair of topics.
-* With a YAML calibration (``extrinsics_source: yaml``) the file's cameras are fixed: their
-  ``camera_info`` is not used.
+* With a YAML calibration (``extrinsics_source: yaml``) the file's cameras are fixed (their
+  ``camera_info`` is not used), with the lens the file gives (``distortion_model``,
+  ``distortion_coefficients``; none: a pinhole), rectified the same way.
 """
 
 from __future__ import annotations
@@ -189,11 +190,17 @@ def image_needs(pipeline: Any, verify: Optional[Any] = None) -> ImageNeeds:
 def node_calibrations(node: Any, rig: Optional[Any] = None,
                       needs: Optional[ImageNeeds] = None) -> CameraCalibrations:
     """The calibrations of a G2G node (its ``fisheye_hfov_deg`` parameter, its problem report,
-    what its consumers ``need``): the cameras of a YAML ``rig`` are fixed pinholes, the others
-    follow their camera_info."""
-    calibrations = CameraCalibrations(node.p["fisheye_hfov_deg"], node.report_input,
-                                      node.problems.clear, node.get_logger().info, needs)
+    what its consumers ``need``): :func:`rig_calibrations`."""
+    return rig_calibrations(rig, CameraCalibrations(
+        node.p["fisheye_hfov_deg"], node.report_input, node.problems.clear,
+        node.get_logger().info, needs))
+
+
+def rig_calibrations(rig: Optional[Any], calibrations: CameraCalibrations
+                     ) -> CameraCalibrations:
+    """``calibrations`` with the cameras of a YAML ``rig`` fixed to the file's lenses (a
+    distorted one rectified like a ``camera_info`` with its model); the other cameras follow
+    their ``camera_info``."""
     for cam in rig.cameras if rig is not None else ():
-        calibrations.set_lens(cam.name, Lens.pinhole(cam.K, cam.width, cam.height,
-                                                     f"camera {cam.name}"), fixed=True)
+        calibrations.set_lens(cam.name, cam.lens(), fixed=True)
     return calibrations

@@ -1,5 +1,6 @@
 """Rig calibration from YAML and from a TF buffer; validation, camera_info and log formatting."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -176,3 +177,37 @@ def test_one_rig_for_datasets_and_ros(tmp_path):
     assert Rig.from_dict(named, calibration=True).names == ["front/left"]
     with pytest.raises(ValueError, match="A-Za-z0-9"):
         Rig.from_dict({"cameras": [{**named["cameras"][0], "T_body_cam": np.eye(4)}]})
+
+
+T265_CALIBRATION = Path(__file__).resolve().parent / "fixtures" / "t265" / "t265_calibration.yaml"
+
+
+def test_calibration_file_lens_is_rectified_by_the_nodes(tmp_path):
+    # A calibration file's distortion (the T265's fisheye) is the camera's lens: kept through a
+    # round trip, rectified by the nodes' calibrations, refused with its name when unsupported.
+    from g2g_model.cameras.reduction import ImageNeeds
+    from g2g_ros.camera_calibrations import CameraCalibrations, rig_calibrations
+
+    rig = load_rig(T265_CALIBRATION, calibration=True)
+    spec = rig["fisheye1"]
+    assert spec.distortion_model == "equidistant" and not spec.is_pinhole
+    assert spec.distortion_coefficients == (0.0008, 0.031, -0.03, 0.005)
+    save_rig(rig, tmp_path / "again.yaml", calibration=True)
+    assert load_rig(tmp_path / "again.yaml", calibration=True)["fisheye2"].lens().same_as(
+        rig["fisheye2"].lens())
+    assert "lens equidistant D=[0.0008, 0.031, -0.03, 0.005]" in format_rig_log_lines(rig)[0]
+    calibrations = rig_calibrations(rig, CameraCalibrations(needs=ImageNeeds((112, 112), 480)))
+    imaging = calibrations.get("fisheye1")
+    assert imaging.lens.model == "equidistant" and imaging.size == (480, 453)
+    hfov = np.degrees(2 * np.arctan(imaging.size[0] / 2 / imaging.K[0, 0]))
+    assert hfov == pytest.approx(100.0, abs=0.5)  # the rectified pinhole's default view
+    data = yaml.safe_load(T265_CALIBRATION.read_text())
+    data["cameras"][0]["distortion_model"] = "fov"
+    with pytest.raises(ValueError, match=r"fisheye1.*'fov' is not supported"):
+        Rig.from_dict(data, calibration=True)
+    data["cameras"][0].update(distortion_model="plumb_bob",
+                              distortion_coefficients={"rows": 1, "cols": 5,
+                                                       "data": [0.1, 0, 0, 0, 0]})
+    assert Rig.from_dict(data, calibration=True)["fisheye1"].distortion_model == "plumb_bob"
+    with pytest.raises(ValueError, match="a dataset's images are pinhole images"):
+        Rig.from_dict({"cameras": data["cameras"][:1]})

@@ -27,6 +27,11 @@ Two YAML layouts, one parser (:meth:`Rig.from_dict`, :func:`load_rig`) and one w
         K: [[fx, 0, cx], [0, fy, cy], [0, 0, 1]]        # or 9 numbers, row-major
         T_base_cam: [[...], [...], [...], [0, 0, 0, 1]]   # 4x4 camera(optical) -> base
         # or instead of T_base_cam:  translation: [x, y, z]   rotation_xyzw: [x, y, z, w]
+        distortion_model: plumb_bob                        # optional (default: a pinhole):
+        distortion_coefficients: [k1, k2, t1, t2, k3]      # the lens, as in camera_info
+
+  The nodes rectify a distorted camera's images (:mod:`g2g_model.cameras.lens`, the same as
+  for a ``camera_info`` with that model); a dataset's cameras are pinholes.
 
 Everything is validated: finite values, orthonormal rotations with det +1 (within
 :data:`ROTATION_ATOL`, or :data:`CALIBRATION_ROTATION_ATOL` for a ROS calibration), positive
@@ -74,7 +79,10 @@ def check_intrinsics(K: np.ndarray, width: int, height: int, what: str) -> None:
 @dataclass
 class CameraSpec:
     """One camera: ``K [3,3]``, ``width``/``height`` in pixels, ``T_body_cam [4,4]``, the
-    optical ``frame_id`` (``None``: ``<name>_optical_frame``)."""
+    optical ``frame_id`` (``None``: ``<name>_optical_frame``) and its lens distortion
+    (``distortion_model`` and ``distortion_coefficients`` as in ``sensor_msgs/CameraInfo``;
+    ``""`` and none: a pinhole; the models of :mod:`g2g_model.cameras.lens`). A dataset's
+    cameras are pinholes (its converters rectify); a calibration file may name a lens."""
 
     name: str
     K: np.ndarray
@@ -82,6 +90,8 @@ class CameraSpec:
     height: int
     T_body_cam: np.ndarray = field(default_factory=lambda: np.eye(4))
     frame_id: Optional[str] = None
+    distortion_model: str = ""
+    distortion_coefficients: tuple = ()
 
     def __post_init__(self) -> None:
         self.K = np.asarray(self.K, dtype=np.float64)
@@ -89,7 +99,21 @@ class CameraSpec:
         self.width = int(self.width)
         self.height = int(self.height)
         self.frame_id = f"{self.name}_optical_frame" if self.frame_id is None else self.frame_id
+        self.distortion_model = str(self.distortion_model)
+        self.distortion_coefficients = tuple(float(v) for v in self.distortion_coefficients)
         self.validate()
+
+    @property
+    def is_pinhole(self) -> bool:
+        """No lens distortion (no model named, no non-zero coefficient)."""
+        return not self.distortion_model and not any(self.distortion_coefficients)
+
+    def lens(self):
+        """The camera's :class:`g2g_model.cameras.lens.Lens` (its model, K, D and size)."""
+        from g2g_model.cameras.lens import Lens  # the lens module reads this one's checks
+
+        return Lens(self.distortion_model, self.K, np.asarray(self.distortion_coefficients),
+                    self.width, self.height, f"camera {self.name!r}")
 
     @property
     def size(self) -> tuple[int, int]:
@@ -102,6 +126,8 @@ class CameraSpec:
         if not self.name or not self.frame_id:
             raise ValueError(f"{what}: name and frame_id must be non-empty")
         check_intrinsics(self.K, self.width, self.height, what)
+        if not self.is_pinhole:
+            self.lens()  # an unsupported model or a D of the wrong length, named
         t = self.T_body_cam
         if t.shape != (4, 4) or not np.all(np.isfinite(t)) or not np.allclose(t[3], [0, 0, 0, 1]):
             raise ValueError(f"{what} T_body_cam must be a finite 4x4 with last row [0, 0, 0, 1]")
@@ -179,6 +205,9 @@ class Rig:
                 entry["frame_id"] = c.frame_id
             entry.update(width=c.width, height=c.height, K=c.K.tolist())
             entry["T_base_cam" if calibration else "T_body_cam"] = c.T_body_cam.tolist()
+            if not c.is_pinhole:
+                entry.update(distortion_model=c.distortion_model,
+                             distortion_coefficients=list(c.distortion_coefficients))
             cameras.append(entry)
         return {"base_frame": self.base_frame, "cameras": cameras} if calibration else {
             "cameras": cameras}
@@ -192,7 +221,7 @@ class Rig:
             raise ValueError(f"{where}: expected a mapping with a 'cameras' list")
         key = "T_base_cam" if calibration else "T_body_cam"
         try:
-            rig = cls([_camera_from_dict(entry, index, key)
+            rig = cls([_camera_from_dict(entry, index, key, lens=calibration)
                        for index, entry in enumerate(data["cameras"])],
                       base_frame=str(data.get("base_frame", "base_link")),
                       source=where if calibration else "")
@@ -218,7 +247,26 @@ def _matrix(value: Any, shape: tuple[int, int], where: str) -> np.ndarray:
     return array
 
 
-def _camera_from_dict(entry: Any, index: int, key: str) -> CameraSpec:
+def _distortion_from_dict(entry: Mapping, what: str, lens: bool) -> tuple[str, tuple]:
+    """``(distortion_model, distortion_coefficients)`` of a camera entry; the coefficients may
+    be a list or the camera calibration file's ``{rows, cols, data}``. Without ``lens`` (a
+    dataset's rig) only a pinhole is accepted."""
+    model = str(entry.get("distortion_model", "") or "")
+    coeffs = entry.get("distortion_coefficients", [])
+    if isinstance(coeffs, Mapping):
+        coeffs = coeffs.get("data", [])
+    try:
+        values = tuple(float(v) for v in coeffs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} distortion_coefficients must be numbers ({exc})") from None
+    if not lens and (model or any(values)):
+        raise ValueError(f"{what}: a dataset's images are pinhole images (its converters "
+                         f"rectify them), got distortion_model {model!r} with "
+                         f"{list(values)}")
+    return model, values
+
+
+def _camera_from_dict(entry: Any, index: int, key: str, lens: bool = False) -> CameraSpec:
     if not isinstance(entry, Mapping) or "name" not in entry:
         raise ValueError(f"cameras[{index}] must be a mapping with a 'name'")
     name = str(entry["name"])
@@ -241,9 +289,11 @@ def _camera_from_dict(entry: Any, index: int, key: str) -> CameraSpec:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what}: width and height must be integers ({exc})") from None
     frame_id = entry.get("frame_id")
+    model, coefficients = _distortion_from_dict(entry, what, lens)
     return CameraSpec(name=name, K=_matrix(entry["K"], (3, 3), f"{what} K"), width=width,
                       height=height, T_body_cam=T,
-                      frame_id=None if frame_id is None else str(frame_id))
+                      frame_id=None if frame_id is None else str(frame_id),
+                      distortion_model=model, distortion_coefficients=coefficients)
 
 
 def load_rig(path: str | Path, calibration: bool = False) -> Rig:

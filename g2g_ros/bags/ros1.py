@@ -190,9 +190,11 @@ def _info_from_calibration(tmap: TopicMap, cam: str):
     """The rclpy ``CameraInfo`` of a camera of the calibration file (stamp/frame set later)."""
     from sensor_msgs.msg import CameraInfo
 
-    spec, dist = tmap.calibration[cam], tmap.distortion[cam]
-    info = CameraInfo(width=spec.width, height=spec.height, distortion_model=dist.model)
-    info.d = [float(v) for v in dist.coefficients]
+    spec = tmap.calibration[cam]
+    # A pinhole is written as plumb_bob without coefficients (what ROS drivers publish).
+    info = CameraInfo(width=spec.width, height=spec.height,
+                      distortion_model=spec.distortion_model or "plumb_bob")
+    info.d = [float(v) for v in spec.distortion_coefficients]
     info.k = [float(v) for v in spec.K.reshape(-1)]
     info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     info.p = [float(v) for v in np.hstack([spec.K, np.zeros((3, 1))]).reshape(-1)]

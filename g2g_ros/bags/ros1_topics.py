@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-import numpy as np
 import yaml
 
 from g2g_model.data.rig import Rig, load_rig
@@ -98,19 +97,10 @@ class CameraTopics:
         return "/".join(parts[:-1] + ["camera_info"])
 
 
-@dataclass(frozen=True)
-class Distortion:
-    """A calibration file's lens model for ``camera_info`` (``plumb_bob`` with no
-    coefficients: none)."""
-
-    model: str = "plumb_bob"
-    coefficients: tuple = ()
-
-
 @dataclass
 class TopicMap:
-    """See the module docstring. ``calibration``: the parsed calibration file (or None) and
-    ``distortion`` per camera it lists."""
+    """See the module docstring. ``calibration``: the parsed calibration file (or None; its
+    cameras carry their lens distortion)."""
 
     cameras: List[CameraTopics]
     body_frame: str
@@ -119,7 +109,6 @@ class TopicMap:
     sync_slop_ns: int = 0
     calibration: Optional[Rig] = None
     calibration_path: Optional[str] = None
-    distortion: Dict[str, Distortion] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.cameras:
@@ -198,29 +187,6 @@ class TopicMap:
                            + f". The bag has: {listing}")
 
 
-def _distortion(entry: Mapping[str, Any], where: str) -> Distortion:
-    model = str(entry.get("distortion_model", "plumb_bob"))
-    coeffs = entry.get("distortion_coefficients", [])
-    if isinstance(coeffs, Mapping):  # the camera calibration file layout: {rows, cols, data}
-        coeffs = coeffs.get("data", [])
-    try:
-        values = tuple(float(v) for v in coeffs)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: distortion_coefficients must be numbers ({exc})") from None
-    if not all(np.isfinite(values)):
-        raise ValueError(f"{where}: distortion_coefficients must be finite, got {values}")
-    return Distortion(model, values)
-
-
-def load_calibration(path: str | Path) -> tuple[Rig, Dict[str, Distortion]]:
-    """The nodes' calibration file plus each camera's distortion (module docstring)."""
-    rig = load_rig(path, calibration=True)
-    data = yaml.safe_load(Path(path).read_text())
-    distortion = {str(e["name"]): _distortion(e, f"{path}: camera {e['name']!r}")
-                  for e in data["cameras"]}
-    return rig, distortion
-
-
 def _camera(entry: Any, index: int, where: str) -> CameraTopics:
     if isinstance(entry, str) and "=" in entry:      # NAME=TOPIC from the command line
         name, topic = entry.split("=", 1)
@@ -272,7 +238,7 @@ def load_topic_map(path: Optional[str | Path] = None, cameras: Sequence[str] = (
         calib_path = Path(calibration)
     elif data.get("calibration"):
         calib_path = base / str(data["calibration"])
-    rig, distortion = load_calibration(calib_path) if calib_path is not None else (None, {})
+    rig = load_rig(calib_path, calibration=True) if calib_path is not None else None
     gt = ground_truth if ground_truth is not None else data.get("ground_truth")
     if gt is None:
         raise ValueError(f"{where}: no ground truth (ground_truth: {{odometry: TOPIC}} or "
@@ -287,4 +253,4 @@ def load_topic_map(path: Optional[str | Path] = None, cameras: Sequence[str] = (
                     ground_truth=PoseSource.parse(gt, "ground_truth", False),
                     odometry=PoseSource.parse(odo, "odometry", True), sync_slop_ns=slop_ns,
                     calibration=rig, calibration_path=None if calib_path is None
-                    else str(calib_path), distortion=distortion)
+                    else str(calib_path))
