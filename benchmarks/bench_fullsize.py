@@ -57,7 +57,7 @@ def load() -> str:
 class Scene:
     """Poses of a mapping and a query traversal and a renderer for each (its season)."""
 
-    def __init__(self):
+    def __init__(self, size=(WIDTH, HEIGHT)):
         from g2g_model.data.sim.renderer import Renderer
         from g2g_model.data.sim.rigs import make_rig
         from g2g_model.data.sim.scene import make_scene
@@ -67,7 +67,8 @@ class Scene:
         self.body = [t.world_T_body for t in traversals]
         self.renderers = [Renderer(make_scene(SEED, k, "small")) for k in (0, 1)]
         self.T_body_cam = make_rig(SEED, "ring5", 224).T_body_cams()
-        self.K = pinhole_K(WIDTH, HEIGHT, HFOV_DEG)
+        self.size = tuple(size)
+        self.K = pinhole_K(*self.size, HFOV_DEG)
         self._cache: Dict[tuple, np.ndarray] = {}
 
     def pose(self, trav: int, frame: int, cam: int = 0) -> np.ndarray:
@@ -77,7 +78,7 @@ class Scene:
         key = (trav, frame, cam)
         if key not in self._cache:
             rgb, _ = self.renderers[trav].render(self.pose(trav, frame, cam)[None], self.K,
-                                                 WIDTH, HEIGHT)
+                                                 *self.size)
             self._cache[key] = rgb[0]
         return self._cache[key]
 

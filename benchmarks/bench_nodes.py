@@ -1,6 +1,7 @@
-"""rig_odometry under a live 5-camera 640x480 stream (issue 7 benchmark, issue 22 item 15).
+"""rig_odometry under a live 5-camera stream (640x480 rgb8 by default; any size, raw or JPEG).
 
-A publisher in this process sends 5 cameras of 640x480 rgb8 images (simulator renders, upscaled)
+A publisher in this process sends 5 cameras of images (640x480 rgb8: simulator renders upscaled;
+another `--size`: rendered at that size, optionally as JPEG `CompressedImage`, `--jpeg`)
 with camera_info, stamped with the wall clock, plus the rig extrinsics on /tf_static. The
 messages are serialized once before the run and published as serialized bytes with only the
 header stamp rewritten (building and serializing one 0.9 MB Image in rclpy costs ~100 ms, which
@@ -22,6 +23,7 @@ reliable QoS the resent images arrive too late for the synchronizer); `--dds-pro
 measures without it.
 
     python -m benchmarks.bench_nodes --rates 5 10 --duration 90 [--no-verify]
+    python -m benchmarks.bench_nodes --rates 5 --size 1936x1216 --jpeg 90   # full-size JPEG
 """
 
 from __future__ import annotations
@@ -93,18 +95,38 @@ def sim_images(size=(640, 480)):
     return frames, ks, [reader.rig[c].T_body_cam for c in CAMERAS]
 
 
-def serialized_stream(frames, ks) -> List[List[bytes]]:
-    """Per frame, per camera: (camera_info, image) serialized once, stamp 0."""
+def native_images(size, frames: int = 20):
+    """``frames`` instants of the ring5 rig rendered at ``size`` (one ray per pixel: native
+    detail, what a JPEG of a real camera has to carry), with their K and extrinsics."""
+    from benchmarks.bench_fullsize import Scene
+
+    scene = Scene(size)
+    images = [[scene.image(0, i, c) for c in range(len(CAMERAS))] for i in range(frames)]
+    return images, [scene.K] * len(CAMERAS), list(scene.T_body_cam)
+
+
+def serialized_stream(frames, ks, jpeg_quality: int = 0) -> List[List[bytes]]:
+    """Per frame, per camera: (camera_info, image) serialized once, stamp 0; with
+    ``jpeg_quality`` the image is a JPEG ``CompressedImage`` of that quality."""
     from rclpy.serialization import deserialize_message, serialize_message
-    from sensor_msgs.msg import Image
+    from sensor_msgs.msg import CompressedImage, Image
 
     from g2g_ros.calibration import camera_info_msg
-    from g2g_ros.image_conversion import image_msg
+    from g2g_ros.image_conversion import image_msg, rgb_to_compressed_fields
 
-    out = [[(serialize_message(camera_info_msg(k, 640, 480, f"{c}_optical_frame", 0)),
-             serialize_message(image_msg(img, f"{c}_optical_frame", 0)))
+    def image(img, frame):
+        if not jpeg_quality:
+            return image_msg(img, frame, 0)
+        msg = CompressedImage(**rgb_to_compressed_fields(img, "jpeg", jpeg_quality))
+        msg.header.frame_id = frame
+        return msg
+
+    h, w = frames[0][0].shape[:2]
+    out = [[(serialize_message(camera_info_msg(k, w, h, f"{c}_optical_frame", 0)),
+             serialize_message(image(img, f"{c}_optical_frame")))
             for c, img, k in zip(CAMERAS, imgs, ks)] for imgs in frames]
-    check = deserialize_message(restamp(out[0][0][1], 1234 * 10**9 + 5678), Image)
+    check = deserialize_message(restamp(out[0][0][1], 1234 * 10**9 + 5678),
+                                CompressedImage if jpeg_quality else Image)
     if (check.header.stamp.sec, check.header.stamp.nanosec) != (1234, 5678):
         raise RuntimeError("restamp() did not hit the header stamp of the serialized Image")
     return out
@@ -138,8 +160,9 @@ def verification_split(frames, ks, extr, reps: int = 3) -> str:
     return (f"- verification of one keyframe step with the node's defaults (features of images "
             f"downscaled to {cfg.max_image_px} px, at most {cfg.max_features} each; camera "
             f"pairs for turns up to {cfg.max_turn_deg:g} deg), profiled in the benchmark "
-            f"process before the node starts (median of {reps}): SIFT of the 5 new 640x480 "
-            f"images {1e3 * statistics.median(describe):.0f} ms ({keypoints:.0f} keypoints "
+            f"process before the node starts (median of {reps}): SIFT of the 5 new "
+            f"{frames[0][0].shape[1]}x{frames[0][0].shape[0]} images "
+            f"{1e3 * statistics.median(describe):.0f} ms ({keypoints:.0f} keypoints "
             f"each), matching the {len(pairs)} camera pairs "
             f"{1e3 * statistics.median(match):.0f} ms, the whole verification with cached "
             f"features (matching + PoseLib + covariance) "
@@ -204,7 +227,7 @@ def run_rate(node, pubs, stream, rate: float, duration: float, node_pid: int) ->
     }
 
 
-def describe(r: Dict) -> List[str]:
+def describe(r: Dict, what: str) -> List[str]:
     st = r["stages"]
     model = st["encode"] + st["g2g"]
     verify = st["total"] - st["convert"] - model - st["publish"]
@@ -212,7 +235,7 @@ def describe(r: Dict) -> List[str]:
     third = max(1, len(r["rss"]) // 3)
     share = 100.0 * r["processed"] / max(r["sent"], 1)
     return [
-        f"## rig_odometry, 5 cameras x 640x480 rgb8 at {r['rate']:g} Hz for "
+        f"## rig_odometry, 5 cameras x {what} at {r['rate']:g} Hz for "
         f"{r['duration']:.0f} s",
         f"- groups published: {r['sent']}; processed by the node: {r['processed']} "
         f"(**{share:.1f} %**); dropped by the node: {r['dropped']}; odometry messages "
@@ -238,19 +261,25 @@ def describe(r: Dict) -> List[str]:
     ]
 
 
-def run(duration: float, rates: List[float], verify: bool, dds_profile: str) -> str:
+def run(duration: float, rates: List[float], verify: bool, dds_profile: str,
+        size=(640, 480), jpeg_quality: int = 0) -> str:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from nav_msgs.msg import Odometry
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import CameraInfo, Image
+    from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
     from g2g_msgs.msg import EstimatorStatus
     from g2g_ros.tf_broadcaster import TransformBroadcaster
     from g2g_ros.conversions import header_ns, matrix_to_transform_stamped
 
     at_start = machine_line()
-    frames, ks, extr = sim_images()
+    if tuple(size) == (640, 480):
+        frames, ks, extr = sim_images()
+    else:
+        frames, ks, extr = native_images(size)
+    encoding = f"JPEG (quality {jpeg_quality})" if jpeg_quality else "rgb8"
+    what = f"{size[0]}x{size[1]} {encoding}"
     split = verification_split(frames, ks, extr) if verify else ""
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
                ROS_DOMAIN_ID=str(80 + os.getpid() % 10))
@@ -262,14 +291,17 @@ def run(duration: float, rates: List[float], verify: bool, dds_profile: str) -> 
     node_proc = subprocess.Popen(
         [sys.executable, "-m", "g2g_ros.nodes.rig_odometry", "--ros-args", "-p",
          "cameras:=[" + ",".join(CAMERAS) + "]", "-p", "sensor_qos_reliability:=reliable",
-         "-p", "sync_slop_ms:=5.0", "-p", f"verify:={'true' if verify else 'false'}"],
+         "-p", "sync_slop_ms:=5.0", "-p", f"verify:={'true' if verify else 'false'}",
+         "-p", f"use_compressed:={'true' if jpeg_quality else 'false'}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     rclpy.init()
-    stream = serialized_stream(frames, ks)
+    stream = serialized_stream(frames, ks, jpeg_quality)
     node = rclpy.create_node("g2g_bench_publisher")
     qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
     pubs = [(node.create_publisher(CameraInfo, f"{c}/camera_info", qos),
-             node.create_publisher(Image, f"{c}/image_raw", qos)) for c in CAMERAS]
+             node.create_publisher(CompressedImage, f"{c}/image_raw/compressed", qos)
+             if jpeg_quality else node.create_publisher(Image, f"{c}/image_raw", qos))
+            for c in CAMERAS]
     static = TransformBroadcaster(node, static=True)
     static.send([matrix_to_transform_stamped(T, "base_link", f"{c}_optical_frame",
                                              time.time_ns()) for c, T in zip(CAMERAS, extr)])
@@ -306,7 +338,7 @@ def run(duration: float, rates: List[float], verify: bool, dds_profile: str) -> 
              + ("profile config/fastdds_large_shm.xml" if dds_profile == "large_shm" else
                 "defaults (512 KB shared-memory segment)"), *([split] if split else []), ""]
     for r in results:
-        lines += describe(r) + [""]
+        lines += describe(r, what) + [""]
     return "\n".join(lines)
 
 
@@ -319,11 +351,24 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="run the node with verify:=false (model only)")
     parser.add_argument("--dds-profile", choices=("large_shm", "default"), default="large_shm",
                         help="Fast DDS profile of both processes (see the docstring)")
+    parser.add_argument("--size", default="640x480",
+                        help="camera images WIDTHxHEIGHT: 640x480 (simulator renders "
+                             "upscaled) or any other (rendered at that size)")
+    parser.add_argument("--jpeg", type=int, default=0, metavar="QUALITY",
+                        help="publish JPEG CompressedImage of this quality (node: "
+                             "use_compressed:=true); 0: raw rgb8")
     parser.add_argument("--output", default=None)
     opts = parser.parse_args(argv)
+    try:
+        size = tuple(int(v) for v in opts.size.lower().split("x"))
+        assert len(size) == 2 and min(size) > 0
+    except (ValueError, AssertionError):
+        parser.error(f"--size must be WIDTHxHEIGHT, got {opts.size!r}")
+    if not 0 <= opts.jpeg <= 100:
+        parser.error(f"--jpeg must be a quality in 1..100 (0: raw), got {opts.jpeg}")
     emit_report("Node benchmark", "benchmarks.bench_nodes", argv,
-                run(opts.duration, opts.rates, not opts.no_verify, opts.dds_profile),
-                opts.output)
+                run(opts.duration, opts.rates, not opts.no_verify, opts.dds_profile, size,
+                    opts.jpeg), opts.output)
     return 0
 
 
