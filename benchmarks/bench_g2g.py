@@ -1,4 +1,4 @@
-"""G2G trainable modules and the whole pipeline on this CPU (issue 3 benchmarks).
+"""G2G trainable modules and the whole pipeline on this CPU.
 
 1. Trainable modules only (resampler + bridge + pose head), 5+5 frames, presets ``paper``
    (P=256, D=768: MapAnything features) and ``small`` (P=196, D=192: compact features), fp32

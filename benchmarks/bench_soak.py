@@ -1,4 +1,4 @@
-"""Memory soak: the relocalize graph under a bag replayed in a loop (issue 22 item 14).
+"""Memory soak: the relocalize graph under a bag replayed in a loop.
 
 Starts `relocalize` and `rig_odometry` (the `relocalize` graph of `g2g-bringup` with
 `with_odometry:=true`, `use_sim_time:=true`, reliable camera subscriptions, the rig's defaults

@@ -1,5 +1,5 @@
 """Status of the rig_odometry node: its state, and the ``~/status`` / ``/diagnostics`` values,
-among them the accounting of every group and image (issue 22): a synchronized group ends once,
+among them the accounting of every group and image: a synchronized group ends once,
 processed, skipped by ``keyframe_stride`` or dropped with a reason; per camera, ``received`` =
 ``dropped`` (by the synchronizer, or stamped too far ahead) + in emitted groups + ``queued``.
 Processed groups whose verification was deferred (the node fell behind, see

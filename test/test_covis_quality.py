@@ -1,4 +1,4 @@
-"""Map-window selection quality on held-out simulator scenes (issue 6).
+"""Map-window selection quality on held-out simulator scenes.
 
 The scenes are generated here from seeds that no model saw and no setting was chosen on:
 training used the training split's 0-95, validation 10000+, the test numbers in
@@ -31,7 +31,7 @@ from g2g_model.assets import default_checkpoint
 
 HELD_OUT_SEEDS = (30000, 30001)
 WINDOW = 4
-GOAL = 0.90  # issue 6: within 0.1 of the best window in at least 90 % of held-out queries
+GOAL = 0.90  # within 0.1 of the best window in at least 90 % of held-out queries
 # Measured on these scenes (docs/COVISIBILITY.md) with the compact_mnv2 encoder's models; the
 # floors sit ~0.03 under them, so that a regression fails and machine-to-machine float noise
 # does not. (With the earlier compact encoder: verified 0.928, combined 0.816, embedding 0.625,

@@ -1,4 +1,4 @@
-"""Large camera images over DDS on one machine (issue 22, item 10): bursts of five 640x480
+"""Large camera images over DDS on one machine: bursts of five 640x480
 images reach a best-effort subscriber only with the Fast DDS profile
 ``config/fastdds_large_shm.xml`` (a shared-memory segment larger than a burst); with Fast DDS'
 defaults most are lost, the first cameras of each burst the most."""

@@ -1,4 +1,4 @@
-"""A node's diagnostics without ROS traffic: rate-limited problem logging (issue 22, item 7)."""
+"""A node's diagnostics without ROS traffic: rate-limited problem logging."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""The verification caches are bounded in memory, not only in entries (issue 22 item 14).
+"""The verification caches are bounded in memory, not only in entries.
 
 A 640x480 camera image gives up to ``max_features`` = 2,000 SIFT features (~1 MB of RootSIFT
 descriptors), a simulator frame ~100: caches bounded only by their number of entries (160

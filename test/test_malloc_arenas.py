@@ -1,4 +1,4 @@
-"""Node processes bound glibc's malloc arenas (g2g_ros.malloc_arenas; issue 22 item 14); the
+"""Node processes bound glibc's malloc arenas (g2g_ros.malloc_arenas); the
 effect on a node's memory is measured by benchmarks/bench_soak.py (RESULTS_soak.md)."""
 
 import os

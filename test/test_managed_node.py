@@ -77,7 +77,7 @@ def test_autostart_default_is_active_and_state_survives_deactivation(context):
 
 @pytest.mark.parametrize("name", sorted(NODES))
 def test_harmful_start_up_values_fail_configure_with_the_reason(name, context):
-    # Issue 22 item 6: NaN / inf / out-of-range / wrong-type values given at start-up used to
+    # NaN / inf / out-of-range / wrong-type values given at start-up used to
     # be accepted (or to raise in the constructor); now the node comes up, refuses them and
     # says which and why, and configures once they are fixed.
     bad = {"status_period_s": float("nan"), "autostart": False, "image_topic": 5}

@@ -1,4 +1,4 @@
-"""ManagedNode's registry of owned resources (issue 21 point 3): what configure() creates is
+"""ManagedNode's registry of owned resources: what configure() creates is
 destroyed by the base at cleanup, what activate() creates at deactivate, newest first, and a
 destroy that fails does not keep the others alive."""
 

@@ -1,4 +1,4 @@
-"""Map files in a shared map store (issue 22, items 3 and 13): a map truncated by someone else
+"""Map files in a shared map store: a map truncated by someone else
 while it is loaded gives a clear MapError (never SIGBUS), a save path that is a directory is
 refused, leftovers of killed saves are removed, saved maps get the usual file mode.
 

@@ -1,4 +1,4 @@
-"""Bad input and dropped groups are accounted for (issue 22, item 7), on a real rig_odometry
+"""Bad input and dropped groups are accounted for, on a real rig_odometry
 process over real DDS: a flood of groups with a camera whose encoding is wrong; every
 synchronized group ends counted exactly once (processed, skipped by keyframe_stride, or
 dropped with a reason), every received image is dropped, queued or in a group, and the bad

@@ -1,6 +1,6 @@
-"""map_builder as a real process fed by the dataset player over real DDS (issue 22, items 2
-and 13): ``~/save_map`` after a failed save, a directory as save path, leftovers of killed
-saves, the saved file's mode. The node must answer every call and stay up."""
+"""map_builder as a real process fed by the dataset player over real DDS: ``~/save_map`` after
+a failed save, a directory as save path, leftovers of killed saves, the saved file's mode.
+The node must answer every call and stay up."""
 
 import os
 import pathlib

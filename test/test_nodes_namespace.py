@@ -1,4 +1,4 @@
-"""A namespaced graph keeps the rig's parameters (issue 22, item 8): the graph ``g2g-bringup``
+"""A namespaced graph keeps the rig's parameters: the graph ``g2g-bringup``
 starts with ``namespace:=robot1 rig:=nclt``, real node processes over real DDS, asked for their
 parameters through the standard ``~/get_parameters`` service."""
 

@@ -1,4 +1,4 @@
-"""Declared ranges and checks of the node parameters (issue 22, item 6), on a real rig_odometry
+"""Declared ranges and checks of the node parameters, on a real rig_odometry
 process over real DDS: harmful values from the command line do not kill the node (configure
 fails, saying which parameter and why); ``~/set_parameters`` refuses NaN, inf, out-of-range and
 wrong-type values with reasons that name the range or the types; ``ros2 param describe`` shows

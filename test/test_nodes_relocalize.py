@@ -180,7 +180,7 @@ def test_relocalize_end_to_end(scene, tmp_path):
 
 
 def test_load_map_failure_then_success_keeps_the_node_alive(scene, tmp_path):
-    """Issue 22, crash 1: a failed ~/load_map followed by a good one must answer both (rclpy
+    """A failed ~/load_map followed by a good one must answer both (rclpy
     refuses to change the log severity of one call site, which killed the node)."""
     (_, _), map_path = scene
     listener = Listener()
@@ -202,7 +202,7 @@ def test_load_map_failure_then_success_keeps_the_node_alive(scene, tmp_path):
 
 
 def test_quiet_cameras_stop_localization_and_show_in_the_status(scene, tmp_path):
-    """Issue 22, item 5: once the images stop (the bag ended), the node does not keep
+    """Once the images stop (the bag ended), the node does not keep
     localizing its stale query window, and its status says the camera is quiet."""
     (_, query_traj), map_path = scene
     listener = Listener()

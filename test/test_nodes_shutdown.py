@@ -1,4 +1,4 @@
-"""Ctrl-C ends the nodes quietly with exit status 0 (issue 22, item 12): real node processes
+"""Ctrl-C ends the nodes quietly with exit status 0: real node processes
 fed by the dataset player over real DDS, stopped with SIGINT twice in quick succession as under
 ``ros2 launch`` (the terminal's process group and launch both send it). The start-up log names
 the model that was loaded."""

@@ -1,4 +1,4 @@
-"""Time going backwards and stamps from the future (issue 22, item 4), on a real rig_odometry
+"""Time going backwards and stamps from the future, on a real rig_odometry
 process over real DDS fed by the dataset player: a bag played a second time (stamps and /clock
 jump back) and a few frames stamped a day ahead must not leave the node rejecting every later
 image; ``~/reset`` clears the time-keyed buffers too."""

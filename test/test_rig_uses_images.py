@@ -1,6 +1,6 @@
 """The rig-odometry default fed the same rig group as A and B must predict no motion.
 
-Issue 18's proof that the model uses its images: B = A gives the identity within 0.5 deg and
+The proof that the model uses its images: B = A gives the identity within 0.5 deg and
 0.02 m, while a real step two frames later is not mistaken for standing still (translation
 error at most half the true step; a model that always predicts the identity, which a run with
 reversed pairs became, passes the first check only).

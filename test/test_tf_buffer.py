@@ -204,7 +204,7 @@ def test_concurrent_ingest_and_lookup():
 
 
 def test_clear_dynamic_keeps_static_edges_and_accepts_older_data_again():
-    # Issue 22 item 4: after a jump back of time the replayed /tf is older than the cached
+    # After a jump back of time the replayed /tf is older than the cached
     # samples ("old_data" for ever) unless the dynamic edges are forgotten; /tf_static is
     # latched and must survive.
     buf = TFBuffer(cache_duration_ns=10**9)
@@ -219,7 +219,7 @@ def test_clear_dynamic_keeps_static_edges_and_accepts_older_data_again():
 
 
 def test_far_future_dynamic_transform_is_rejected_without_poisoning_the_edge():
-    # Issue 22 item 4: a /tf sample stamped a day ahead became the newest of its edge and made
+    # A /tf sample stamped a day ahead became the newest of its edge and made
     # every later, correct sample "old_data".
     now = {"ns": 100 * 10**9}
     buf = TFBuffer(cache_duration_ns=10**9, clock_ns=lambda: now["ns"])

@@ -4,7 +4,7 @@
   over all cells of both frames of all pairs);
 * scalar MAE of the directional ratios (both directions) and of the symmetric score;
 * window selection (:func:`window_selection_accuracy`): the true max-mean overlap of the window
-  chosen from predicted scores against that of the best window (issue 6: within 0.1 in >= 90 %
+  chosen from predicted scores against that of the best window (the goal: within 0.1 in >= 90 %
   of held-out queries);
 * frame retrieval: for each query frame (the a of a group of samples), rank its candidate frames
   (the b's) by predicted score; top-k is a hit when a frame with the highest true score is among
