@@ -112,14 +112,10 @@ def serialized_stream(frames, ks, jpeg_quality: int = 0) -> List[List[bytes]]:
     from sensor_msgs.msg import CompressedImage, Image
 
     from g2g_ros.calibration import camera_info_msg
-    from g2g_ros.image_conversion import image_msg, rgb_to_compressed_fields
+    from g2g_ros.image_conversion import image_msg, jpeg_msg
 
     def image(img, frame):
-        if not jpeg_quality:
-            return image_msg(img, frame, 0)
-        msg = CompressedImage(**rgb_to_compressed_fields(img, "jpeg", jpeg_quality))
-        msg.header.frame_id = frame
-        return msg
+        return jpeg_msg(img, frame, 0, jpeg_quality) if jpeg_quality else image_msg(img, frame, 0)
 
     h, w = frames[0][0].shape[:2]
     out = [[(serialize_message(camera_info_msg(k, w, h, f"{c}_optical_frame", 0)),

@@ -1,7 +1,8 @@
 """`g2g-play-dataset TRAJ`: publish a dataset trajectory (g2g_model.data format) on ROS topics,
 live, as the robot's drivers would (a bag is replayed by `g2g-bag play`, g2g_ros/bags/player.py).
 
-Per frame: ``<cam>/image_raw`` + ``<cam>/camera_info`` for every camera, TF
+Per frame: ``<cam>/image_raw`` (``<cam>/image_raw/compressed`` with ``--encoding jpeg``) +
+``<cam>/camera_info`` for every camera, TF
 ``<odom_frame> -> <base_frame>`` (the trajectory relative to its first pose, optionally with a
 simulated odometry drift), and the ground truth as ``nav_msgs/Odometry`` on
 ``ground_truth/odometry`` (frame ``gt_world``). The rig extrinsics go once to ``/tf_static``
@@ -30,9 +31,12 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose
 from g2g_ros.calibration import camera_info_msg
 from g2g_ros.conversions import matrix_to_pose, matrix_to_transform_stamped, to_stamp
-from g2g_ros.image_conversion import image_msg
+from g2g_ros.image_conversion import image_msg, jpeg_msg
 from g2g_ros.qos import prefer_large_shm_profile
 from g2g_ros.tf_broadcaster import TransformBroadcaster
+
+#: ``--encoding`` value that publishes JPEG ``CompressedImage`` instead of ``Image``.
+JPEG = "jpeg"
 
 
 def drifted_odometry(world_T_body: np.ndarray, drift_per_m: float = 0.0,
@@ -68,7 +72,7 @@ class DatasetPublisher(Node):
         from g2g_model.data.format import TrajectoryReader
         from nav_msgs.msg import Odometry
         from rosgraph_msgs.msg import Clock
-        from sensor_msgs.msg import CameraInfo, Image
+        from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
         self.reader = TrajectoryReader(path)
         self.cameras = cameras or self.reader.cameras
@@ -95,7 +99,9 @@ class DatasetPublisher(Node):
         self.image_pubs: Dict[str, object] = {}
         self.info_pubs: Dict[str, object] = {}
         for cam in self.cameras:
-            self.image_pubs[cam] = self.create_publisher(Image, f"{cam}/image_raw", qos)
+            self.image_pubs[cam] = (
+                self.create_publisher(CompressedImage, f"{cam}/image_raw/compressed", qos)
+                if encoding == JPEG else self.create_publisher(Image, f"{cam}/image_raw", qos))
             self.info_pubs[cam] = self.create_publisher(CameraInfo, f"{cam}/camera_info", qos)
         self.gt_pub = self.create_publisher(Odometry, "ground_truth/odometry", qos)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10) if clock else None
@@ -130,6 +136,9 @@ class DatasetPublisher(Node):
             frame = f"{cam}_optical_frame"
             self.info_pubs[cam].publish(camera_info_msg(spec.K, spec.width, spec.height, frame,
                                                         stamp))
+            if self.encoding == JPEG:
+                self.image_pubs[cam].publish(jpeg_msg(self.reader.image(cam, i), frame, stamp))
+                continue
             img = image_msg(self.reader.image(cam, i), frame, stamp, self.encoding)
             if cam in self.corrupt:
                 img.encoding = "yuv422_yuy2"
@@ -188,7 +197,9 @@ def main(argv=None) -> int:
     parser.add_argument("--loop", action="store_true")
     parser.add_argument("--drift", type=float, default=0.0, help="odometry scale drift per m")
     parser.add_argument("--yaw-drift", type=float, default=0.0, help="deg of heading per m")
-    parser.add_argument("--encoding", default="rgb8")
+    parser.add_argument("--encoding", default="rgb8",
+                        help=f"image encoding (rgb8, bgr8, mono8, ...) or {JPEG!r}: a JPEG "
+                             "CompressedImage on <cam>/image_raw/compressed")
     parser.add_argument("--cameras", nargs="*", default=None)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--count", type=int, default=0, help="frames to play (0 = all)")

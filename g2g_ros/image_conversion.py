@@ -233,3 +233,13 @@ def image_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, encoding: str = "rg
     msg.header.stamp = to_stamp(stamp_ns)
     msg.header.frame_id = frame_id
     return msg
+
+
+def jpeg_msg(rgb: np.ndarray, frame_id: str, stamp_ns: int, quality: int = 95):
+    """A JPEG ``sensor_msgs/CompressedImage`` (rclpy) of ``uint8 [H, W, 3]`` RGB."""
+    from sensor_msgs.msg import CompressedImage
+
+    msg = CompressedImage(**rgb_to_compressed_fields(rgb, "jpeg", quality))
+    msg.header.stamp = to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg

@@ -56,3 +56,27 @@ def test_map_rig_window_takes_the_other_cameras_within_the_window_span():
     group = map_rig_window(G2GMap(frames=frames), [0, 1])  # cam0 at 10 and 20
     assert group.stamps == [10, 20, 15]  # the window first, then cam1 within [10, 20]
     assert len(group.images) == 3 and group.intrinsics.shape == (3, 3, 3)
+
+
+def test_deferred_views_convert_once_when_a_group_reads_them():
+    calls = []
+
+    def convert(value):
+        def run():
+            calls.append(value)
+            if value is None:
+                raise ValueError("image is 4x4 but its camera_info says 8x8: refused")
+            return np.full((8, 8, 3), value, np.uint8), K
+        return run
+
+    views = RigViews()
+    for stamp, value in ((100, 3), (200, None), (300, 5)):
+        views.add(stamp, RigView.deferred("left", convert(value), np.eye(4)))
+    assert calls == []  # nothing converted while buffered
+    query = Group([np.zeros((8, 8, 3), np.uint8)] * 2, K, np.stack([np.eye(4)] * 2),
+                  stamps=[100, 200])
+    group = rig_group(query, views)
+    assert len(group.images) == 3 and group.images[2][0, 0, 0] == 3  # the refused one left out
+    assert calls == [3, None]  # the view at 300 is not in the window: never converted
+    again = rig_group(query, views)
+    assert calls == [3, None] and len(again.images) == 3  # each converted (or refused) once

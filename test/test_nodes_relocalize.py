@@ -78,7 +78,10 @@ def test_relocalize_end_to_end(scene, tmp_path):
               "max_jump_translation_m": 1000.0,
               "max_jump_rotation_deg": 180.0,
               "localize_period_s": 0.0, "min_translation_m": 0.05,
-              "sensor_qos_reliability": "reliable"}
+              "sensor_qos_reliability": "reliable",
+              # JPEG transport: the other cameras' views are kept compressed and decoded only
+              # when a localization verifies with them.
+              "use_compressed": True}
     node = Proc(node_cmd("g2g_ros.nodes.relocalize", params, str(ROOT / "config" / "sim.yaml")),
                 tmp_path / "node.log")
     player = None
@@ -103,8 +106,8 @@ def test_relocalize_end_to_end(scene, tmp_path):
 
         assert listener.spin_until(held, 30), _diag_dump(diags)
 
-        player = Proc(player_cmd(query_traj, "--clock", "--rate", "5", "--count", "20"),
-                      tmp_path / "player.log")
+        player = Proc(player_cmd(query_traj, "--clock", "--rate", "5", "--count", "20",
+                                 "--encoding", "jpeg"), tmp_path / "player.log")
         ok = listener.spin_until(lambda: _diag_value(diags, "query_frames") == "5", 90)
         assert ok, f"{_diag_dump(diags)}\n{node.output()[-3000:]}\n{player.output()}"
         # ... and taken once the odometry at its stamp has arrived.
@@ -142,6 +145,8 @@ def test_relocalize_end_to_end(scene, tmp_path):
         assert listener.spin_until(lambda: _diag_value(diags, "last_path") == align.path, 10), \
             _diag_dump(diags)
         assert _diag_value(diags, "last_inliers") == str(align.inliers)
+        # The other cameras' (JPEG) views at the window's instants were decoded and used.
+        assert int(_diag_value(diags, "last_verified_frames")) > 5, _diag_dump(diags)
         # ... and where G2G's answer, which verification started from, took its pose.
         source = _diag_value(diags, "last_pose_source") or ""
         assert source.startswith(("feature matches", "G2G (")), _diag_dump(diags)

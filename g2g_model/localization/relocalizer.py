@@ -57,6 +57,8 @@ class LocalizationResult:
         covariance: ``[6, 6]`` covariance of the query's first camera pose in the map: the
             verification's on its verified / refined paths, :data:`G2G_COVARIANCE` on g2g.
         verification_reason: why the verifier chose its path ("" without a verifier).
+        verified_frames: frames of the query group the verifier got (the query window plus the
+            rig's other cameras at its instants; 0 without a verifier).
         query, group_a: the query and map groups used; map_id, camera: the map's id and the
             camera of the map window (a map loaded since does not rename them).
         timing_ms: ``select``, ``g2g``, ``verify``, ``total``.
@@ -74,6 +76,7 @@ class LocalizationResult:
     inliers: int = 0
     covariance: np.ndarray = field(default_factory=lambda: G2G_COVARIANCE.copy(), repr=False)
     verification_reason: str = ""
+    verified_frames: int = 0
     query: Optional[Group] = field(default=None, repr=False)
     group_a: Optional[Group] = field(default=None, repr=False)
     map_id: str = ""
@@ -250,6 +253,7 @@ class Relocalizer:
                           and current_path in (PATH_VERIFIED, PATH_REFINED) else None)
             verification = self._verify(verify_a, verify_b, map_T_b, view_prior)
             result.path, result.verification_reason = verification.path, verification.reason
+            result.verified_frames = len(verify_b.images)
             if verification.path in (PATH_VERIFIED, PATH_REFINED):
                 result.inliers = int(verification.inliers)
                 result.covariance = np.asarray(verification.covariance, float)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,12 +20,51 @@ from g2g_model.estimation.groups import Group
 from g2g_model.maps.format import G2GMap
 
 
-@dataclass
 class RigView:
-    camera: str
-    image: np.ndarray        # RGB uint8 [H, W, 3]
-    intrinsics: np.ndarray   # [3, 3]
-    reloc_T_cam: np.ndarray  # [4, 4] pose of this camera in the relocalization camera's frame
+    """One other camera's image at one instant: ``camera``, ``reloc_T_cam`` ``[4, 4]`` (its
+    pose in the relocalization camera's frame) and its RGB ``uint8 [H, W, 3]`` image with its
+    ``[3, 3]`` K, given at once or made by ``convert() -> (image, K)`` the first time a group
+    uses the view (:meth:`deferred`): a node keeps the message and decodes on its worker only
+    the views a localization reads, not every image the cameras send."""
+
+    def __init__(self, camera: str, image: Optional[np.ndarray],
+                 intrinsics: Optional[np.ndarray], reloc_T_cam: np.ndarray,
+                 convert: Optional[Callable[[], Tuple[np.ndarray, np.ndarray]]] = None):
+        self.camera, self.reloc_T_cam = camera, np.asarray(reloc_T_cam, float)
+        self._image, self._intrinsics, self._convert = image, intrinsics, convert
+        self._error: Optional[str] = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def deferred(cls, camera: str, convert: Callable[[], Tuple[np.ndarray, np.ndarray]],
+                 reloc_T_cam: np.ndarray) -> "RigView":
+        """A view whose image ``convert()`` makes on first use (``ValueError``: left out)."""
+        return cls(camera, None, None, reloc_T_cam, convert)
+
+    def resolve(self) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """``(image, K)``, converted once; None when the conversion refused the image (its
+        ``ValueError`` is what ``convert`` reported; the view stays left out)."""
+        with self._lock:
+            if self._image is None and self._error is None and self._convert is not None:
+                try:
+                    image, k = self._convert()
+                    self._image, self._intrinsics = image, np.asarray(k, float)
+                except ValueError as exc:
+                    self._error = str(exc)
+                self._convert = None  # the message is released either way
+            if self._image is None:
+                return None
+            return self._image, self._intrinsics
+
+    @property
+    def image(self) -> Optional[np.ndarray]:
+        got = self.resolve()
+        return None if got is None else got[0]
+
+    @property
+    def intrinsics(self) -> Optional[np.ndarray]:
+        got = self.resolve()
+        return None if got is None else got[1]
 
 
 class RigViews:
@@ -80,8 +118,11 @@ def rig_group(query: Group, views: Optional[RigViews]) -> Group:
         ks = [np.asarray(query.intrinsics)] * len(images)
     for stamp, odom_T_reloc in zip(query.stamps, np.asarray(query.cam_to_world)):
         for view in views.at(stamp):
-            images.append(view.image)
-            ks.append(view.intrinsics)
+            got = view.resolve()
+            if got is None:  # refused at conversion (reported by its converter)
+                continue
+            images.append(got[0])
+            ks.append(got[1])
             poses.append(odom_T_reloc @ view.reloc_T_cam)
     if len(images) == len(query.images):
         return query

@@ -34,9 +34,8 @@ from g2g_model.geometry import axis_angle_to_matrix, make_pose
 from g2g_ros.bags.bag_writer import G2GBagWriter
 from g2g_ros.bags.typestore import GT_BASE_FRAME, GT_WORLD_FRAME
 from g2g_ros.calibration import camera_info_msg
-from g2g_ros.conversions import to_stamp
 from g2g_ros.dataset_publisher import drifted_odometry
-from g2g_ros.image_conversion import image_msg, rgb_to_compressed_fields
+from g2g_ros.image_conversion import image_msg, jpeg_msg
 
 LOG = logging.getLogger(__name__)
 
@@ -115,8 +114,6 @@ def convert_trajectory(traj: str | Path, out: str | Path, compressed: bool = Fal
     Raises:
         ValueError: unreadable trajectory, existing ``out`` or bad odometry settings.
     """
-    from sensor_msgs.msg import CompressedImage
-
     from g2g_model.data.format import TrajectoryReader
 
     odometry = odometry or OdometrySource()
@@ -151,12 +148,8 @@ def convert_trajectory(traj: str | Path, out: str | Path, compressed: bool = Fal
                 spec = reader.rig[cam]
                 frame = f"{cam}_optical_frame"
                 rgb = reader.image(cam, i)
-                if compressed:
-                    img = CompressedImage(**rgb_to_compressed_fields(rgb, "jpeg", jpeg_quality))
-                    img.header.stamp = to_stamp(stamp)
-                    img.header.frame_id = frame
-                else:
-                    img = image_msg(rgb, frame, stamp)
+                img = (jpeg_msg(rgb, frame, stamp, jpeg_quality) if compressed
+                       else image_msg(rgb, frame, stamp))
                 writer.write(c_info[cam], stamp, camera_info_msg(spec.K, spec.width,
                                                                  spec.height, frame, stamp))
                 writer.write(c_img[cam], stamp, img)

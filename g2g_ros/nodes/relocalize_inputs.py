@@ -18,6 +18,7 @@ from g2g_model.geometry import invert_pose
 from g2g_model.localization.correction import QueryFrame
 from g2g_model.localization.rig_views import RigView
 from g2g_ros.conversions import pose_to_matrix, stamp_ns, to_stamp
+from g2g_ros.image_conversion import is_compressed
 from g2g_ros.tf_buffer import ExtrapolationError, TFError
 
 
@@ -47,10 +48,12 @@ class QueryInputs:
         self.worker.submit("frame", lambda: self._handle_image(stamp, msg))
 
     def _add_view(self, cam: str, stamp: int, msg) -> None:
-        """Keep another camera's image for the verification of the query window. Runs in the
-        subscription callback, conversion included (decode, reduce, rectify: about 6 ms per
-        1936x1216 JPEG, RESULTS_fullsize.md), for every view image, also those no localization
-        will use. A bad one is reported and left out."""
+        """Keep another camera's image for the verification of the query window. A
+        compressed message is kept as it came and converted (decode, reduce, rectify: about
+        6 ms per 1936x1216 JPEG, RESULTS_fullsize.md) on the worker when a localization reads
+        the view, so the many views no localization uses cost nothing; a raw one is reduced at
+        once (kept whole, a 2 MP image would hold 7 MB per view). A bad one is reported when
+        converted and left out."""
         views = self.engine.views if self.engine is not None else None
         if views is None:
             return
@@ -59,14 +62,26 @@ class QueryInputs:
             self.report_input(f"camera {cam}", "verification view left out: no camera "
                               "extrinsics yet")
             return
-        try:
-            rgb, K = self.calibrations.image(cam, msg)
-        except ValueError as exc:
-            self.report_input(f"camera {cam}", f"verification view left out: {exc}")
+        calibrations = self.calibrations
+
+        def convert():
+            try:
+                rgb, K = calibrations.image(cam, msg)
+            except ValueError as exc:
+                self.report_input(f"camera {cam}", f"verification view left out: {exc}")
+                raise
+            self.problems.clear(f"camera {cam}")
+            return rgb, K
+
+        reloc_T_cam = invert_pose(base_T_reloc) @ base_T_cam
+        if is_compressed(msg):
+            views.add(stamp, RigView.deferred(cam, convert, reloc_T_cam))
             return
-        views.add(stamp, RigView(cam, rgb, np.asarray(K, float),
-                                 invert_pose(base_T_reloc) @ base_T_cam))
-        self.problems.clear(f"camera {cam}")
+        try:
+            rgb, K = convert()
+        except ValueError:
+            return
+        views.add(stamp, RigView(cam, rgb, K, reloc_T_cam))
 
     def _handle_image(self, stamp: int, msg) -> None:
         """Worker job of one image: buffer it, localize when paced by stamps and due, then

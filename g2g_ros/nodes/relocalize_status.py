@@ -59,6 +59,7 @@ def publish_relocalize_status(node) -> None:
         "last_decision": last.message if last is not None else "",
         "last_path": last.path if last is not None else "",
         "last_inliers": last.inliers if last is not None else 0,
+        "last_verified_frames": last.verified_frames if last is not None else 0,
         "last_pose_source": pose_source(getattr(last.prediction, "rotation_match", None))
         if last is not None and last.prediction is not None else "",
         "paused": node.paused, "frames_dropped": node.frames_dropped,
