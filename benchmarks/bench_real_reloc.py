@@ -34,8 +34,10 @@ import numpy as np
 
 from benchmarks.common import machine_info
 from benchmarks.reloc_scoring import (
-    FALSE_ACCEPT_ROT_DEG, FALSE_ACCEPT_TRANS_M, coverage, fix_records, summarize,
+    FALSE_ACCEPT_ROT_DEG, FALSE_ACCEPT_TRANS_M, coverage, fix_records, is_false_accept,
+    summarize,
 )
+from benchmarks.verifier_evidence import fix_evidence, rule_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DATE = "2026-11-29"
@@ -92,6 +94,10 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
     truth = {k: v for k, v in truth.items() if v is not None}
     records = fix_records(outputs.reloc_poses, truth, outputs.alignments)
     query = TrajectoryReader(query_traj)
+    evidence = fix_evidence(
+        outputs.alignments, {(f.camera, int(f.stamp_ns)): f for f in gmap.frames},
+        {int(s): query.image("cam0", i) for i, s in enumerate(query.timestamps_ns)},
+        query.rig["cam0"].K, gt.odom_input, gt.base_T_cam["cam0"], truth)
     map_cams = np.stack([f.world_T_cam for f in gmap.frames])
     covered = coverage(query.world_T_cam("cam0"), map_cams)
     rows = {}
@@ -105,7 +111,7 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
             "query_frames": query.num_frames, "replay": report.get("replay"),
             "summary": summarize(records, int(rel.get("attempts") or 0),
                                  float(covered.mean()) if len(covered) else 0.0),
-            "fixes": records, "windows": rows}
+            "fixes": records, "evidence": evidence, "windows": rows}
 
 
 def _fmt(value, digits=3) -> str:
@@ -134,23 +140,51 @@ def render(results: List[Dict[str, object]], argv: List[str]) -> str:
             f"{_fmt(s['covered_fraction'], 2)} | {_fmt(s['fix_rate_where_covered'], 2)} |")
     for r in results:
         lines += ["", f"## {r['name']}: the node's windows (g2g-eval on the same pairs)", "",
-                  "| method | n | rot mean / median (deg) | trans mean / median (m) |",
-                  "|---|---|---|---|"]
+                  "| method | n | failed | rot mean / median (deg) | trans mean / median (m) |",
+                  "|---|---|---|---|---|"]
         for label, row in r["windows"].items():
-            lines.append(f"| {label} | {row.get('n')} | {_fmt(row.get('rot_err_mean'), 2)} / "
+            lines.append(f"| {label} | {row.get('n')} | {row.get('n_failed', 0)} | "
+                         f"{_fmt(row.get('rot_err_mean'), 2)} / "
                          f"{_fmt(row.get('rot_err_median'), 2)} | "
                          f"{_fmt(row.get('trans_err_mean'))} / "
                          f"{_fmt(row.get('trans_err_median'))} |")
-        lines += ["", "Published fixes and the evidence published with them:", "",
-                  "| stamp | path | inliers | overlap | pose source | error (m / deg) |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "Published fixes: the evidence the node publishes (path, inliers, pose "
+                  "source) and the verifier run again on the same windows (verifier_evidence.py"
+                  "):", "",
+                  "| fix | error m / deg | path, published inliers | inliers again | spread | "
+                  "residual px med / p90 | position sd mm | G2G gap m | B0 alone gap m "
+                  "(inliers) | B0 alone error m | true-window error m | window span m | "
+                  "gap to previous fix m |", "|" + "---|" * 13]
+        by_stamp = {e["stamp_ns"]: e for e in r["evidence"]}
         for f in r["fixes"]:
-            flag = " **false**" if (f["trans_err_m"] > FALSE_ACCEPT_TRANS_M
-                                    or f["rot_err_deg"] > FALSE_ACCEPT_ROT_DEG) else ""
-            lines.append(f"| {f['stamp_ns']} | {f['path']} | {f['inliers']} | "
-                         f"{_fmt(f['overlap_score'], 2)} | {f['pose_source'][:60]} | "
-                         f"{f['trans_err_m']:.3f} / {f['rot_err_deg']:.2f}{flag} |")
+            e = by_stamp.get(f["stamp_ns"], {})
+            flag = " **false**" if is_false_accept(f) else ""
+            sd = e.get("position_sd_m")
+            sd = _fmt(None if sd is None else 1e3 * sd, 1)
+            lines.append(
+                f"| {f['stamp_ns']} | {f['trans_err_m']:.3f} / {f['rot_err_deg']:.2f}{flag} | "
+                f"{f['path']}, {f['inliers']} | {_fmt(e.get('inliers'))} | "
+                f"{_fmt(e.get('spread'), 2)} | {_fmt(e.get('residual_px_median'), 2)} / "
+                f"{_fmt(e.get('residual_px_p90'), 2)} | {sd} | {_fmt(e.get('g2g_m'))} | "
+                f"{_fmt(e.get('anchor_m'))} "
+                f"({_fmt(e.get('anchor_inliers'))}) | {_fmt(e.get('anchor_err_m'))} | "
+                f"{_fmt(e.get('true_window_err_m'))} | {_fmt(e.get('window_span_m'), 2)} | "
+                f"{_fmt(e.get('prev_fix_m'))} |")
         lines += ["", f"Command: `{r['command']}`"]
+    records, bad = [], []
+    for r in results:
+        by_stamp = {e["stamp_ns"]: e for e in r["evidence"]}
+        for f in r["fixes"]:
+            if f["stamp_ns"] in by_stamp and not by_stamp[f["stamp_ns"]].get("skipped"):
+                records.append(by_stamp[f["stamp_ns"]])
+                bad.append(is_false_accept(f))
+    if records:
+        lines += ["", "## Candidate acceptance rules on these fixes (all runs)", "",
+                  "| rule (reject when) | false fixes rejected | good fixes kept |",
+                  "|---|---|---|"]
+        for name, row in rule_table(records, bad).items():
+            lines.append(f"| {name} | {row['bad_rejected']} / {row['bad']} | "
+                         f"{row['good_kept']} / {row['good']} |")
     return "\n".join(lines) + "\n"
 
 

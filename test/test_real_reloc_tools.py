@@ -101,3 +101,51 @@ def test_make_real_reloc_from_a_tum_folder(tmp_path):
     assert all(len(v) == 64 for v in sources["input_sha256"].values())
     with pytest.raises(SystemExit):
         make_main(["--tum-dir", str(tmp_path / "missing"), "--out", str(out)])
+
+
+def test_solver_evidence_on_an_exact_scene():
+    """Spread, residuals and the anchor-alone solve of a recorded generalized solve whose
+    inputs are exact: zero residuals, and B0 alone lands on the group's B0."""
+    from benchmarks.verifier_evidence import _evidence_of_solve
+    from g2g_model.poselib_conversions import camera_pose, pinhole_camera
+
+    rng = np.random.default_rng(0)
+    K = np.array([[300.0, 0, 160], [0, 300.0, 120], [0, 0, 1]])
+    world = rng.uniform([-2, -1.5, 3], [2, 1.5, 6], (200, 3))
+    b0_T_map = make_pose(_yaw(5.0), np.array([0.1, -0.05, 0.2]))
+    frames = [np.eye(4), make_pose(np.eye(3), np.array([-0.3, 0.0, 0.0]))]   # cam_j_T_b0
+    p2d, p3d, exts, cams = [], [], [], []
+    for cam_T_b0 in frames:
+        Rt = cam_T_b0 @ b0_T_map
+        cam = world @ Rt[:3, :3].T + Rt[:3, 3]
+        uv = cam[:, :2] / cam[:, 2:3] @ K[:2, :2].T + K[:2, 2]
+        inside = (uv[:, 0] > 0) & (uv[:, 0] < 320) & (uv[:, 1] > 0) & (uv[:, 1] < 240)
+        p2d.append(uv[inside])
+        p3d.append(world[inside])
+        exts.append(camera_pose(cam_T_b0))
+        cams.append(pinhole_camera(K, (240, 320)))
+    call = {"p2d": p2d, "p3d": p3d, "exts": exts, "cams": cams,
+            "pose": camera_pose(b0_T_map), "inliers": [np.ones(len(p), bool) for p in p2d],
+            "threshold": 4.0}
+    out = _evidence_of_solve(call)
+    assert out["residual_px_median"] == pytest.approx(0.0, abs=1e-6)
+    assert out["frames_with_inliers"] == 2 and out["spread"] > 0.8
+    assert out["anchor_m"] == pytest.approx(0.0, abs=1e-4)
+    assert out["anchor_deg"] == pytest.approx(0.0, abs=1e-2)
+    assert out["anchor_inliers"] == len(p2d[0])
+
+
+def test_rule_table_counts_rejections():
+    from benchmarks.verifier_evidence import rule_table
+
+    records = [{"residual_px_median": 2.0, "anchor_m": 0.2, "anchor_inliers": 100,
+                "inliers": 300},
+               {"residual_px_median": 1.0, "anchor_m": 0.2, "anchor_inliers": 10,
+                "inliers": 30}]
+    table = rule_table(records, [True, False])
+    assert table["residual median > 1.5 px"] == {"bad_rejected": 1, "bad": 1,
+                                                 "good_kept": 1, "good": 1}
+    # B0-alone's gap counts only with enough inliers of its own
+    assert table["B0 alone vs group > 0.1 m (B0 alone >= 30 inliers)"]["good_kept"] == 1
+    assert table["inliers < 35"] == {"bad_rejected": 0, "bad": 1, "good_kept": 0, "good": 1}
+    assert table["position sd > 5 mm"]["bad_rejected"] == 0          # no value: not applied
