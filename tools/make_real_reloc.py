@@ -33,7 +33,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
@@ -48,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_real_val import DATASET, FRAMES, GROUND_TRUTH, stage  # noqa: E402
 
 from g2g_model.data.convert_tum import convert_tum, source_images  # noqa: E402
+from g2g_model.model.checkpoint import sha256_of  # noqa: E402
 
 SPLITS = ("half", "interleave")
 
@@ -70,14 +70,6 @@ def split_frames(count: int, mode: str, map_fraction: float = 0.5
     raise ValueError(f"split must be one of {SPLITS}, got {mode!r}")
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_part(src: Path, stamps: np.ndarray, images: Sequence[Path], idx: Sequence[int],
                dest: Path) -> None:
     """A TUM folder ``dest`` whose ``rgb.txt`` lists the frames ``idx`` of ``src`` (absolute
@@ -95,8 +87,8 @@ def build(src: Path, out: Path, camera: str, split: str, max_frames: int, stride
     keep = list(range(0, len(images), stride))[:max_frames or None]
     stamps, images = np.asarray(stamps)[keep], [images[i] for i in keep]
     map_idx, query_idx = split_frames(len(images), split, map_fraction)
-    files = {str(Path(p).resolve()): sha256_file(Path(p)) for p in images}
-    files[str((src / "groundtruth.txt").resolve())] = sha256_file(src / "groundtruth.txt")
+    files = {str(Path(p).resolve()): sha256_of(str(p)) for p in images}
+    files[str((src / "groundtruth.txt").resolve())] = sha256_of(str(src / "groundtruth.txt"))
     summary: Dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for part, idx in (("map", map_idx), ("query", query_idx)):
