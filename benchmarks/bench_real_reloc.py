@@ -90,7 +90,7 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
                                    specs, str(work / "same_pairs"), progress=False)
     gt = load_ground_truth(bag)
     outputs = load_outputs(report["outputs_bag"])
-    truth = {int(s): gt.at(int(s)) for s, _ in outputs.reloc_poses}
+    truth = {int(s): gt.at(int(s)) for s in gt.stamps}
     truth = {k: v for k, v in truth.items() if v is not None}
     records = fix_records(outputs.reloc_poses, truth, outputs.alignments)
     query = TrajectoryReader(query_traj)
@@ -119,6 +119,22 @@ def _fmt(value, digits=3) -> str:
                                       else str(value))
 
 
+def _provenance(results: List[Dict[str, object]]) -> List[str]:
+    """The real set's sources (tools/make_real_reloc.py's sources.json) as text lines."""
+    lines = []
+    for r in results:
+        src = r.get("sources")
+        if not src:
+            continue
+        where = "; ".join(f"{k}: {v['repo']}@{v['commit'][:12]}:{v['path']}" if isinstance(
+            v, dict) else f"{k}: {v}" for k, v in src.get("sources", {}).items())
+        lines += [f"Real data ({r['name']}): {src['dataset']['name']} "
+                  f"({src['dataset']['license']}); {where}; split {src['split']} of "
+                  f"{src['frames']} frames; sha256 of every input in sources.json "
+                  "(tools/make_real_reloc.py).", ""]
+    return lines
+
+
 def render(results: List[Dict[str, object]], argv: List[str]) -> str:
     lines = [f"# Relocalization on a real sequence and its simulated twin ({DATE})", "",
              "Command: `PYTHONPATH=$PWD python -m benchmarks.bench_real_reloc "
@@ -126,6 +142,7 @@ def render(results: List[Dict[str, object]], argv: List[str]) -> str:
              f"False accept: a published fix off by more than {FALSE_ACCEPT_TRANS_M} m or "
              f"{FALSE_ACCEPT_ROT_DEG} deg. Fix rate where covered: fixes / (localizations x "
              "the fraction of query frames with a map keyframe within 0.5 m and 30 deg).", "",
+             *_provenance(results),
              "| run | map kf / query frames | localizations / fixes | fixes by path | fix error "
              "median / max (m) | rot median / max (deg) | false accepts | covered | fix rate "
              "where covered |", "|---|---|---|---|---|---|---|---|---|"]
@@ -205,6 +222,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.real and (args.real / "map").exists():
         results.append(replay("real", args.real, args.real / "map", args.real / "query",
                               args.out))
+        sources = args.real / "sources.json"
+        if sources.exists():
+            results[-1]["sources"] = json.loads(sources.read_text())
     else:
         print(f"no real set at {args.real} (tools/make_real_reloc.py builds it)",
               file=sys.stderr)
