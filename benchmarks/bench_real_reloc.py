@@ -51,9 +51,10 @@ METHOD_ROWS = (("G2G alone (the node's windows)", "node", "b0"),
                ("'no motion' reference", "method", "identity"))
 
 
-def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Path
-           ) -> Dict[str, object]:
-    """Steps 1-4 of the module docstring for one map / query pair; the scored result."""
+def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Path,
+           drift: tuple = (0.02, 1.0)) -> Dict[str, object]:
+    """Steps 1-4 of the module docstring for one map / query pair; the scored result.
+    ``drift``: the odometry input's scale drift per metre and heading drift (deg) per metre."""
     from g2g_model.data.format import TrajectoryReader
     from g2g_model.estimation.pipeline import G2GPipeline
     from g2g_model.maps.building import build_map_from_trajectory
@@ -67,8 +68,8 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     bag = work / "query.mcap"
-    drift = OdometrySource(drift_per_m=0.02, yaw_drift_deg_per_m=1.0)
-    convert_trajectory(query_traj, bag, odometry=drift, progress=False)
+    odometry = OdometrySource(drift_per_m=drift[0], yaw_drift_deg_per_m=drift[1])
+    convert_trajectory(query_traj, bag, odometry=odometry, progress=False)
     pipeline = G2GPipeline.default("relocalization")
     gmap = build_map_from_trajectory(map_traj, pipeline, ["cam0"], min_translation_m=0.1,
                                      min_rotation_deg=5.0, progress=False)
@@ -213,6 +214,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="frames per pass of the twin (0: no twin)")
     parser.add_argument("--sim-data", type=Path, default=ROOT / "data" / "real_reloc_sim")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "real_reloc")
+    parser.add_argument("--drift", type=float, nargs=2, default=(0.02, 1.0),
+                        metavar=("SCALE_PER_M", "YAW_DEG_PER_M"),
+                        help="the query bag's odometry drift (default: the demo's)")
     parser.add_argument("--results", type=Path,
                         default=ROOT / "benchmarks" / "RESULTS_real_reloc.md")
     args = parser.parse_args(argv)
@@ -221,7 +225,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     results = []
     if args.real and (args.real / "map").exists():
         results.append(replay("real", args.real, args.real / "map", args.real / "query",
-                              args.out))
+                              args.out, tuple(args.drift)))
         sources = args.real / "sources.json"
         if sources.exists():
             results[-1]["sources"] = json.loads(sources.read_text())
@@ -232,7 +236,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         from benchmarks.sim_handheld import render_twin
 
         map_traj, query_traj = render_twin(args.sim_data, args.sim_frames)
-        results.append(replay("simulated twin", args.sim_data, map_traj, query_traj, args.out))
+        results.append(replay("simulated twin", args.sim_data, map_traj, query_traj, args.out,
+                              tuple(args.drift)))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     text = render(results, list(argv if argv is not None else sys.argv[1:]))
