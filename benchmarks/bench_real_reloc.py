@@ -16,7 +16,10 @@ It scores every published fix (:mod:`benchmarks.reloc_scoring`: errors, false ac
 writes ``benchmarks/RESULTS_real_reloc.md`` (and a JSON next to the outputs).
 
     PYTHONPATH=$PWD python -m benchmarks.bench_real_reloc --real data/real_reloc \
-        --sim-frames 240 --out outputs/real_reloc
+        --sim-frames 480 --out outputs/real_reloc
+
+``--drift SCALE YAW`` sets the query odometry's drift (``--drift 0 0``: none) and ``-p
+NODE.PARAM:=VALUE`` adds node parameters, as g2g-eval-bag's ``-p``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -52,9 +55,10 @@ METHOD_ROWS = (("G2G alone (the node's windows)", "node", "b0"),
 
 
 def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Path,
-           drift: tuple = (0.02, 1.0)) -> Dict[str, object]:
+           drift: tuple = (0.02, 1.0), params: Sequence[str] = ()) -> Dict[str, object]:
     """Steps 1-4 of the module docstring for one map / query pair; the scored result.
-    ``drift``: the odometry input's scale drift per metre and heading drift (deg) per metre."""
+    ``drift``: the odometry input's scale drift per metre and heading drift (deg) per metre;
+    ``params``: more ``NODE.PARAM:=VALUE`` for g2g-eval-bag (after the demo's)."""
     from g2g_model.data.format import TrajectoryReader
     from g2g_model.estimation.pipeline import G2GPipeline
     from g2g_model.maps.building import build_map_from_trajectory
@@ -76,7 +80,8 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
     map_path = save_map(gmap, work / "map.g2gmap")
     replay_dir = work / "replay"
     argv = [str(bag), "--graph", "relocalize", "--map", str(map_path), "--out",
-            str(replay_dir), *RELOC_FLAGS, "--pairs-index", str(replay_dir / "pairs.json"),
+            str(replay_dir), *RELOC_FLAGS, *[a for p in params for a in ("-p", p)],
+            "--pairs-index", str(replay_dir / "pairs.json"),
             "--dataset-root", str(data_root), "--query-trajectory", str(query_traj),
             "--map-trajectory", str(map_traj), "--quiet"]
     command = "g2g-eval-bag " + shlex.join(argv)
@@ -210,13 +215,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--real", type=Path, default=ROOT / "data" / "real_reloc",
                         help="built by tools/make_real_reloc.py (map/, query/)")
-    parser.add_argument("--sim-frames", type=int, default=240,
+    parser.add_argument("--sim-frames", type=int, default=480,
                         help="frames per pass of the twin (0: no twin)")
     parser.add_argument("--sim-data", type=Path, default=ROOT / "data" / "real_reloc_sim")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "real_reloc")
     parser.add_argument("--drift", type=float, nargs=2, default=(0.02, 1.0),
                         metavar=("SCALE_PER_M", "YAW_DEG_PER_M"),
                         help="the query bag's odometry drift (default: the demo's)")
+    parser.add_argument("-p", dest="params", action="append", default=[],
+                        metavar="NODE.PARAM:=VALUE", help="a further node parameter (repeatable)")
     parser.add_argument("--results", type=Path,
                         default=ROOT / "benchmarks" / "RESULTS_real_reloc.md")
     args = parser.parse_args(argv)
@@ -225,7 +232,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     results = []
     if args.real and (args.real / "map").exists():
         results.append(replay("real", args.real, args.real / "map", args.real / "query",
-                              args.out, tuple(args.drift)))
+                              args.out, tuple(args.drift), args.params))
         sources = args.real / "sources.json"
         if sources.exists():
             results[-1]["sources"] = json.loads(sources.read_text())
@@ -237,7 +244,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         map_traj, query_traj = render_twin(args.sim_data, args.sim_frames)
         results.append(replay("simulated twin", args.sim_data, map_traj, query_traj, args.out,
-                              tuple(args.drift)))
+                              tuple(args.drift), args.params))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     text = render(results, list(argv if argv is not None else sys.argv[1:]))

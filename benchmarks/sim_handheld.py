@@ -14,7 +14,7 @@ from typing import List
 
 import numpy as np
 
-from g2g_model.data.format import TrajectoryWriter, is_complete
+from g2g_model.data.format import TrajectoryReader, TrajectoryWriter, is_complete
 from g2g_model.data.sim.renderer import Renderer
 from g2g_model.data.sim.rigs import make_rig
 from g2g_model.data.sim.scene import make_scene
@@ -53,7 +53,8 @@ def second_pass(world_T_body: np.ndarray, seed: int) -> np.ndarray:
 
 def render_twin(out_root: Path, frames: int, image_size: int = 224, seed: int = SEED
                 ) -> List[Path]:
-    """Render (or reuse) ``<out_root>/scene_<seed>/traj_00`` (map) and ``traj_01`` (query)."""
+    """Render ``<out_root>/scene_<seed>/traj_00`` (map) and ``traj_01`` (query); a complete
+    pass of ``frames`` frames is reused."""
     base = make_scene(seed, 0, "small")
     route = make_traversals(base, 1, frames, HANDHELD)[0]
     passes = [(route.timestamps_ns, route.world_T_body),
@@ -65,7 +66,7 @@ def render_twin(out_root: Path, frames: int, image_size: int = 224, seed: int = 
     for season, (stamps, poses) in enumerate(passes):
         path = Path(out_root) / f"scene_{seed:05d}" / f"traj_{season:02d}"
         paths.append(path)
-        if is_complete(path):
+        if is_complete(path) and TrajectoryReader(path).num_frames == frames:
             continue
         renderer = Renderer(make_scene(seed, season, "small"))
         meta = {"source": "g2g-sim", "scene_seed": seed, "season": season, "split": "test",
