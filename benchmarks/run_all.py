@@ -13,7 +13,8 @@ import importlib
 import sys
 
 BENCHMARKS = ["bench_sim", "bench_compact", "bench_g2g", "bench_covisibility",
-              "bench_backbones", "bench_nodes", "bench_soak", "bench_replay_dds"]
+              "bench_backbones", "bench_nodes", "bench_soak", "bench_replay_dds",
+              "bench_real_reloc"]
 QUICK = {"bench_nodes": ["--duration", "60"], "bench_soak": ["--duration", "180"],
          "bench_replay_dds": ["--repeats", "1"]}
 

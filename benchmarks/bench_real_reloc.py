@@ -1,0 +1,257 @@
+"""Relocalization on a real image sequence through the node, and on its simulated twin.
+
+For each of (the real set built by ``tools/make_real_reloc.py``, the hand-held single-camera
+twin of :mod:`benchmarks.sim_handheld`) it runs the documented workflow:
+
+1. the query trajectory -> a rosbag2 bag with a drifting odometry input (2 %/m scale, 1 deg/m
+   heading, as the demo), ``g2g_ros.bags.convert`` (``g2g-bag convert``);
+2. a map of the mapping trajectory's ``cam0`` keyframes (0.1 m / 5 deg apart;
+   ``g2g-map build --cameras cam0 --min-translation 0.1 --min-rotation 5.0``);
+3. ``g2g-eval-bag QUERY --graph relocalize`` with the demo's relocalize settings (no hint),
+   which records the node's outputs and writes the pairs it evaluated;
+4. g2g-eval's classical baseline, G2G alone and "no motion" on those pairs.
+
+It scores every published fix (:mod:`benchmarks.reloc_scoring`: errors, false accepts over
+0.15 m or 3 deg, the verifier's evidence the node publishes with the fix, map coverage) and
+writes ``benchmarks/RESULTS_real_reloc.md`` (and a JSON next to the outputs).
+
+    PYTHONPATH=$PWD python -m benchmarks.bench_real_reloc --real data/real_reloc \
+        --sim-frames 480 --out outputs/real_reloc
+
+``--drift SCALE YAW`` sets the query odometry's drift (``--drift 0 0``: none) and ``-p
+NODE.PARAM:=VALUE`` adds node parameters, as g2g-eval-bag's ``-p``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from benchmarks.common import machine_info
+from benchmarks.reloc_scoring import (
+    FALSE_ACCEPT_ROT_DEG, FALSE_ACCEPT_TRANS_M, coverage, fix_records, is_false_accept,
+    summarize,
+)
+from benchmarks.verifier_evidence import fix_evidence, rule_table
+
+ROOT = Path(__file__).resolve().parents[1]
+DATE = "2026-11-29"
+# The demo's relocalize settings (g2g_ros/demo.py), a fix every 0.5 s of bag time, no hint.
+RELOC_FLAGS = ("--rig", "sim", "-p", "relocalize.localize_period_s:=0.5",
+               "-p", "relocalize.consistency_count:=1", "-p", "relocalize.min_translation_m:=0.05",
+               "--log-level", "warn")
+METHOD_ROWS = (("G2G alone (the node's windows)", "node", "b0"),
+               ("classical SIFT + RANSAC, same windows", "method", "classical"),
+               ("published fix (G2G + verification)", "node", "fix_b0"),
+               ("'no motion' reference", "method", "identity"))
+
+
+def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Path,
+           drift: tuple = (0.02, 1.0), params: Sequence[str] = ()) -> Dict[str, object]:
+    """Steps 1-4 of the module docstring for one map / query pair; the scored result.
+    ``drift``: the odometry input's scale drift per metre and heading drift (deg) per metre;
+    ``params``: more ``NODE.PARAM:=VALUE`` for g2g-eval-bag (after the demo's)."""
+    from g2g_model.data.format import TrajectoryReader
+    from g2g_model.estimation.pipeline import G2GPipeline
+    from g2g_model.maps.building import build_map_from_trajectory
+    from g2g_model.maps.format import save_map
+    from g2g_model.training.evaluate import default_methods, evaluate_methods
+    from g2g_ros.bags.convert import OdometrySource, convert_trajectory
+    from g2g_ros.bags.eval_bag import evaluate_args
+    from g2g_ros.bags.evaluation import load_ground_truth, load_outputs
+
+    work = out.resolve() / name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    bag = work / "query.mcap"
+    odometry = OdometrySource(drift_per_m=drift[0], yaw_drift_deg_per_m=drift[1])
+    convert_trajectory(query_traj, bag, odometry=odometry, progress=False)
+    pipeline = G2GPipeline.default("relocalization")
+    gmap = build_map_from_trajectory(map_traj, pipeline, ["cam0"], min_translation_m=0.1,
+                                     min_rotation_deg=5.0, progress=False)
+    map_path = save_map(gmap, work / "map.g2gmap")
+    replay_dir = work / "replay"
+    argv = [str(bag), "--graph", "relocalize", "--map", str(map_path), "--out",
+            str(replay_dir), *RELOC_FLAGS, *[a for p in params for a in ("-p", p)],
+            "--pairs-index", str(replay_dir / "pairs.json"),
+            "--dataset-root", str(data_root), "--query-trajectory", str(query_traj),
+            "--map-trajectory", str(map_traj), "--quiet"]
+    command = "g2g-eval-bag " + shlex.join(argv)
+    print(f"[{name}] {command}", flush=True)
+    _, report = evaluate_args(argv)
+    rel = report["relocalization"]
+    methods = {}
+    if "pairs_index" in report:
+        specs = default_methods([], "default", False, identity=True)
+        methods = evaluate_methods("reloc", str(data_root),
+                                   str(Path(report["pairs_index"]["path"]).resolve()),
+                                   specs, str(work / "same_pairs"), progress=False)
+    gt = load_ground_truth(bag)
+    outputs = load_outputs(report["outputs_bag"])
+    truth = {int(s): gt.at(int(s)) for s in gt.stamps}
+    truth = {k: v for k, v in truth.items() if v is not None}
+    records = fix_records(outputs.reloc_poses, truth, outputs.alignments)
+    query = TrajectoryReader(query_traj)
+    evidence = fix_evidence(
+        outputs.alignments, {(f.camera, int(f.stamp_ns)): f for f in gmap.frames},
+        {int(s): query.image("cam0", i) for i, s in enumerate(query.timestamps_ns)},
+        query.rig["cam0"].K, gt.odom_input, gt.base_T_cam["cam0"], truth)
+    map_cams = np.stack([f.world_T_cam for f in gmap.frames])
+    covered = coverage(query.world_T_cam("cam0"), map_cams)
+    rows = {}
+    predicted = rel.get("predicted") or {}
+    for label, source, key in METHOD_ROWS:
+        row = predicted.get(key) if source == "node" else (methods.get(key) or {}).get(
+            "b0", {}).get("all")
+        if row:
+            rows[label] = row
+    return {"name": name, "command": command, "map_keyframes": len(gmap),
+            "query_frames": query.num_frames, "replay": report.get("replay"),
+            "summary": summarize(records, int(rel.get("attempts") or 0),
+                                 float(covered.mean()) if len(covered) else 0.0),
+            "fixes": records, "evidence": evidence, "windows": rows}
+
+
+def _fmt(value, digits=3) -> str:
+    return "-" if value is None else (f"{value:.{digits}f}" if isinstance(value, float)
+                                      else str(value))
+
+
+def _provenance(results: List[Dict[str, object]]) -> List[str]:
+    """The real set's sources (tools/make_real_reloc.py's sources.json) as text lines."""
+    lines = []
+    for r in results:
+        src = r.get("sources")
+        if not src:
+            continue
+        where = "; ".join(f"{k}: {v['repo']}@{v['commit'][:12]}:{v['path']}" if isinstance(
+            v, dict) else f"{k}: {v}" for k, v in src.get("sources", {}).items())
+        lines += [f"Real data ({r['name']}): {src['dataset']['name']} "
+                  f"({src['dataset']['license']}); {where}; split {src['split']} of "
+                  f"{src['frames']} frames; sha256 of every input in sources.json "
+                  "(tools/make_real_reloc.py).", ""]
+    return lines
+
+
+def render(results: List[Dict[str, object]], argv: List[str]) -> str:
+    lines = [f"# Relocalization on a real sequence and its simulated twin ({DATE})", "",
+             "Command: `PYTHONPATH=$PWD python -m benchmarks.bench_real_reloc "
+             + shlex.join(argv) + "`", "", "Machine:", *machine_info(), "",
+             f"False accept: a published fix off by more than {FALSE_ACCEPT_TRANS_M} m or "
+             f"{FALSE_ACCEPT_ROT_DEG} deg. Fix rate where covered: fixes / (localizations x "
+             "the fraction of query frames with a map keyframe within 0.5 m and 30 deg).", "",
+             *_provenance(results),
+             "| run | map kf / query frames | localizations / fixes | fixes by path | fix error "
+             "median / max (m) | rot median / max (deg) | false accepts | covered | fix rate "
+             "where covered |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        s = r["summary"]
+        paths = ", ".join(f"{k} {v}" for k, v in sorted(s["by_path"].items())) or "-"
+        lines.append(
+            f"| {r['name']} | {r['map_keyframes']} / {r['query_frames']} | "
+            f"{s['localizations']} / {s['fixes']} | {paths} | {_fmt(s['trans_median_m'])} / "
+            f"{_fmt(s['trans_max_m'])} | {_fmt(s['rot_median_deg'], 2)} / "
+            f"{_fmt(s['rot_max_deg'], 2)} | {s['false_accepts']} | "
+            f"{_fmt(s['covered_fraction'], 2)} | {_fmt(s['fix_rate_where_covered'], 2)} |")
+    for r in results:
+        lines += ["", f"## {r['name']}: the node's windows (g2g-eval on the same pairs)", "",
+                  "| method | n | failed | rot mean / median (deg) | trans mean / median (m) |",
+                  "|---|---|---|---|---|"]
+        for label, row in r["windows"].items():
+            lines.append(f"| {label} | {row.get('n')} | {row.get('n_failed', 0)} | "
+                         f"{_fmt(row.get('rot_err_mean'), 2)} / "
+                         f"{_fmt(row.get('rot_err_median'), 2)} | "
+                         f"{_fmt(row.get('trans_err_mean'))} / "
+                         f"{_fmt(row.get('trans_err_median'))} |")
+        lines += ["", "Published fixes: the evidence the node publishes (path, inliers, pose "
+                  "source) and the verifier run again on the same windows (verifier_evidence.py"
+                  "):", "",
+                  "| fix | error m / deg | path, published inliers | inliers again | spread | "
+                  "residual px med / p90 | position sd mm | G2G gap m | B0 alone gap m "
+                  "(inliers) | B0 alone error m | true-window error m | window span m | "
+                  "gap to previous fix m |", "|" + "---|" * 13]
+        by_stamp = {e["stamp_ns"]: e for e in r["evidence"]}
+        for f in r["fixes"]:
+            e = by_stamp.get(f["stamp_ns"], {})
+            flag = " **false**" if is_false_accept(f) else ""
+            sd = e.get("position_sd_m")
+            sd = _fmt(None if sd is None else 1e3 * sd, 1)
+            lines.append(
+                f"| {f['stamp_ns']} | {f['trans_err_m']:.3f} / {f['rot_err_deg']:.2f}{flag} | "
+                f"{f['path']}, {f['inliers']} | {_fmt(e.get('inliers'))} | "
+                f"{_fmt(e.get('spread'), 2)} | {_fmt(e.get('residual_px_median'), 2)} / "
+                f"{_fmt(e.get('residual_px_p90'), 2)} | {sd} | {_fmt(e.get('g2g_m'))} | "
+                f"{_fmt(e.get('anchor_m'))} "
+                f"({_fmt(e.get('anchor_inliers'))}) | {_fmt(e.get('anchor_err_m'))} | "
+                f"{_fmt(e.get('true_window_err_m'))} | {_fmt(e.get('window_span_m'), 2)} | "
+                f"{_fmt(e.get('prev_fix_m'))} |")
+        lines += ["", f"Command: `{r['command']}`"]
+    records, bad = [], []
+    for r in results:
+        by_stamp = {e["stamp_ns"]: e for e in r["evidence"]}
+        for f in r["fixes"]:
+            if f["stamp_ns"] in by_stamp and not by_stamp[f["stamp_ns"]].get("skipped"):
+                records.append(by_stamp[f["stamp_ns"]])
+                bad.append(is_false_accept(f))
+    if records:
+        lines += ["", "## Candidate acceptance rules on these fixes (all runs)", "",
+                  "| rule (reject when) | false fixes rejected | good fixes kept |",
+                  "|---|---|---|"]
+        for name, row in rule_table(records, bad).items():
+            lines.append(f"| {name} | {row['bad_rejected']} / {row['bad']} | "
+                         f"{row['good_kept']} / {row['good']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--real", type=Path, default=ROOT / "data" / "real_reloc",
+                        help="built by tools/make_real_reloc.py (map/, query/)")
+    parser.add_argument("--sim-frames", type=int, default=480,
+                        help="frames per pass of the twin (0: no twin)")
+    parser.add_argument("--sim-data", type=Path, default=ROOT / "data" / "real_reloc_sim")
+    parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "real_reloc")
+    parser.add_argument("--drift", type=float, nargs=2, default=(0.02, 1.0),
+                        metavar=("SCALE_PER_M", "YAW_DEG_PER_M"),
+                        help="the query bag's odometry drift (default: the demo's)")
+    parser.add_argument("-p", dest="params", action="append", default=[],
+                        metavar="NODE.PARAM:=VALUE", help="a further node parameter (repeatable)")
+    parser.add_argument("--results", type=Path,
+                        default=ROOT / "benchmarks" / "RESULTS_real_reloc.md")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    results = []
+    if args.real and (args.real / "map").exists():
+        results.append(replay("real", args.real, args.real / "map", args.real / "query",
+                              args.out, tuple(args.drift), args.params))
+        sources = args.real / "sources.json"
+        if sources.exists():
+            results[-1]["sources"] = json.loads(sources.read_text())
+    else:
+        print(f"no real set at {args.real} (tools/make_real_reloc.py builds it)",
+              file=sys.stderr)
+    if args.sim_frames:
+        from benchmarks.sim_handheld import render_twin
+
+        map_traj, query_traj = render_twin(args.sim_data, args.sim_frames)
+        results.append(replay("simulated twin", args.sim_data, map_traj, query_traj, args.out,
+                              tuple(args.drift), args.params))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    text = render(results, list(argv if argv is not None else sys.argv[1:]))
+    args.results.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

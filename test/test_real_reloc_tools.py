@@ -1,0 +1,151 @@
+"""The real-sequence relocalization benchmark's own code: the map / query split of
+tools/make_real_reloc.py and the fix scoring of benchmarks/reloc_scoring.py (the replay itself
+is the benchmark, not a test)."""
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import cv2
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from make_real_reloc import main as make_main, split_frames  # noqa: E402
+
+from benchmarks.reloc_scoring import (  # noqa: E402
+    coverage, fix_records, is_false_accept, summarize,
+)
+from g2g_model.data.format import TrajectoryReader  # noqa: E402
+from g2g_model.geometry import make_pose  # noqa: E402
+
+
+def _yaw(deg):
+    c, s = np.cos(np.radians(deg)), np.sin(np.radians(deg))
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def test_split_frames_half_and_interleave():
+    assert split_frames(10, "half") == (list(range(5)), list(range(5, 10)))
+    assert split_frames(10, "half", 0.3) == ([0, 1, 2], list(range(3, 10)))
+    assert split_frames(7, "interleave") == ([0, 2, 4, 6], [1, 3, 5])
+    with pytest.raises(ValueError, match="at least 4"):
+        split_frames(3, "half")
+    with pytest.raises(ValueError, match="split must be"):
+        split_frames(10, "thirds")
+
+
+def _alignment(stamp_ns, path, inliers):
+    stamp = SimpleNamespace(sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9)
+    return SimpleNamespace(header=SimpleNamespace(stamp=stamp), path=path, inliers=inliers,
+                           pose_source="feature matches (x)", overlap_score=0.5)
+
+
+def test_fix_records_errors_evidence_and_false_accepts():
+    truth = {10**9: np.eye(4), 2 * 10**9: make_pose(_yaw(90.0), np.array([1.0, 0.0, 0.0]))}
+    fixes = [(10**9, make_pose(np.eye(3), np.array([0.1, 0.0, 0.0]))),
+             (2 * 10**9, make_pose(_yaw(94.0), np.array([1.0, 0.0, 0.0]))),
+             (3 * 10**9, np.eye(4))]                      # no ground truth: left out
+    aligns = [_alignment(10**9, "verified", 120), _alignment(2 * 10**9, "", 0)]
+    records = fix_records(fixes, truth, aligns)
+    assert [r["stamp_ns"] for r in records] == [10**9, 2 * 10**9]
+    assert records[0]["trans_err_m"] == pytest.approx(0.1)
+    assert records[0]["rot_err_deg"] == pytest.approx(0.0, abs=1e-6)
+    assert (records[0]["path"], records[0]["inliers"]) == ("verified", 120)
+    assert records[1]["rot_err_deg"] == pytest.approx(4.0)
+    assert records[1]["path"] == "g2g"                    # empty path: G2G alone
+    assert [is_false_accept(r) for r in records] == [False, True]
+    summary = summarize(records, localizations=8, covered_fraction=0.5)
+    assert summary["fixes"] == 2 and summary["false_accepts"] == 1
+    assert summary["by_path"] == {"verified": 1, "g2g": 1}
+    assert summary["false_accepts_by_path"] == {"verified": 0, "g2g": 1}
+    assert summary["trans_median_m"] == pytest.approx(0.05)
+    assert summary["fix_rate_where_covered"] == pytest.approx(0.5)
+    empty = summarize([], localizations=0, covered_fraction=0.0)
+    assert empty["trans_median_m"] is None and empty["fix_rate_where_covered"] is None
+
+
+def test_coverage_needs_position_and_viewing_direction():
+    def cam(x, yaw):   # optical axis (z) horizontal, turned by yaw about the world z
+        look = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+        return make_pose(_yaw(yaw) @ look, np.array([x, 0.0, 1.0]))
+
+    mapped = np.stack([cam(0.0, 0.0)])
+    query = np.stack([cam(0.3, 10.0), cam(0.3, 90.0), cam(2.0, 0.0)])
+    assert coverage(query, mapped).tolist() == [True, False, False]
+    assert coverage(query, mapped[:0]).tolist() == [False] * 3
+
+
+def test_make_real_reloc_from_a_tum_folder(tmp_path):
+    src = tmp_path / "seq"
+    (src / "rgb").mkdir(parents=True)
+    lines, gt = [], ["# timestamp tx ty tz qx qy qz qw"]
+    for i in range(9):
+        t = 100.0 + 0.1 * i
+        img = np.full((48, 64, 3), 20 * i, np.uint8)
+        cv2.imwrite(str(src / "rgb" / f"{t:.6f}.jpg"), img)
+        lines.append(f"{t:.6f} rgb/{t:.6f}.jpg")
+    for k in range(100):
+        gt.append(f"{99.95 + 0.01 * k:.6f} {0.01 * k:.3f} 0 0 0 0 0 1")
+    (src / "rgb.txt").write_text("\n".join(lines) + "\n")
+    (src / "groundtruth.txt").write_text("\n".join(gt) + "\n")
+    out = tmp_path / "out"
+    assert make_main(["--tum-dir", str(src), "--split", "half", "--out", str(out)]) == 0
+    assert TrajectoryReader(out / "map").num_frames == 4
+    assert TrajectoryReader(out / "query").num_frames == 5
+    sources = json.loads((out / "sources.json").read_text())
+    assert sources["split"] == "half" and len(sources["input_sha256"]) == 10
+    assert all(len(v) == 64 for v in sources["input_sha256"].values())
+    with pytest.raises(SystemExit):
+        make_main(["--tum-dir", str(tmp_path / "missing"), "--out", str(out)])
+
+
+def test_solver_evidence_on_an_exact_scene():
+    """Spread, residuals and the anchor-alone solve of a recorded generalized solve whose
+    inputs are exact: zero residuals, and B0 alone lands on the group's B0."""
+    from benchmarks.verifier_evidence import _evidence_of_solve
+    from g2g_model.poselib_conversions import camera_pose, pinhole_camera
+
+    rng = np.random.default_rng(0)
+    K = np.array([[300.0, 0, 160], [0, 300.0, 120], [0, 0, 1]])
+    world = rng.uniform([-2, -1.5, 3], [2, 1.5, 6], (200, 3))
+    b0_T_map = make_pose(_yaw(5.0), np.array([0.1, -0.05, 0.2]))
+    frames = [np.eye(4), make_pose(np.eye(3), np.array([-0.3, 0.0, 0.0]))]   # cam_j_T_b0
+    p2d, p3d, exts, cams = [], [], [], []
+    for cam_T_b0 in frames:
+        Rt = cam_T_b0 @ b0_T_map
+        cam = world @ Rt[:3, :3].T + Rt[:3, 3]
+        uv = cam[:, :2] / cam[:, 2:3] @ K[:2, :2].T + K[:2, 2]
+        inside = (uv[:, 0] > 0) & (uv[:, 0] < 320) & (uv[:, 1] > 0) & (uv[:, 1] < 240)
+        p2d.append(uv[inside])
+        p3d.append(world[inside])
+        exts.append(camera_pose(cam_T_b0))
+        cams.append(pinhole_camera(K, (240, 320)))
+    call = {"p2d": p2d, "p3d": p3d, "exts": exts, "cams": cams,
+            "pose": camera_pose(b0_T_map), "inliers": [np.ones(len(p), bool) for p in p2d],
+            "threshold": 4.0}
+    out = _evidence_of_solve(call)
+    assert out["residual_px_median"] == pytest.approx(0.0, abs=1e-6)
+    assert out["frames_with_inliers"] == 2 and out["spread"] > 0.8
+    assert out["anchor_m"] == pytest.approx(0.0, abs=1e-4)
+    assert out["anchor_deg"] == pytest.approx(0.0, abs=1e-2)
+    assert out["anchor_inliers"] == len(p2d[0])
+
+
+def test_rule_table_counts_rejections():
+    from benchmarks.verifier_evidence import rule_table
+
+    records = [{"residual_px_median": 2.0, "anchor_m": 0.2, "anchor_inliers": 100,
+                "inliers": 300},
+               {"residual_px_median": 1.0, "anchor_m": 0.2, "anchor_inliers": 10,
+                "inliers": 30}]
+    table = rule_table(records, [True, False])
+    assert table["residual median > 1.5 px"] == {"bad_rejected": 1, "bad": 1,
+                                                 "good_kept": 1, "good": 1}
+    # B0-alone's gap counts only with enough inliers of its own
+    assert table["B0 alone vs group > 0.1 m (B0 alone >= 30 inliers)"]["good_kept"] == 1
+    assert table["inliers < 35"] == {"bad_rejected": 0, "bad": 1, "good_kept": 0, "good": 1}
+    assert table["position sd > 5 mm"]["bad_rejected"] == 0          # no value: not applied

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Build the real-image relocalization replay set ``data/real_reloc`` (map + query trajectory).
+
+Nothing of the data is in this repository. The tool reads a real image sequence with metric
+ground truth, splits it into a mapping part and a query part that revisits the mapped views,
+and converts both with ``g2g-data convert-tum`` (``g2g_model.data.convert_tum``) into the
+dataset format; ``benchmarks/bench_real_reloc.py`` replays the query through the relocalize
+node against a map of the mapping part.
+
+Sources (one of):
+
+* ``--tum-dir DIR``: a TUM RGB-D sequence folder as the benchmark distributes it
+  (``rgb.txt``, ``rgb/``, ``groundtruth.txt``; TUM RGB-D is CC BY 4.0, cite Sturm et al.,
+  IROS 2012). A sequence that revisits places (``fr1_room``, ``fr2_xyz``,
+  ``fr3_long_office_household``) takes ``--split half``: map = first part, query = the rest;
+* ``--superglue-repo`` + ``--edgeicp-repo`` (the clones of ``tools/make_real_val.py``): the 17
+  frames (1 Hz) of ``fr3_long_office_household`` that ``magicleap/SuperGluePretrainedNetwork``
+  carries, with the sequence's ground truth from ``ChanghyeonKim93/edgeICP``. The camera does not
+  come back within those 17 s, so the default split there is ``interleave``: even frames make
+  the map, odd frames the query (each query view lies between two mapped ones, 1 s apart).
+
+Writes ``<out>/map/``, ``<out>/query/`` (trajectories, provenance in meta.json) and
+``<out>/sources.json`` (the sources, the split, and the sha256 of every input file read).
+
+Usage::
+
+    python tools/make_real_reloc.py --tum-dir ~/tum/rgbd_dataset_freiburg3_long_office_household \
+        --camera fr3 --split half --max-frames 600 --out data/real_reloc
+    python tools/make_real_reloc.py --superglue-repo ~/src/SuperGluePretrainedNetwork \
+        --edgeicp-repo ~/src/edgeICP --out data/real_reloc
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from make_real_val import DATASET, FRAMES, GROUND_TRUTH, stage  # noqa: E402
+
+from g2g_model.data.convert_tum import convert_tum, source_images  # noqa: E402
+from g2g_model.model.checkpoint import sha256_of  # noqa: E402
+
+SPLITS = ("half", "interleave")
+
+
+def split_frames(count: int, mode: str, map_fraction: float = 0.5
+                 ) -> Tuple[List[int], List[int]]:
+    """Indices ``(map, query)`` of ``count`` time-ordered frames.
+
+    ``half``: the first ``map_fraction`` of the frames map, the rest query (a sequence that
+    comes back to its start); ``interleave``: even frames map, odd frames query."""
+    if count < 4:
+        raise ValueError(f"need at least 4 frames to split, got {count}")
+    if mode == "half":
+        if not 0.0 < map_fraction < 1.0:
+            raise ValueError(f"map_fraction must be in (0, 1), got {map_fraction}")
+        cut = min(max(int(round(count * map_fraction)), 2), count - 2)
+        return list(range(cut)), list(range(cut, count))
+    if mode == "interleave":
+        return list(range(0, count, 2)), list(range(1, count, 2))
+    raise ValueError(f"split must be one of {SPLITS}, got {mode!r}")
+
+
+def write_part(src: Path, stamps: np.ndarray, images: Sequence[Path], idx: Sequence[int],
+               dest: Path) -> None:
+    """A TUM folder ``dest`` whose ``rgb.txt`` lists the frames ``idx`` of ``src`` (absolute
+    paths) and whose ``groundtruth.txt`` is the source's."""
+    dest.mkdir(parents=True)
+    lines = ["# timestamp filename"]
+    lines += [f"{stamps[i] / 1e9:.6f} {Path(images[i]).resolve()}" for i in idx]
+    (dest / "rgb.txt").write_text("\n".join(lines) + "\n")
+    shutil.copyfile(src / "groundtruth.txt", dest / "groundtruth.txt")
+
+
+def build(src: Path, out: Path, camera: str, split: str, max_frames: int, stride: int,
+          map_fraction: float, meta: Dict[str, object], overwrite: bool) -> Dict[str, object]:
+    stamps, images = source_images(src)
+    keep = list(range(0, len(images), stride))[:max_frames or None]
+    stamps, images = np.asarray(stamps)[keep], [images[i] for i in keep]
+    map_idx, query_idx = split_frames(len(images), split, map_fraction)
+    files = {str(Path(p).resolve()): sha256_of(str(p)) for p in images}
+    files[str((src / "groundtruth.txt").resolve())] = sha256_of(str(src / "groundtruth.txt"))
+    summary: Dict[str, object] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for part, idx in (("map", map_idx), ("query", query_idx)):
+            staged = Path(tmp) / part
+            write_part(src, stamps, images, idx, staged)
+            if overwrite and (out / part).exists():
+                shutil.rmtree(out / part)
+            info = convert_tum(staged, out / part, camera=camera,
+                               meta=dict(meta, part=part, split=split), overwrite=overwrite)
+            summary[part] = {"frames_listed": len(idx), "converted": info}
+    return {"split": split, "stride": stride, "max_frames": max_frames,
+            "map_fraction": map_fraction, "frames": len(images), "parts": summary,
+            "input_sha256": files}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tum-dir", type=Path, help="a TUM RGB-D sequence folder")
+    p.add_argument("--camera", default="fr3", help="TUM calibration preset (fr1, fr2, fr3)")
+    p.add_argument("--superglue-repo", type=Path, help="clone / mirror of " + FRAMES["repo"])
+    p.add_argument("--edgeicp-repo", type=Path, help="clone / mirror of " + GROUND_TRUTH["repo"])
+    p.add_argument("--split", choices=SPLITS,
+                   help="default: half for --tum-dir, interleave for the repositories")
+    p.add_argument("--map-fraction", type=float, default=0.5, help="with --split half")
+    p.add_argument("--max-frames", type=int, default=600, help="after --stride; 0: all")
+    p.add_argument("--stride", type=int, default=1, help="keep every n-th image")
+    p.add_argument("--out", type=Path, default=Path("data/real_reloc"))
+    p.add_argument("--overwrite", action="store_true")
+    args = p.parse_args(argv)
+    if (args.tum_dir is None) == (args.superglue_repo is None and args.edgeicp_repo is None):
+        p.error("give either --tum-dir or both --superglue-repo and --edgeicp-repo")
+    if args.stride < 1:
+        p.error("--stride must be >= 1")
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.tum_dir is not None:
+            if not args.tum_dir.is_dir():
+                p.error(f"{args.tum_dir}: not a folder")
+            meta = {"dataset": {"name": f"TUM RGB-D benchmark, {args.tum_dir.name}",
+                                "citation": DATASET["citation"], "license": "CC BY 4.0"},
+                    "source": str(args.tum_dir.resolve())}
+            sources = {"tum_dir": str(args.tum_dir.resolve())}
+            result = build(args.tum_dir, args.out, args.camera, args.split or "half",
+                           args.max_frames, args.stride, args.map_fraction, meta, args.overwrite)
+        else:
+            if args.superglue_repo is None or args.edgeicp_repo is None:
+                p.error("--superglue-repo and --edgeicp-repo go together")
+            with tempfile.TemporaryDirectory() as tmp:
+                names = stage(args.superglue_repo, args.edgeicp_repo, Path(tmp))
+                meta = {"dataset": DATASET, "frames_source": dict(FRAMES, files=len(names)),
+                        "ground_truth_source": GROUND_TRUTH}
+                sources = {"frames": FRAMES, "ground_truth": GROUND_TRUTH}
+                result = build(Path(tmp), args.out, "fr3", args.split or "interleave",
+                               args.max_frames, args.stride, args.map_fraction, meta,
+                               args.overwrite)
+                # The staged copies go away: name the inputs by their repository paths.
+                result["input_sha256"] = {
+                    f"{FRAMES['repo']}@{FRAMES['commit'][:12]}:{FRAMES['path']}/{Path(k).name}"
+                    if Path(k).suffix == ".png" else
+                    f"{GROUND_TRUTH['repo']}@{GROUND_TRUTH['commit'][:12]}:{GROUND_TRUTH['path']}":
+                    v for k, v in result["input_sha256"].items()}
+    except ValueError as exc:
+        print(f"make_real_reloc: error: {exc}", file=sys.stderr)
+        return 2
+    (args.out / "sources.json").write_text(json.dumps(
+        {"dataset": meta["dataset"], "sources": sources, **result}, indent=1, default=str)
+        + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "input_sha256"}, indent=1,
+                     default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
