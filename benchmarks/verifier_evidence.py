@@ -77,24 +77,21 @@ def _evidence_of_solve(call: Mapping) -> Dict[str, object]:
 
 
 def _anchor_alone(call: Mapping, b0_R: np.ndarray, b0_t: np.ndarray) -> Dict[str, object]:
-    """B0 solved from its own matches, and how far that is from the group's B0."""
-    import poselib
+    """B0 solved from its own matches (the verifier's window check,
+    :func:`g2g_model.localization.window_check.anchor_alone`), and how far that is from the
+    group's B0."""
+    from g2g_model.localization.window_check import anchor_alone
 
-    x, X = np.asarray(call["p2d"][0], float), np.asarray(call["p3d"][0], float)
-    if len(x) < 6:
-        return {"anchor_m": None, "anchor_deg": None, "anchor_inliers": 0}
-    pose, info = poselib.estimate_absolute_pose(
-        x, X, call["cams"][0], {"max_reproj_error": call["threshold"], "seed": 0},
-        {"loss_scale": call["threshold"]})
     group = np.eye(4)
     group[:3, :3], group[:3, 3] = b0_R, b0_t
-    alone = np.eye(4)
-    alone[:3, :3], alone[:3, 3] = np.asarray(pose.R), np.asarray(pose.t)
-    rel = relative_pose(invert_pose(group), invert_pose(alone))
+    alone, inliers = anchor_alone(call["p2d"][:1], call["p3d"][:1], [np.eye(4)],
+                                  call["cams"][:1], call["threshold"], invert_pose(group))
+    if alone is None:
+        return {"anchor_m": None, "anchor_deg": None, "anchor_inliers": 0}
+    rel = relative_pose(invert_pose(group), alone)
     return {"anchor_m": float(np.linalg.norm(rel[:3, 3])),
             "anchor_deg": float(rotation_angle_deg(rel[:3, :3])),
-            "anchor_inliers": int(np.sum(info.get("inliers", []))),
-            "anchor_map_T_b0": invert_pose(alone)}
+            "anchor_inliers": inliers, "anchor_map_T_b0": alone}
 
 
 def verify_again(verifier, group_a: Group, query: Group, map_T_b: np.ndarray

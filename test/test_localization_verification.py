@@ -163,3 +163,25 @@ def test_a_view_prior_narrows_the_matching_and_keeps_the_accuracy(scene):
     # see what it sees: no pose is found (the prior really decides what is matched).
     away = truth @ make_pose(axis_angle_to_matrix([0.0, np.pi, 0.0]), [0.0, 0.0, 0.0])
     assert StructureVerifier()(group_a, query, seed, view_prior=away).path == PATH_G2G
+
+
+def test_a_window_bent_by_odometry_drift_is_refused(scene):
+    # The query's later instants placed 0.5 m off by the odometry: the window is no longer one
+    # rigid group, and its first instant (the rig's cameras at that stamp) solved alone shows it.
+    group_a, query, truth = case(scene)
+    instant = np.arange(len(query.images)) % 5  # rig_group: camera-major, 5 instants
+    bent = np.asarray(query.cam_to_world).copy()
+    bent[instant >= 2, :3, 3] += np.array([0.5, 0.0, 0.0])
+    bent_query = Group(images=query.images, intrinsics=query.intrinsics, cam_to_world=bent,
+                       stamps=list(instant))
+    result = StructureVerifier()(group_a, bent_query, perturbed(truth, 0.1, 2.0))
+    assert result.path == PATH_G2G and "not one rigid group" in result.reason, result.reason
+    # The same window with the check off is solved: bent, to tens of centimetres.
+    off = StructureVerifier(VerifierConfig(window_check_m=0.0))(
+        group_a, bent_query, perturbed(truth, 0.1, 2.0))
+    assert off.path != PATH_G2G and pose_error(truth[0], off.map_T_b0)[0] > 0.1, off.reason
+    # Unbent, the check passes (the tests above run with it on, without stamps: B0 alone).
+    straight = Group(images=query.images, intrinsics=query.intrinsics,
+                     cam_to_world=query.cam_to_world, stamps=list(instant))
+    assert StructureVerifier()(group_a, straight, perturbed(truth, 0.1, 2.0)).path == \
+        PATH_VERIFIED

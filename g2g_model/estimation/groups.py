@@ -28,7 +28,8 @@ class Group:
         images: N RGB images, each ``uint8 [H, W, 3]`` (sizes may differ between frames).
         intrinsics: one ``[3, 3]`` K for all frames or ``[N, 3, 3]``, in pixels of each image.
         cam_to_world: ``[N, 4, 4]`` camera-to-world poses, OpenCV axes, metres.
-        stamps: optional N acquisition times (any unit); carried through, never used.
+        stamps: optional N acquisition times (any unit); G2G does not use them (the
+            relocalization verifier tells the window's first instant by them).
     """
 
     images: Sequence[np.ndarray]

@@ -109,11 +109,13 @@ class RigViews:
 
 def rig_group(query: Group, views: Optional[RigViews]) -> Group:
     """The query group plus every stored view at its stamps (odometry poses through each view's
-    extrinsics relative to the relocalization camera). Without views: the query itself."""
+    extrinsics relative to the relocalization camera; each view carries its stamp). Without
+    views: the query itself."""
     if views is None or query.stamps is None:
         return query
     images, ks, poses = list(query.images), list(np.asarray(query.intrinsics)), \
         list(np.asarray(query.cam_to_world))
+    stamps = [int(s) for s in query.stamps]
     if np.asarray(query.intrinsics).ndim == 2:
         ks = [np.asarray(query.intrinsics)] * len(images)
     for stamp, odom_T_reloc in zip(query.stamps, np.asarray(query.cam_to_world)):
@@ -124,9 +126,11 @@ def rig_group(query: Group, views: Optional[RigViews]) -> Group:
             images.append(got[0])
             ks.append(got[1])
             poses.append(odom_T_reloc @ view.reloc_T_cam)
+            stamps.append(int(stamp))
     if len(images) == len(query.images):
         return query
-    return Group(images=images, intrinsics=np.stack(ks), cam_to_world=np.stack(poses))
+    return Group(images=images, intrinsics=np.stack(ks), cam_to_world=np.stack(poses),
+                 stamps=stamps)
 
 
 def map_rig_window(gmap: G2GMap, window: Sequence[int]) -> Group:

@@ -10,7 +10,10 @@ texture, geometry can check and sharpen that answer:
    query group is solved by generalized absolute pose (the query frames form a generalized
    camera whose intra-group poses come from odometry) with RANSAC and non-linear refinement:
    PoseLib's ``estimate_generalized_absolute_pose``, seeded with G2G's estimate;
-4. the covariance of the refined pose comes from the reprojection residuals of its inliers
+4. the window must be one rigid group: its first instant solved alone may not put the anchor
+   far from the group's solution (:mod:`.window_check`: odometry drift inside the window bends
+   the group);
+5. the covariance of the refined pose comes from the reprojection residuals of its inliers
    (Gauss-Newton: ``sigma^2 (J^T J)^-1``).
 
 The outcome says which path it took: ``verified`` (geometry agrees with G2G), ``refined``
@@ -39,6 +42,7 @@ from g2g_model.localization.local_features import (
 from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of this API)
     PATH_G2G, PATH_REFINED, PATH_VERIFIED, Fallback, judge,
 )
+from g2g_model.localization.window_check import check_window
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 LOG = logging.getLogger(__name__)
@@ -87,6 +91,10 @@ class VerifierConfig:
     max_turn_deg: float = 180.0         # rig odometry: the rig's largest turn between keyframes
     #                                     that camera pairing allows for (180: every pair)
     standstill_deg: float = 0.25        # rig odometry: matches moved less: no motion (rig_motion)
+    # Relocalization: the query's first frame solved alone (with this many inliers) further
+    # than this from the window's solution refuses the fix (window_check; 0: off).
+    window_check_m: float = 0.1
+    window_check_inliers: int = 30
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
@@ -107,6 +115,12 @@ class VerifierConfig:
                              f"{self.max_image_px}")
         if not 0 <= float(self.standstill_deg) < 10:
             raise ValueError(f"standstill_deg must be in [0, 10) (0: off): {self.standstill_deg}")
+        if not (np.isfinite(float(self.window_check_m)) and float(self.window_check_m) >= 0):
+            raise ValueError(f"window_check_m must be >= 0 (0: off), got "
+                             f"{self.window_check_m}")
+        if int(self.window_check_inliers) < 6:
+            raise ValueError(f"window_check_inliers must be >= 6, got "
+                             f"{self.window_check_inliers}")
         if not 0 <= float(self.max_turn_deg) <= 180:
             raise ValueError(f"max_turn_deg must be in [0, 180], got {self.max_turn_deg}")
         return self
@@ -357,6 +371,10 @@ class StructureVerifier:
         if not np.all(np.isfinite(b0_T_map)):
             raise Fallback("the geometric solution is not finite")
         map_T_b0 = invert_pose(b0_T_map)
+        if cfg.window_check_m > 0:
+            check_window(p2d, p3d, [b0_T_odom @ T for T in odom_T_b], cams,
+                         getattr(query, "stamps", None), cfg.reprojection_px, map_T_b0,
+                         cfg.window_check_m, cfg.window_check_inliers)
         cov = pose_covariance(map_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
                               [p[m] for p, m in zip(p3d, inlier_masks)],
                               [e.Rt for e in exts], k_b)

@@ -99,6 +99,10 @@ class RelocalizeParams(VerifyParams, CameraParams):
     verify_cameras: List[str] = param([""], "rig cameras whose images join the verification "
                                       "(their images at the query stamps); [''] = every camera "
                                       "of cameras, [] = reloc_camera only")
+    verify_window_check_m: float = param(
+        0.1, "refuse a geometric fix when the query window's first frame, solved alone with "
+        ">= 30 inliers, lies further than this from the window's solution (odometry drift "
+        "inside the window bends it); 0 = off", value_range=(0.0, 100.0))
     device: str = param("cpu", "torch device")
     precision: str = param("auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
                            "or bf16")
