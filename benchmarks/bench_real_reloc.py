@@ -217,6 +217,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="built by tools/make_real_reloc.py (map/, query/)")
     parser.add_argument("--sim-frames", type=int, default=480,
                         help="frames per pass of the twin (0: no twin)")
+    parser.add_argument("--sim-size", default="640x480", metavar="WxH",
+                        help="the twin's images (default: the real set's 640 x 480)")
     parser.add_argument("--sim-data", type=Path, default=ROOT / "data" / "real_reloc_sim")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "real_reloc")
     parser.add_argument("--drift", type=float, nargs=2, default=(0.02, 1.0),
@@ -242,7 +244,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.sim_frames:
         from benchmarks.sim_handheld import render_twin
 
-        map_traj, query_traj = render_twin(args.sim_data, args.sim_frames)
+        try:
+            size = tuple(int(v) for v in args.sim_size.lower().split("x"))
+            assert len(size) == 2 and min(size) >= 64
+        except (ValueError, AssertionError):
+            parser.error(f"--sim-size must be WIDTHxHEIGHT (each >= 64), got {args.sim_size!r}")
+        map_traj, query_traj = render_twin(args.sim_data, args.sim_frames, size)
         results.append(replay("simulated twin", args.sim_data, map_traj, query_traj, args.out,
                               tuple(args.drift), args.params))
     args.out.mkdir(parents=True, exist_ok=True)
