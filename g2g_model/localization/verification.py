@@ -42,7 +42,7 @@ from g2g_model.localization.local_features import (
 from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of this API)
     PATH_G2G, PATH_REFINED, PATH_VERIFIED, Fallback, judge,
 )
-from g2g_model.localization.window_check import check_window
+from g2g_model.localization.window_check import check_window, frames_within, subgroup
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 LOG = logging.getLogger(__name__)
@@ -95,6 +95,9 @@ class VerifierConfig:
     # than this from the window's solution refuses the fix (window_check; 0: off).
     window_check_m: float = 0.1
     window_check_inliers: int = 30
+    # Relocalization: only the query instants within this odometry travel of the first join the
+    # geometric solve (0: the whole window); drift inside a long window bends the group.
+    window_span_m: float = 0.0
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
@@ -118,6 +121,9 @@ class VerifierConfig:
         if not (np.isfinite(float(self.window_check_m)) and float(self.window_check_m) >= 0):
             raise ValueError(f"window_check_m must be >= 0 (0: off), got "
                              f"{self.window_check_m}")
+        if not (np.isfinite(float(self.window_span_m)) and float(self.window_span_m) >= 0):
+            raise ValueError(f"window_span_m must be >= 0 (0: the whole window), got "
+                             f"{self.window_span_m}")
         if int(self.window_check_inliers) < 6:
             raise ValueError(f"window_check_inliers must be >= 6, got "
                              f"{self.window_check_inliers}")
@@ -309,6 +315,12 @@ class StructureVerifier:
         cfg = self.config
         if not np.all(np.isfinite(map_T_b)):
             raise Fallback("G2G's estimate is not finite")
+        if cfg.window_span_m > 0:  # the instants near the first one (window_check)
+            keep = frames_within(query.cam_to_world, getattr(query, "stamps", None),
+                                 cfg.window_span_m)
+            if len(keep) < len(query.images):
+                query, map_T_b = subgroup(query, keep), map_T_b[keep]
+                view_prior = None if view_prior is None else np.asarray(view_prior)[keep]
         k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         window_key = tuple(self.local.image_key(im) for im in group_a.images)

@@ -10,6 +10,10 @@ depend on the odometry between instants; where they have enough inliers to be tr
 B0 far from the group's solution, the window is not one rigid group and the fix is refused.
 On those replays (B0 alone, one camera): 2 of 2 wrong fixes refused, 15 of 15 good ones kept,
 with 30 inliers required (with 3-4 inliers B0 alone is metres off: fewer say nothing).
+
+:func:`frames_within` bounds the cause instead: only the instants within a span of odometry
+travel from the first one join the solve (``verify_window_span_m``), so drift of a few percent
+per metre bends the group by centimetres at most.
 """
 
 from __future__ import annotations
@@ -21,6 +25,29 @@ import numpy as np
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.verdict import Fallback
 from g2g_model.poselib_conversions import camera_pose, pose_matrix
+
+
+def frames_within(cam_to_world: np.ndarray, stamps: Optional[Sequence[int]],
+                  span_m: float) -> np.ndarray:
+    """Indices of the query frames taken where the odometry had moved at most ``span_m`` from
+    the window's first instant (every frame when ``span_m`` is 0). An instant's displacement
+    is that of its first frame (the relocalization camera's: the query window comes first in
+    the group), so the rig's other cameras at that stamp go with it whatever their lever arm;
+    without stamps, each frame's own position counts. The anchor is always kept."""
+    poses = np.asarray(cam_to_world, float)
+    if span_m <= 0 or len(poses) < 2:
+        return np.arange(len(poses))
+    positions = poses[:, :3, 3]
+    if stamps is not None and len(stamps) == len(poses):
+        stamps = np.asarray(stamps, dtype=np.int64)
+        first = {}
+        for j, stamp in enumerate(stamps.tolist()):
+            first.setdefault(stamp, j)
+        positions = positions[[first[s] for s in stamps.tolist()]]
+    moved = np.linalg.norm(positions - positions[0], axis=1)
+    keep = moved <= span_m
+    keep[0] = True
+    return np.flatnonzero(keep)
 
 
 def first_instant(stamps: Optional[Sequence[int]], count: int) -> np.ndarray:
@@ -87,3 +114,17 @@ def check_window(points2d: Sequence[np.ndarray], points3d: Sequence[np.ndarray],
                        f"(> verify_window_check_m {max_gap_m:g}): odometry drift inside the "
                        f"window?")
     return gap
+
+
+def subgroup(group, keep: Sequence[int]):
+    """The frames ``keep`` of a query :class:`~g2g_model.estimation.groups.Group` (intrinsics,
+    poses and stamps with them)."""
+    from g2g_model.estimation.groups import Group
+
+    keep = [int(i) for i in keep]
+    ks = np.asarray(group.intrinsics, float)
+    stamps = getattr(group, "stamps", None)
+    return Group(images=[group.images[i] for i in keep],
+                 intrinsics=ks if ks.ndim == 2 else ks[keep],
+                 cam_to_world=np.asarray(group.cam_to_world, float)[keep],
+                 stamps=None if stamps is None else [stamps[i] for i in keep])

@@ -47,7 +47,8 @@ class VerifyParams:
 def verifier_config(p: Dict) -> VerifierConfig:
     """The verification the parameters describe (``ValueError`` naming a bad value). The
     rig-odometry parameters ``verify_max_turn_deg`` and ``verify_standstill_deg`` and
-    relocalization's ``verify_window_check_m`` are used where they are declared."""
+    relocalization's ``verify_window_check_m`` and ``verify_window_span_m`` are used where they
+    are declared."""
     return VerifierConfig(enabled=bool(p["verify"]), feature=p["verify_feature"],
                           min_inliers=p["verify_min_inliers"],
                           reprojection_px=p["verify_reprojection_px"],
@@ -57,4 +58,6 @@ def verifier_config(p: Dict) -> VerifierConfig:
                           standstill_deg=p.get("verify_standstill_deg",
                                                VerifierConfig.standstill_deg),
                           window_check_m=p.get("verify_window_check_m",
-                                               VerifierConfig.window_check_m)).validate()
+                                               VerifierConfig.window_check_m),
+                          window_span_m=p.get("verify_window_span_m",
+                                              VerifierConfig.window_span_m)).validate()

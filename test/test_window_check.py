@@ -1,0 +1,39 @@
+"""The query window's rigidity (g2g_model.localization.window_check): which instants join the
+solve, and the sub-group they make."""
+
+import numpy as np
+
+from g2g_model.estimation.groups import Group
+from g2g_model.geometry import make_pose
+from g2g_model.localization.window_check import first_instant, frames_within, subgroup
+
+
+def _window():
+    # The relocalization camera at 4 instants 0.3 m apart, then a side camera with a 1.5 m
+    # lever arm at instants 0 and 2 (the rig's views follow the query window).
+    reloc = [make_pose(np.eye(3), [0.3 * i, 0.0, 0.0]) for i in range(4)]
+    side = [make_pose(np.eye(3), [0.3 * i, 1.5, 0.0]) for i in (0, 2)]
+    stamps = [10, 20, 30, 40, 10, 30]
+    ks = np.stack([np.diag([100.0 + i, 100.0, 1.0]) for i in range(6)])
+    return Group([np.full((4, 4, 3), i, np.uint8) for i in range(6)], ks,
+                 np.stack(reloc + side), stamps=stamps)
+
+
+def test_instants_within_the_span_join_with_all_their_cameras():
+    group = _window()
+    np.testing.assert_array_equal(frames_within(group.cam_to_world, group.stamps, 0.65),
+                                  [0, 1, 2, 4, 5])  # instants 10-30; the side camera goes too
+    np.testing.assert_array_equal(frames_within(group.cam_to_world, group.stamps, 0.0),
+                                  np.arange(6))  # 0: the whole window
+    # Without stamps each frame's own position counts: the side camera is 1.5 m away.
+    np.testing.assert_array_equal(frames_within(group.cam_to_world, None, 0.65), [0, 1, 2])
+    np.testing.assert_array_equal(first_instant(group.stamps, 6), [0, 4])
+    np.testing.assert_array_equal(first_instant(None, 6), [0])
+
+
+def test_subgroup_keeps_each_frame_with_its_calibration_pose_and_stamp():
+    group = _window()
+    sub = subgroup(group, [0, 2, 5])
+    assert [int(im[0, 0, 0]) for im in sub.images] == [0, 2, 5] and sub.stamps == [10, 30, 30]
+    np.testing.assert_allclose(sub.intrinsics[:, 0, 0], [100.0, 102.0, 105.0])
+    np.testing.assert_allclose(sub.cam_to_world[2, :3, 3], [0.6, 1.5, 0.0])
