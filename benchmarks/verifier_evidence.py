@@ -3,7 +3,8 @@
 A published ``GroupAlignment`` names its map window (``stamps_a``), its query window
 (``stamps_b``), G2G's poses (``poses_b``) and the verifier's path and inlier count. This runs
 the relocalize node's verifier (:class:`~g2g_model.localization.verification.StructureVerifier`,
-default settings) again on the same windows -- the map's keyframes, the query images, the
+default settings with its window check and span off: the whole window's solve, which those
+judge) again on the same windows -- the map's keyframes, the query images, the
 query's intra-window poses from the bag's (drifted) odometry and G2G's estimate carried by that
 odometry, as the node does -- and records what it decided on:
 
@@ -119,8 +120,8 @@ def verify_again(verifier, group_a: Group, query: Group, map_T_b: np.ndarray
            "g2g_m": None, "g2g_deg": None, "map_T_b0": np.asarray(result.map_T_b0, float)}
     if result.g2g_disagreement is not None:
         out["g2g_m"], out["g2g_deg"] = (float(v) for v in result.g2g_disagreement)
-    if calls:
-        out.update(_evidence_of_solve(calls[-1]))
+    if calls:  # the window's solve (a window check's own solve may follow it)
+        out.update(_evidence_of_solve(calls[0]))
     return out
 
 
@@ -148,7 +149,8 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
     the odometry inside the window costs."""
     from g2g_model.localization.verification import StructureVerifier, VerifierConfig
 
-    verifier = verifier or StructureVerifier(VerifierConfig())
+    verifier = verifier or StructureVerifier(VerifierConfig(window_check_m=0.0,
+                                                            window_span_m=0.0))
     truth_T_base = truth_T_base or {}
     records: List[Dict[str, object]] = []
     previous: Optional[np.ndarray] = None

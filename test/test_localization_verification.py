@@ -126,7 +126,7 @@ def test_a_non_finite_g2g_estimate_is_reported(scene):
 
 def test_features_are_described_once(scene):
     group_a, query, truth = case(scene)
-    verifier = StructureVerifier()
+    verifier = StructureVerifier(VerifierConfig(window_span_m=0.0))  # every query frame
     verifier(group_a, query, truth)
     cached = len(verifier.local)
     verifier(group_a, query, truth)
@@ -172,16 +172,20 @@ def test_a_window_bent_by_odometry_drift_is_refused(scene):
     instant = np.arange(len(query.images)) % 5  # rig_group: camera-major, 5 instants
     bent = np.asarray(query.cam_to_world).copy()
     bent[instant >= 2, :3, 3] += np.array([0.5, 0.0, 0.0])
-    bent_query = Group(images=query.images, intrinsics=query.intrinsics, cam_to_world=bent,
-                       stamps=list(instant))
-    result = StructureVerifier()(group_a, bent_query, perturbed(truth, 0.1, 2.0))
-    assert result.path == PATH_G2G and "not one rigid group" in result.reason, result.reason
+
+    def run(query_poses, **config):
+        q = Group(images=query.images, intrinsics=query.intrinsics, cam_to_world=query_poses,
+                  stamps=list(instant))
+        return StructureVerifier(VerifierConfig(**config))(group_a, q, perturbed(truth, 0.1, 2.0))
+
+    whole = {"window_span_m": 0.0}  # the whole window in the solve
+    refused = run(bent, **whole)
+    assert refused.path == PATH_G2G and "not one rigid group" in refused.reason, refused.reason
     # The same window with the check off is solved: bent, to tens of centimetres.
-    off = StructureVerifier(VerifierConfig(window_check_m=0.0))(
-        group_a, bent_query, perturbed(truth, 0.1, 2.0))
+    off = run(bent, window_check_m=0.0, **whole)
     assert off.path != PATH_G2G and pose_error(truth[0], off.map_T_b0)[0] > 0.1, off.reason
-    # Unbent, the check passes (the tests above run with it on, without stamps: B0 alone).
-    straight = Group(images=query.images, intrinsics=query.intrinsics,
-                     cam_to_world=query.cam_to_world, stamps=list(instant))
-    assert StructureVerifier()(group_a, straight, perturbed(truth, 0.1, 2.0)).path == \
-        PATH_VERIFIED
+    # Straight, the check passes.
+    assert run(np.asarray(query.cam_to_world), **whole).path == PATH_VERIFIED
+    # The default span keeps the instants near the first: the bend stays out of the solve.
+    near = run(bent)
+    assert near.path != PATH_G2G and pose_error(truth[0], near.map_T_b0)[0] < 0.03, near.reason

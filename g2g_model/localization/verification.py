@@ -96,8 +96,9 @@ class VerifierConfig:
     window_check_m: float = 0.1
     window_check_inliers: int = 30
     # Relocalization: only the query instants within this odometry travel of the first join the
-    # geometric solve (0: the whole window); drift inside a long window bends the group.
-    window_span_m: float = 0.0
+    # geometric solve (0: the whole window); drift inside a long window bends the group (the
+    # real TUM replay: wrong fixes 0.19-0.21 m over 2.2 m windows; 2.5 cm within 0.5 m).
+    window_span_m: float = 0.5
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from g2g_model.localization.correction import GateConfig
+from g2g_model.localization.verification import VerifierConfig
 from g2g_model.localization.window_selector import WINDOW_SCORERS, SelectorConfig
 from g2g_ros.model_loading import (BACKBONE_WEIGHTS_DESCRIPTION, model_max_frames,
                                    window_size_problem)
@@ -100,13 +101,14 @@ class RelocalizeParams(VerifyParams, CameraParams):
                                       "(their images at the query stamps); [''] = every camera "
                                       "of cameras, [] = reloc_camera only")
     verify_window_check_m: float = param(
-        0.1, "refuse a geometric fix when the query window's first frame, solved alone with "
-        ">= 30 inliers, lies further than this from the window's solution (odometry drift "
-        "inside the window bends it); 0 = off", value_range=(0.0, 100.0))
+        VerifierConfig.window_check_m, "refuse a geometric fix when the query window's first "
+        "instant, solved alone with >= 30 inliers, puts its first frame further than this "
+        "from the window's solution (odometry drift inside the window bends it); 0 = off",
+        value_range=(0.0, 100.0))
     verify_window_span_m: float = param(
-        0.0, "only the query instants within this odometry travel of the window's first one "
-        "join the geometric solve (drift inside a long window bends the rigid group); 0 = the "
-        "whole window", value_range=(0.0, 1000.0))
+        VerifierConfig.window_span_m, "only the query instants within this odometry travel of "
+        "the window's first one join the geometric solve (drift inside a long window bends "
+        "the rigid group); 0 = the whole window", value_range=(0.0, 1000.0))
     device: str = param("cpu", "torch device")
     precision: str = param("auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
                            "or bf16")
