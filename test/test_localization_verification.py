@@ -126,7 +126,7 @@ def test_a_non_finite_g2g_estimate_is_reported(scene):
 
 def test_features_are_described_once(scene):
     group_a, query, truth = case(scene)
-    verifier = StructureVerifier(VerifierConfig(window_span_m=0.0))  # every query frame
+    verifier = StructureVerifier()
     verifier(group_a, query, truth)
     cached = len(verifier.local)
     verifier(group_a, query, truth)
@@ -178,7 +178,7 @@ def test_a_window_bent_by_odometry_drift_is_refused(scene):
                   stamps=list(instant))
         return StructureVerifier(VerifierConfig(**config))(group_a, q, perturbed(truth, 0.1, 2.0))
 
-    whole = {"window_span_m": 0.0}  # the whole window in the solve
+    whole = {"window_span_m": 0.0}  # the whole window's solution, not refined near its start
     refused = run(bent, **whole)
     assert refused.path == PATH_G2G and "not one rigid group" in refused.reason, refused.reason
     # The same window with the check off is solved: bent, to tens of centimetres.
@@ -186,6 +186,6 @@ def test_a_window_bent_by_odometry_drift_is_refused(scene):
     assert off.path != PATH_G2G and pose_error(truth[0], off.map_T_b0)[0] > 0.1, off.reason
     # Straight, the check passes.
     assert run(np.asarray(query.cam_to_world), **whole).path == PATH_VERIFIED
-    # The default span keeps the instants near the first: the bend stays out of the solve.
+    # The default span refines on the instants near the first: the bend is left out.
     near = run(bent)
     assert near.path != PATH_G2G and pose_error(truth[0], near.map_T_b0)[0] < 0.03, near.reason

@@ -1,11 +1,11 @@
-"""The query window's rigidity (g2g_model.localization.window_check): which instants join the
-solve, and the sub-group they make."""
+"""The query window's rigidity (g2g_model.localization.window_check): which instants refine the
+solve, and which make the first instant."""
 
 import numpy as np
 
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import make_pose
-from g2g_model.localization.window_check import first_instant, frames_within, subgroup
+from g2g_model.localization.window_check import first_instant, frames_within
 
 
 def _window():
@@ -29,11 +29,3 @@ def test_instants_within_the_span_join_with_all_their_cameras():
     np.testing.assert_array_equal(frames_within(group.cam_to_world, None, 0.65), [0, 1, 2])
     np.testing.assert_array_equal(first_instant(group.stamps, 6), [0, 4])
     np.testing.assert_array_equal(first_instant(None, 6), [0])
-
-
-def test_subgroup_keeps_each_frame_with_its_calibration_pose_and_stamp():
-    group = _window()
-    sub = subgroup(group, [0, 2, 5])
-    assert [int(im[0, 0, 0]) for im in sub.images] == [0, 2, 5] and sub.stamps == [10, 30, 30]
-    np.testing.assert_allclose(sub.intrinsics[:, 0, 0], [100.0, 102.0, 105.0])
-    np.testing.assert_allclose(sub.cam_to_world[2, :3, 3], [0.6, 1.5, 0.0])

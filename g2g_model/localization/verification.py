@@ -42,7 +42,7 @@ from g2g_model.localization.local_features import (
 from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of this API)
     PATH_G2G, PATH_REFINED, PATH_VERIFIED, Fallback, judge,
 )
-from g2g_model.localization.window_check import check_window, frames_within, subgroup
+from g2g_model.localization.window_check import check_window, frames_within
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 LOG = logging.getLogger(__name__)
@@ -95,8 +95,8 @@ class VerifierConfig:
     # than this from the window's solution refuses the fix (window_check; 0: off).
     window_check_m: float = 0.1
     window_check_inliers: int = 30
-    # Relocalization: only the query instants within this odometry travel of the first join the
-    # geometric solve (0: the whole window); drift inside a long window bends the group (the
+    # Relocalization: the whole window's solution is refined on the query instants within this
+    # odometry travel of the first (0: off); drift inside a long window bends the group (the
     # real TUM replay: wrong fixes 0.19-0.21 m over 2.2 m windows; 2.5 cm within 0.5 m).
     window_span_m: float = 0.5
 
@@ -311,17 +311,9 @@ class StructureVerifier:
 
     def _verify(self, group_a, query, map_T_b: np.ndarray,
                 view_prior: Optional[np.ndarray]) -> Optional[Verification]:
-        import poselib
-
         cfg = self.config
         if not np.all(np.isfinite(map_T_b)):
             raise Fallback("G2G's estimate is not finite")
-        if cfg.window_span_m > 0:  # the instants near the first one (window_check)
-            keep = frames_within(query.cam_to_world, getattr(query, "stamps", None),
-                                 cfg.window_span_m)
-            if len(keep) < len(query.images):
-                query, map_T_b = subgroup(query, keep), map_T_b[keep]
-                view_prior = None if view_prior is None else np.asarray(view_prior)[keep]
         k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         window_key = tuple(self.local.image_key(im) for im in group_a.images)
@@ -368,31 +360,53 @@ class StructureVerifier:
         if matched < cfg.min_inliers:
             raise Fallback(f"{matched} query features match the map window's "
                            f"{num_points} points (< {cfg.min_inliers})")
-        pose, info = poselib.estimate_generalized_absolute_pose(
-            p2d, p3d, exts, cams,
-            {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
-             "max_iterations": cfg.ransac_iterations,
-             "min_iterations": min(100, cfg.ransac_iterations)},
-            {"loss_scale": cfg.reprojection_px},
-            initial_pose=camera_pose(invert_pose(map_T_b[0])))
-        inlier_masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
+        b0_T_map, inlier_masks = solve_group(p2d, p3d, exts, cams, cfg,
+                                             invert_pose(map_T_b[0]))
         inliers = int(sum(m.sum() for m in inlier_masks))
         if inliers < cfg.min_inliers:
             raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
                            f"among {matched} matches")
-        b0_T_map = pose_matrix(pose)
         if not np.all(np.isfinite(b0_T_map)):
             raise Fallback("the geometric solution is not finite")
+        stamps = getattr(query, "stamps", None)
+        used = np.arange(len(p2d))
+        near = frames_within(odom_T_b, stamps, cfg.window_span_m)
+        if len(near) < len(p2d):
+            # Refined on the instants near the first one, from the whole window's solution:
+            # drift inside a long window bends the whole (window_check).
+            pose, masks = solve_group([p2d[i] for i in near], [p3d[i] for i in near],
+                                      [exts[i] for i in near], [cams[i] for i in near], cfg,
+                                      b0_T_map)
+            if sum(m.sum() for m in masks) >= cfg.min_inliers and np.all(np.isfinite(pose)):
+                b0_T_map, inlier_masks, used = pose, masks, near
+                inliers = int(sum(m.sum() for m in masks))
         map_T_b0 = invert_pose(b0_T_map)
         if cfg.window_check_m > 0:
-            check_window(p2d, p3d, [b0_T_odom @ T for T in odom_T_b], cams,
-                         getattr(query, "stamps", None), cfg.reprojection_px, map_T_b0,
-                         cfg.window_check_m, cfg.window_check_inliers)
-        cov = pose_covariance(map_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
-                              [p[m] for p, m in zip(p3d, inlier_masks)],
-                              [e.Rt for e in exts], k_b)
+            check_window(p2d, p3d, [b0_T_odom @ T for T in odom_T_b], cams, stamps,
+                         cfg.reprojection_px, map_T_b0, cfg.window_check_m,
+                         cfg.window_check_inliers)
+        cov = pose_covariance(map_T_b0, [p2d[i][m] for i, m in zip(used, inlier_masks)],
+                              [p3d[i][m] for i, m in zip(used, inlier_masks)],
+                              [exts[i].Rt for i in used], np.stack([k_b[i] for i in used]))
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
+
+
+def solve_group(p2d: Sequence[np.ndarray], p3d: Sequence[np.ndarray], exts: Sequence,
+                cams: Sequence[dict], cfg: VerifierConfig, b0_T_map: np.ndarray
+                ) -> Tuple[np.ndarray, List[np.ndarray]]:
+    """One rigid pose ``b0_T_map`` of the query group from its frames' 2D-3D matches (PoseLib's
+    generalized absolute pose, RANSAC + refinement, started at ``b0_T_map``) and each frame's
+    inlier mask."""
+    import poselib
+
+    pose, info = poselib.estimate_generalized_absolute_pose(
+        list(p2d), list(p3d), list(exts), list(cams),
+        {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
+         "max_iterations": cfg.ransac_iterations,
+         "min_iterations": min(100, cfg.ransac_iterations)},
+        {"loss_scale": cfg.reprojection_px}, initial_pose=camera_pose(b0_T_map))
+    return pose_matrix(pose), [np.asarray(m, bool) for m in info.get("inliers", [])]
 
 
 def new_local_features(cfg: VerifierConfig) -> LocalFeatures:

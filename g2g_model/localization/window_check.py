@@ -11,9 +11,10 @@ B0 far from the group's solution, the window is not one rigid group and the fix 
 On those replays (B0 alone, one camera): 2 of 2 wrong fixes refused, 15 of 15 good ones kept,
 with 30 inliers required (with 3-4 inliers B0 alone is metres off: fewer say nothing).
 
-:func:`frames_within` bounds the cause instead: only the instants within a span of odometry
-travel from the first one join the solve (``verify_window_span_m``), so drift of a few percent
-per metre bends the group by centimetres at most.
+:func:`frames_within` bounds the cause instead: the verifier refines the whole window's solution
+on the instants within a span of odometry travel from the first one (``verify_window_span_m``),
+so drift of a few percent per metre bends it by a centimetre or so; where those instants have
+too few inliers the whole window's solution stands (and is checked).
 """
 
 from __future__ import annotations
@@ -114,17 +115,3 @@ def check_window(points2d: Sequence[np.ndarray], points3d: Sequence[np.ndarray],
                        f"(> verify_window_check_m {max_gap_m:g}): odometry drift inside the "
                        f"window?")
     return gap
-
-
-def subgroup(group, keep: Sequence[int]):
-    """The frames ``keep`` of a query :class:`~g2g_model.estimation.groups.Group` (intrinsics,
-    poses and stamps with them)."""
-    from g2g_model.estimation.groups import Group
-
-    keep = [int(i) for i in keep]
-    ks = np.asarray(group.intrinsics, float)
-    stamps = getattr(group, "stamps", None)
-    return Group(images=[group.images[i] for i in keep],
-                 intrinsics=ks if ks.ndim == 2 else ks[keep],
-                 cam_to_world=np.asarray(group.cam_to_world, float)[keep],
-                 stamps=None if stamps is None else [stamps[i] for i in keep])

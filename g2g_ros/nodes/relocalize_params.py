@@ -106,9 +106,10 @@ class RelocalizeParams(VerifyParams, CameraParams):
         "from the window's solution (odometry drift inside the window bends it); 0 = off",
         value_range=(0.0, 100.0))
     verify_window_span_m: float = param(
-        VerifierConfig.window_span_m, "only the query instants within this odometry travel of "
-        "the window's first one join the geometric solve (drift inside a long window bends "
-        "the rigid group); 0 = the whole window", value_range=(0.0, 1000.0))
+        VerifierConfig.window_span_m, "the whole query window's geometric solution is refined "
+        "on the instants within this odometry travel of its first one, when they have "
+        "verify_min_inliers (drift inside a long window bends the rigid group); 0 = off",
+        value_range=(0.0, 1000.0))
     device: str = param("cpu", "torch device")
     precision: str = param("auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
                            "or bf16")
