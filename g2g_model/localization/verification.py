@@ -383,8 +383,9 @@ class StructureVerifier:
         map_T_b0 = invert_pose(b0_T_map)
         if cfg.window_check_m > 0:
             check_window(p2d, p3d, [b0_T_odom @ T for T in odom_T_b], cams, stamps,
-                         cfg.reprojection_px, map_T_b0, cfg.window_check_m,
-                         cfg.window_check_inliers)
+                         cfg.reprojection_px, map_T_b0,
+                         {int(i): int(m.sum()) for i, m in zip(used, inlier_masks)},
+                         cfg.window_check_m, cfg.window_check_inliers)
         cov = pose_covariance(map_T_b0, [p2d[i][m] for i, m in zip(used, inlier_masks)],
                               [p3d[i][m] for i, m in zip(used, inlier_masks)],
                               [exts[i].Rt for i in used], np.stack([k_b[i] for i in used]))

@@ -19,13 +19,18 @@ too few inliers the whole window's solution stands (and is checked).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.verdict import Fallback
 from g2g_model.poselib_conversions import camera_pose, pose_matrix
+
+
+#: The first instant alone must explain this many times the inliers its frames have under the
+#: window's pose before its disagreement counts.
+BETTER_BY = 1.5
 
 
 def frames_within(cam_to_world: np.ndarray, stamps: Optional[Sequence[int]],
@@ -93,25 +98,32 @@ def anchor_alone(points2d: Sequence[np.ndarray], points3d: Sequence[np.ndarray],
 def check_window(points2d: Sequence[np.ndarray], points3d: Sequence[np.ndarray],
                  b0_T_frames: Sequence[np.ndarray], cameras: Sequence[dict],
                  stamps: Optional[Sequence[int]], threshold_px: float, map_T_b0: np.ndarray,
-                 max_gap_m: float, min_inliers: int) -> Optional[float]:
+                 group_inliers: Dict[int, int], max_gap_m: float, min_inliers: int
+                 ) -> Optional[float]:
     """Raise :class:`~g2g_model.localization.verdict.Fallback` when the window's first
-    instant solved alone (with at least ``min_inliers``) puts B0 more than ``max_gap_m`` from
-    the group's ``map_T_b0``; else return that gap (None when it has too few inliers to say,
-    or when the whole window is one instant). Per frame: matches, pose relative to B0, camera;
-    ``stamps`` (optional) tell which frames share the first instant."""
+    instant solved alone puts B0 more than ``max_gap_m`` from the group's ``map_T_b0`` AND
+    explains its own matches clearly better than the group's pose does (at least
+    ``min_inliers``, and :data:`BETTER_BY` times the inliers those frames have under the
+    group's pose, ``group_inliers``: frame index -> count): one frame alone can settle on a
+    wrong pose with tens of inliers (a wall, a repeated texture), and it then explains no more
+    of its matches than the group does. Else return the gap (None when the first instant says
+    nothing: too few inliers, or the whole window is one instant). Per frame: matches, pose
+    relative to B0, camera; ``stamps`` (optional) tell which frames share the first instant."""
     idx = first_instant(stamps, len(points2d))
     if len(idx) == len(points2d):
         return None
     alone, inliers = anchor_alone([points2d[i] for i in idx], [points3d[i] for i in idx],
                                   [b0_T_frames[i] for i in idx], [cameras[i] for i in idx],
                                   threshold_px, map_T_b0)
-    if alone is None or inliers < min_inliers:
+    under_group = sum(int(group_inliers.get(int(i), 0)) for i in idx)
+    if alone is None or inliers < max(min_inliers, BETTER_BY * under_group):
         return None
     gap = float(np.linalg.norm(alone[:3, 3] - np.asarray(map_T_b0, float)[:3, 3]))
     if gap > max_gap_m:
         raise Fallback(f"the query window is not one rigid group: its first instant solved "
                        f"alone ({len(idx)} frame{'s' if len(idx) > 1 else ''}, {inliers} "
-                       f"inliers) puts its first frame {gap:.2f} m from the window's solution "
+                       f"inliers, {under_group} under the window's pose) puts its first frame "
+                       f"{gap:.2f} m from the window's solution "
                        f"(> verify_window_check_m {max_gap_m:g}): odometry drift inside the "
                        f"window?")
     return gap
