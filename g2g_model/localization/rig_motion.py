@@ -28,8 +28,11 @@ import numpy as np
 
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
+from g2g_model.localization.rig_overlap import overlap_motion, reprojection_inliers
 from g2g_model.localization.verdict import PATH_G2G, Fallback, judge
-from g2g_model.localization.verification import VerifierConfig, new_local_features
+from g2g_model.localization.verification import (
+    StructureVerifier, VerifierConfig, new_local_features,
+)
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 # Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
@@ -70,6 +73,11 @@ class MotionVerification:
     reason: str = ""
     g2g_disagreement: Optional[Tuple[float, float]] = None
     stationary: bool = False  # the images did not move: identity motion (module docstring)
+    # Which geometry made the motion: "overlap" (the rig's overlapping cameras, absolute
+    # pose), "relative" (generalized relative pose between keyframes), "one camera pair",
+    # "standstill"; "" on the "g2g" path.
+    method: str = ""
+    length_from_g2g: bool = False  # the rotation and direction are geometric, the length G2G's
 
 
 class RigMotionVerifier:
@@ -86,7 +94,13 @@ class RigMotionVerifier:
                  features: Optional[LocalFeatures] = None):
         self.config = (config or rig_verifier_config()).validate()
         cfg = self.config
-        self.local = features or new_local_features(cfg)
+        self.local = features if features is not None else new_local_features(cfg)
+        # Relocalization's verifier, sharing the features: the overlap path (rig_overlap).
+        self.structure = StructureVerifier(cfg, self.local, guided=True)
+
+    def cache_bytes(self) -> int:
+        """Bytes held by the verifier's caches (at most ``cache_mb``)."""
+        return self.structure.cache_bytes()
 
     def __call__(self, group_a, group_b, delta: np.ndarray) -> MotionVerification:
         delta = np.asarray(delta, float)
@@ -124,11 +138,61 @@ class RigMotionVerifier:
             m.x1, m.x2 = f1.keypoints[pairs[:, 0]], f2.keypoints[pairs[:, 1]]
             matches.append(m)
         matched = sum(len(m.x1) for m in matches)
-        if matched < cfg.min_inliers:
-            raise Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
-        still = self._standstill(matches, cams_a, cams_b, delta, matched)
-        if still is not None:
-            return still
+        if matched >= cfg.min_inliers:
+            still = self._standstill(matches, cams_a, cams_b, delta, matched)
+            if still is not None:
+                return still
+        overlap, evidence = self._overlap(group_a, group_b, delta)
+        try:
+            if matched < cfg.min_inliers:
+                raise Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
+            relative = self._relative(matches, matched, ext_a, cams_a, ext_b, cams_b, delta)
+        except Fallback as why:
+            if isinstance(overlap, MotionVerification):
+                overlap.reason = f"overlap: {overlap.reason}; relative pose: {why}"
+                return overlap
+            raise Fallback(f"{why}{overlap}")
+        if not isinstance(overlap, MotionVerification):
+            relative.reason += overlap
+            return relative
+
+        def explained(step: np.ndarray) -> int:
+            """Matches of both kinds that ``step`` explains: keyframe-to-keyframe matches
+            within the epipolar threshold, 2D-3D matches within the reprojection threshold."""
+            sampson = np.abs(sampson_errors(step, matches, None, ext_a, ext_b, cams_a, cams_b))
+            return int(np.sum(sampson < cfg.reprojection_px / 2)) + reprojection_inliers(
+                step, *evidence, group_b.cam_to_world,
+                per_frame_intrinsics(group_b.intrinsics, len(group_b.images)),
+                cfg.reprojection_px)
+
+        return choose(overlap, relative, explained(overlap.delta), explained(relative.delta))
+
+    def _overlap(self, group_a, group_b, delta: np.ndarray):
+        """``(step, evidence)``: the step from the rig's overlapping cameras
+        (:mod:`.rig_overlap`) as a :class:`MotionVerification` and its 2D-3D matches, or why
+        not (a note for the reason; "" when the rig has no overlapping cameras or the path is
+        off) and None."""
+        if not self.config.overlap:
+            return "", None
+        pairs = [(i, j) for i, j in overlapping_pairs(group_a, group_a, 0.0) if i < j]
+        if not pairs:
+            return "", None
+        try:
+            solved, cov, inliers, path, reason, apart, evidence = overlap_motion(
+                self.structure, group_a, group_b, delta, pairs,
+                overlapping_pairs(group_a, group_b, self.config.max_turn_deg))
+        except Fallback as why:
+            return f"; overlap: {why}", None
+        return MotionVerification(path, solved, cov, inliers, reason, apart,
+                                  method="overlap"), evidence
+
+    def _relative(self, matches, matched: int, ext_a, cams_a, ext_b, cams_b,
+                  delta: np.ndarray) -> MotionVerification:
+        """The step by generalized relative pose between the keyframes (the essential matrix
+        of one camera pair when all matches lie in one)."""
+        import poselib
+
+        cfg = self.config
         if len({(m.cam_id1, m.cam_id2) for m in matches}) == 1:
             return self._one_camera_pair(matches[0], ext_a, cams_a, ext_b, cams_b, delta,
                                          matched)
@@ -148,7 +212,7 @@ class RigMotionVerifier:
         if not np.all(np.isfinite(solved)):
             raise Fallback("the geometric solution is not finite")
         cov = motion_covariance(solved, matches, masks, ext_a, ext_b, cams_a, cams_b)
-        note = ""
+        note, from_g2g = "", False
         if _sd(cov[:3, :3]) > cfg.max_position_sd_m and _sd(cov[3:, 3:]) <= np.radians(
                 MAX_ROTATION_SD_DEG) and np.linalg.norm(solved[:3, 3]) > 1e-6:
             # Straight motion: the rotation and the direction of travel are well measured, the
@@ -158,9 +222,11 @@ class RigMotionVerifier:
             solved = solved.copy()
             solved[:3, 3] *= length / np.linalg.norm(solved[:3, 3])
             cov = _length_from_g2g(cov)
-            note = "; length of the step from G2G (straight motion: scale not observable)"
+            note, from_g2g = "; length of the step from G2G (straight motion: scale not " \
+                "observable)", True
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
-        return MotionVerification(path, solved, cov, inliers, reason + note, apart)
+        return MotionVerification(path, solved, cov, inliers, reason + note, apart,
+                                  method="relative", length_from_g2g=from_g2g)
 
     def _one_camera_pair(self, match, ext_a, cams_a, ext_b, cams_b, delta: np.ndarray,
                          matched: int) -> MotionVerification:
@@ -206,7 +272,8 @@ class RigMotionVerifier:
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
         return MotionVerification(path, solved, cov, inliers, reason + "; one camera pair: "
                                   "rotation and direction from its essential matrix, length "
-                                  "of the step from G2G", apart)
+                                  "of the step from G2G", apart, method="one camera pair",
+                                  length_from_g2g=True)
 
     def _standstill(self, matches, cams_a, cams_b, delta: np.ndarray, matched: int
                     ) -> Optional[MotionVerification]:
@@ -238,7 +305,26 @@ class RigMotionVerifier:
         return MotionVerification(
             path, np.eye(4), cov, count, f"standing still: the {len(moved)} cameras' matches "
             f"moved {max(moved):.3f} deg at most (median; < standstill_deg {cfg.standstill_deg}"
-            f"); " + reason, apart, stationary=True)
+            f"); " + reason, apart, stationary=True, method="standstill")
+
+
+def choose(overlap: MotionVerification, relative: MotionVerification, overlap_explains: int,
+           relative_explains: int) -> MotionVerification:
+    """The step to publish when both geometries found a trusted one, by the evidence of both:
+    each solution is scored by how many of ALL matches it explains (the keyframe-to-keyframe
+    matches within the epipolar threshold plus the 2D-3D matches within the reprojection
+    threshold; ``*_explains``). The relative pose wins only when it explains more and took its
+    length from the geometry; a relative step whose length is G2G's (straight motion, one
+    camera pair) never wins, and a tie goes to the overlap, whose length is metric by
+    construction. (The covariances cannot judge: a relative pose that converged to a wrong
+    length claimed millimetres.) The reason names both and the scores."""
+    if relative.length_from_g2g or overlap_explains >= relative_explains:
+        (best, own), (other, theirs) = (overlap, overlap_explains), (relative, relative_explains)
+    else:
+        (best, own), (other, theirs) = (relative, relative_explains), (overlap, overlap_explains)
+    best.reason = (f"{best.method}: {best.reason}; explains {own} matches, the {other.method} "
+                   f"step {theirs}; not taken: {other.method}: {other.reason}")
+    return best
 
 
 def view_cone_deg(K: np.ndarray, image: np.ndarray) -> float:

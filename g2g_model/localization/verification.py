@@ -87,6 +87,8 @@ class VerifierConfig:
     max_turn_deg: float = 180.0         # rig odometry: the rig's largest turn between keyframes
     #                                     that camera pairing allows for (180: every pair)
     standstill_deg: float = 0.25        # rig odometry: matches moved less: no motion (rig_motion)
+    overlap: bool = True                # rig odometry: also solve the step from the points that
+    #                                     the rig's overlapping cameras triangulate (rig_overlap)
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",
@@ -148,10 +150,14 @@ class StructureVerifier:
     """
 
     def __init__(self, config: Optional[VerifierConfig] = None,
-                 features: Optional[LocalFeatures] = None):
+                 features: Optional[LocalFeatures] = None, guided: bool = False):
         self.config = (config or VerifierConfig()).validate()
         cfg = self.config
-        self.local = features or new_local_features(cfg)
+        self.local = features if features is not None else new_local_features(cfg)
+        # Match map frame pairs only along their epipolar lines (within reprojection_px):
+        # rig odometry's calibrated cameras, whose wide viewpoint changes and repeated
+        # textures leave few plain ratio-test matches (rig_overlap).
+        self.guided = guided
         budget = {k: int(v * cfg.cache_mb * 2**20) for k, v in CACHE_SHARES.items()}
         # Map points per window (per frame, and all of them concatenated).
         self._points_cache = BoundedCache(budget["points"], 64)
@@ -168,40 +174,58 @@ class StructureVerifier:
 
     # ------------------------------------------------------------------ map points
     def map_points(self, images: Sequence[np.ndarray], intrinsics: np.ndarray,
-                   world_T_cam: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
+                   world_T_cam: np.ndarray, pairs: Optional[Sequence[Tuple[int, int]]] = None
+                   ) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Triangulate the map window: per map frame, ``(points [M, 3], descriptors [M, D])``
         of its keypoints that became 3D points. Pairs of frames that look
         the same way are matched; a match becomes a point if it passes cheirality, reprojection
-        and parallax checks (a keypoint seen in several pairs keeps its first point)."""
-        key = tuple(self.local.image_key(im) for im in images)
+        and parallax checks (a keypoint seen in several pairs keeps its first point).
+        ``pairs``: the frame pairs ``(i, j)``, i < j, to triangulate instead (e.g. the
+        overlapping cameras of a rig at one instant)."""
+        pairs = None if pairs is None else tuple(sorted((int(i), int(j)) for i, j in pairs))
+        key = tuple(self.local.image_key(im) for im in images) + (pairs,)
         hit = self._points_cache.get(key)
         if hit is not None:
             return hit
+        feats = [self.local.describe(im) for im in images]
+        out = []
+        tracks = self.triangulated_keypoints(images, intrinsics, world_T_cam, pairs)
+        for f, (idx, points) in zip(feats, tracks):
+            out.append((points, f.descriptors[idx].reshape(-1, f.descriptors.shape[1])))
+        return self._points_cache.put(key, out)
+
+    def triangulated_keypoints(self, images: Sequence[np.ndarray], intrinsics: np.ndarray,
+                               world_T_cam: np.ndarray,
+                               pairs: Optional[Sequence[Tuple[int, int]]] = None
+                               ) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """Per frame, ``(keypoint indices [M], points [M, 3])``: the keypoints that became
+        points (see :meth:`map_points`)."""
+        key = tuple(self.local.image_key(im) for im in images)
         feats = [self.local.describe(im) for im in images]
         cfg = self.config
         proj = [intrinsics[i] @ invert_pose(world_T_cam[i])[:3] for i in range(len(images))]
         found: List[Dict[int, np.ndarray]] = [{} for _ in images]
         axes = world_T_cam[:, :3, 2]
-        for i in range(len(images)):
-            for j in range(i + 1, len(images)):
-                if float(axes[i] @ axes[j]) < np.cos(np.radians(cfg.max_pair_angle_deg)):
-                    continue  # looking different ways: no shared view to triangulate
-                # A pair's points depend only on its two frames (and their fixed map poses):
-                # a window that moves by one instant re-triangulates only its new pairs.
-                pair_key = (key[i], key[j], world_T_cam[i].tobytes(), world_T_cam[j].tobytes())
-                tri = self._pair_cache.get(pair_key)
-                if tri is None:
-                    tri = self._pair_cache.put(pair_key, self._triangulate(
-                        feats[i], feats[j], proj[i], proj[j], world_T_cam[i], world_T_cam[j]))
-                for a, b, point in zip(*tri):
-                    found[i].setdefault(int(a), point)
-                    found[j].setdefault(int(b), point)
+        if pairs is None:  # looking different ways: no shared view to triangulate
+            cos_pair = np.cos(np.radians(cfg.max_pair_angle_deg))
+            pairs = tuple((i, j) for i in range(len(images)) for j in range(i + 1, len(images))
+                          if float(axes[i] @ axes[j]) >= cos_pair)
+        for i, j in pairs:
+            # A pair's points depend only on its two frames (and their fixed map poses):
+            # a window that moves by one instant re-triangulates only its new pairs.
+            pair_key = (key[i], key[j], world_T_cam[i].tobytes(), world_T_cam[j].tobytes())
+            tri = self._pair_cache.get(pair_key)
+            if tri is None:
+                tri = self._pair_cache.put(pair_key, self._triangulate(
+                    feats[i], feats[j], proj[i], proj[j], world_T_cam[i], world_T_cam[j]))
+            for a, b, point in zip(*tri):
+                found[i].setdefault(int(a), point)
+                found[j].setdefault(int(b), point)
         out = []
-        for f, pts in zip(feats, found):
+        for pts in found:
             idx = np.fromiter(pts.keys(), int, len(pts))
-            out.append((np.array([pts[k] for k in idx]).reshape(-1, 3),
-                        f.descriptors[idx].reshape(-1, f.descriptors.shape[1])))
-        return self._points_cache.put(key, out)
+            out.append((idx, np.array([pts[k] for k in idx]).reshape(-1, 3)))
+        return out
 
     def _triangulate(self, fi: Features, fj: Features, pi: np.ndarray, pj: np.ndarray,
                      wi: np.ndarray, wj: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -209,7 +233,11 @@ class StructureVerifier:
         that pass the cheirality, reprojection and parallax checks."""
         cfg = self.config
         empty = (np.zeros(0, int), np.zeros(0, int), np.zeros((0, 3)))
-        pairs = self.local.match(fi.descriptors, fj.descriptors)
+        allowed = None
+        if self.guided:
+            allowed = guided_candidates(pi, pj, wi, wj, fi.keypoints, fj.keypoints,
+                                        cfg.reprojection_px)
+        pairs = self.local.match(fi.descriptors, fj.descriptors, allowed=allowed)
         if len(pairs) < 8:
             return empty
         xi, xj = fi.keypoints[pairs[:, 0]], fj.keypoints[pairs[:, 1]]
@@ -228,14 +256,15 @@ class StructureVerifier:
         ok &= np.degrees(np.arccos(np.clip(cos, -1, 1))) > cfg.min_triangulation_deg
         return pairs[ok, 0], pairs[ok, 1], X[ok]
 
-    def _window_points(self, group_a, intrinsics: np.ndarray, key: tuple
+    def _window_points(self, group_a, intrinsics: np.ndarray, key: tuple, pairs=None
                        ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every map point of the window, its descriptors and the map frame it came from,
-        concatenated (cached)."""
+        concatenated (cached; ``pairs``: see :meth:`map_points`)."""
+        key = key + (None if pairs is None else tuple(sorted(map(tuple, pairs))),)
         hit = self._points_cache.get(("all",) + key)
         if hit is None:
             per_frame = self.map_points(group_a.images, intrinsics,
-                                        np.asarray(group_a.cam_to_world, float))
+                                        np.asarray(group_a.cam_to_world, float), pairs)
             hit = (np.concatenate([p for p, _ in per_frame]),
                    np.ascontiguousarray(np.concatenate([d for _, d in per_frame])),
                    np.concatenate([np.full(len(p), i) for i, (p, _) in enumerate(per_frame)]))
@@ -276,29 +305,29 @@ class StructureVerifier:
 
     # ------------------------------------------------------------------ verification
     def __call__(self, group_a, query, map_T_b: np.ndarray,
-                 view_prior: Optional[np.ndarray] = None) -> Verification:
+                 view_prior: Optional[np.ndarray] = None,
+                 pairs: Optional[Sequence[Tuple[int, int]]] = None) -> Verification:
         """``view_prior``: optional ``[N_query, 4, 4]`` poses of the query cameras in the map
         that are known to be accurate (e.g. from the current verified fix while tracking); it
-        only narrows which map frames each query image is matched against."""
+        only narrows which map frames each query image is matched against. ``pairs``: the map
+        frames to triangulate (:meth:`map_points`; default: those that look the same way)."""
         map_T_b = np.asarray(map_T_b, float)
         fallback = Verification(PATH_G2G, map_T_b[0].copy())
         try:
-            return self._verify(group_a, query, map_T_b, view_prior) or fallback
+            return self._verify(group_a, query, map_T_b, view_prior, pairs) or fallback
         except Fallback as why:
             fallback.reason = str(why)
             return fallback
 
-    def _verify(self, group_a, query, map_T_b: np.ndarray,
-                view_prior: Optional[np.ndarray]) -> Optional[Verification]:
-        import poselib
-
+    def _verify(self, group_a, query, map_T_b: np.ndarray, view_prior: Optional[np.ndarray],
+                pairs=None) -> Optional[Verification]:
         cfg = self.config
         if not np.all(np.isfinite(map_T_b)):
             raise Fallback("G2G's estimate is not finite")
         k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         window_key = tuple(self.local.image_key(im) for im in group_a.images)
-        points, descs, frame_of = self._window_points(group_a, k_a, window_key)
+        points, descs, frame_of = self._window_points(group_a, k_a, window_key, pairs)
         # With an accurate prior (the current verified fix), each query image is matched only
         # against the map frames that look its way: a fraction of the work while tracking.
         axes_a = np.asarray(group_a.cam_to_world, float)[:, :3, 2]
@@ -341,27 +370,78 @@ class StructureVerifier:
         if matched < cfg.min_inliers:
             raise Fallback(f"{matched} query features match the map window's "
                            f"{num_points} points (< {cfg.min_inliers})")
-        pose, info = poselib.estimate_generalized_absolute_pose(
-            p2d, p3d, exts, cams,
-            {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
-             "max_iterations": cfg.ransac_iterations,
-             "min_iterations": min(100, cfg.ransac_iterations)},
-            {"loss_scale": cfg.reprojection_px},
-            initial_pose=camera_pose(invert_pose(map_T_b[0])))
-        inlier_masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
-        inliers = int(sum(m.sum() for m in inlier_masks))
-        if inliers < cfg.min_inliers:
-            raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
-                           f"among {matched} matches")
-        b0_T_map = pose_matrix(pose)
-        if not np.all(np.isfinite(b0_T_map)):
-            raise Fallback("the geometric solution is not finite")
-        map_T_b0 = invert_pose(b0_T_map)
-        cov = pose_covariance(map_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
-                              [p[m] for p, m in zip(p3d, inlier_masks)],
-                              [e.Rt for e in exts], k_b)
+        map_T_b0, cov, inliers = absolute_pose(p2d, p3d, exts, cams, k_b, map_T_b[0], cfg)
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
+
+
+def absolute_pose(p2d: List[np.ndarray], p3d: List[np.ndarray], exts, cams, intrinsics,
+                  prior: np.ndarray, cfg: VerifierConfig) -> Tuple[np.ndarray, np.ndarray, int]:
+    """``(world_T_b0, its [6, 6] covariance, inliers)``: the pose of a generalized camera from
+    2D-3D matches per camera (``exts``: PoseLib's cam_T_b0 of each; ``cams``: its pinhole
+    cameras, ``intrinsics`` their K) by PoseLib's ``estimate_generalized_absolute_pose``
+    (RANSAC and refinement, seeded with ``prior`` = world_T_b0), the covariance from the
+    inliers' reprojections (:func:`pose_covariance`). Raises :class:`Fallback` when fewer than
+    ``min_inliers`` or not finite."""
+    import poselib
+
+    matched = sum(len(p) for p in p2d)
+    pose, info = poselib.estimate_generalized_absolute_pose(
+        p2d, p3d, exts, cams,
+        {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
+         "max_iterations": cfg.ransac_iterations,
+         "min_iterations": min(100, cfg.ransac_iterations)},
+        {"loss_scale": cfg.reprojection_px}, initial_pose=camera_pose(invert_pose(prior)))
+    inlier_masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
+    inliers = int(sum(m.sum() for m in inlier_masks))
+    if inliers < cfg.min_inliers:
+        raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
+                       f"among {matched} matches")
+    b0_T_world = pose_matrix(pose)
+    if not np.all(np.isfinite(b0_T_world)):
+        raise Fallback("the geometric solution is not finite")
+    world_T_b0 = invert_pose(b0_T_world)
+    cov = pose_covariance(world_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
+                          [p[m] for p, m in zip(p3d, inlier_masks)],
+                          [e.Rt for e in exts], intrinsics)
+    return world_T_b0, cov, inliers
+
+
+def epipolar_distance(p_i: np.ndarray, p_j: np.ndarray, centre_i: np.ndarray, x_i: np.ndarray,
+                      x_j: np.ndarray) -> np.ndarray:
+    """``[Ni, Nj]`` pixel distances of the keypoints ``x_j`` of camera j from the epipolar
+    lines of the keypoints ``x_i`` of camera i (projection matrices ``p_i``, ``p_j``; camera i's
+    centre ``centre_i``): ``F = [e_j]x P_j P_i^+`` (Hartley and Zisserman, eq. 9.1)."""
+    e = p_j @ np.append(centre_i, 1.0)
+    skew = np.array([[0, -e[2], e[1]], [e[2], 0, -e[0]], [-e[1], e[0], 0]])
+    fundamental = skew @ p_j @ np.linalg.pinv(p_i)
+    lines = np.c_[x_i, np.ones(len(x_i))] @ fundamental.T
+    lines /= np.maximum(np.linalg.norm(lines[:, :2], axis=1, keepdims=True), 1e-12)
+    return np.abs(lines @ np.c_[x_j, np.ones(len(x_j))].T)
+
+
+def guided_candidates(p_i: np.ndarray, p_j: np.ndarray, w_i: np.ndarray, w_j: np.ndarray,
+                      x_i: np.ndarray, x_j: np.ndarray, max_px: float) -> np.ndarray:
+    """``[Ni, Nj]`` bool: the keypoint pairs of two calibrated cameras (projection matrices
+    ``p_*``, poses ``w_*`` = world_T_cam) that can be one point: within ``max_px`` of each
+    other's epipolar line, and with both rays meeting in front of both cameras (the closest
+    points of the two rays, one 2x2 solve per pair)."""
+    near = epipolar_distance(p_i, p_j, w_i[:3, 3], x_i, x_j) < max_px
+
+    def rays(p, w, x):
+        k = p[:, :3] @ w[:3, :3]  # P = K [R^T | -R^T c]
+        r = np.c_[x, np.ones(len(x))] @ np.linalg.inv(k).T @ w[:3, :3].T
+        return r / np.linalg.norm(r, axis=1, keepdims=True)
+
+    u, v = rays(p_i, w_i, x_i), rays(p_j, w_j, x_j)
+    b = w_j[:3, 3] - w_i[:3, 3]
+    uv = u @ v.T
+    ub, vb = (u @ b)[:, None], (v @ b)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        den = 1.0 - uv ** 2
+        s = (ub - uv * vb) / den   # along ray i
+        t = (uv * ub - vb) / den   # along ray j
+    return near & (s > 0) & (t > 0)
 
 
 def new_local_features(cfg: VerifierConfig) -> LocalFeatures:

@@ -60,6 +60,12 @@ class RigOdometryParams(VerifyParams, CameraParams):
         "itself moved less than this (median, as an angle from the camera) is standing still: "
         "identity motion, the keyframe kept (a parked rig gives the geometry no parallax); "
         "0 = never", value_range=(0.0, 9.9))
+    verify_overlap: bool = param(
+        VerifierConfig.overlap, "where cameras of the rig overlap (from the extrinsics and "
+        "intrinsics), also triangulate their matches at the previous keyframe with the "
+        "calibrated extrinsics and solve the current keyframe against those metric points "
+        "(generalized absolute pose); the step takes whichever solution is better constrained "
+        "(docs/VERIFICATION.md); false = relative pose between keyframes only")
     verify_max_deferred: int = param(
         4, "when a newer group is already queued as a step is about to be verified (the node "
         "falls behind), publish G2G's motion from the last keyframe at once and verify the next "

@@ -46,7 +46,8 @@ class VerifyParams:
 
 def verifier_config(p: Dict) -> VerifierConfig:
     """The verification the parameters describe (``ValueError`` naming a bad value). The
-    rig-odometry parameters ``verify_max_turn_deg`` and ``verify_standstill_deg`` are used
+    rig-odometry parameters ``verify_max_turn_deg``, ``verify_standstill_deg`` and
+    ``verify_overlap`` are used
     where they are declared."""
     return VerifierConfig(enabled=bool(p["verify"]), feature=p["verify_feature"],
                           min_inliers=p["verify_min_inliers"],
@@ -55,4 +56,6 @@ def verifier_config(p: Dict) -> VerifierConfig:
                           max_features=p["verify_max_features"],
                           max_turn_deg=p.get("verify_max_turn_deg", 180.0),
                           standstill_deg=p.get("verify_standstill_deg",
-                                               VerifierConfig.standstill_deg)).validate()
+                                               VerifierConfig.standstill_deg),
+                          overlap=bool(p.get("verify_overlap", VerifierConfig.overlap))
+                          ).validate()
