@@ -47,7 +47,8 @@ class RigOdometryParams(VerifyParams, CameraParams):
     lost_after_s: float = param(3.0, "state LOST when no update for this long",
                                 value_range=(0.1, 3600.0))
     verify: bool = verify_param("every keyframe step (generalized relative pose between the "
-                                "rig's keyframes with its extrinsics)")
+                                "rig's keyframes with its extrinsics, and absolute pose against "
+                                "the points its overlapping cameras triangulate)")
     verify_max_image_px: int = max_image_px_param(RIG_DEFAULTS["max_image_px"])
     verify_max_features: int = max_features_param(RIG_DEFAULTS["max_features"])
     verify_max_turn_deg: float = param(
