@@ -103,3 +103,16 @@ def test_a_rig_without_overlap_keeps_the_relative_pose(straight_step):
                                  g2g_guess(truth))
     assert result.path != PATH_G2G and result.method == "relative", result.reason
     assert "overlap" not in result.reason, result.reason
+
+
+def test_the_node_parameter_turns_the_overlap_path_off():
+    """``verify_overlap`` (rig_odometry) reaches the verifier's configuration."""
+    import dataclasses
+
+    from g2g_ros.nodes.rig_odometry_params import RigOdometryParams
+    from g2g_ros.nodes.verify_params import verifier_config
+    from g2g_ros.parameters import field_default
+
+    params = {f.name: field_default(f) for f in dataclasses.fields(RigOdometryParams)}
+    assert verifier_config(params).overlap is True
+    assert verifier_config({**params, "verify_overlap": False}).overlap is False

@@ -28,6 +28,9 @@ import numpy as np
 
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
+from g2g_model.localization.rig_epipolar import (
+    G2G_STEP_COVARIANCE, camera_matrix, motion_covariance, sampson_errors,
+)
 from g2g_model.localization.rig_overlap import overlap_motion, reprojection_inliers
 from g2g_model.localization.verdict import PATH_G2G, Fallback, judge
 from g2g_model.localization.verification import (
@@ -35,8 +38,6 @@ from g2g_model.localization.verification import (
 )
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
-# Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
-G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
 # A geometric rotation this certain is kept even when the step's length is not observable.
 MAX_ROTATION_SD_DEG = 0.5
 # Rig odometry's verification settings where they differ from relocalization's (the
@@ -286,7 +287,8 @@ class RigMotionVerifier:
             return None
 
         def unit_rays(pixels, camera) -> np.ndarray:
-            rays = np.c_[np.asarray(pixels), np.ones(len(pixels))] @ np.linalg.inv(_k(camera)).T
+            rays = np.c_[np.asarray(pixels), np.ones(len(pixels))] @ np.linalg.inv(
+                camera_matrix(camera)).T
             return rays / np.linalg.norm(rays, axis=1, keepdims=True)
 
         moved, count = [], 0
@@ -365,63 +367,7 @@ def overlapping_pairs(group_a, group_b, max_turn_deg: float) -> List[Tuple[int, 
     return out
 
 
-def sampson_errors(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b
-                   ) -> np.ndarray:
-    """Sampson errors (pixels) of the matches selected by ``masks`` (None: all) under the body
-    motion ``delta`` (base_prev_T_base_now), concatenated over the camera pairs."""
-    out = []
-    for k, m in enumerate(matches):
-        mask = np.ones(len(m.x1), bool) if masks is None else masks[k]
-        if not mask.any():
-            continue
-        # camera_a <- camera_b through the bodies: E relates their normalised rays.
-        a_T_b = np.vstack([ext_a[m.cam_id1].Rt, [0, 0, 0, 1]]) @ delta @ invert_pose(
-            np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
-        R, t = a_T_b[:3, :3], a_T_b[:3, 3]
-        E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
-        F = np.linalg.inv(_k(cams_a[m.cam_id1])).T @ E @ np.linalg.inv(_k(cams_b[m.cam_id2]))
-        x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
-        x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
-        Fx2, Ftx1 = x2 @ F.T, x1 @ F
-        num = np.sum(x1 * Fx2, 1)
-        den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
-        out.append(num / np.maximum(den, 1e-12))
-    return np.concatenate(out) if out else np.zeros(0)
-
-
-def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
-                      min_sigma_px: float = 0.5) -> np.ndarray:
-    """``[6, 6]`` covariance of ``delta`` from the Sampson errors (pixels) of the inlier
-    matches: ``sigma^2 (J^T J)^-1``, J by central differences of a perturbation of delta's
-    translation and rotation (about the previous base frame's axes)."""
-    import cv2
-
-    def sampson(d6: np.ndarray) -> np.ndarray:
-        T = delta.copy()
-        T[:3, :3] = cv2.Rodrigues(d6[3:])[0] @ delta[:3, :3]
-        T[:3, 3] = delta[:3, 3] + d6[:3]
-        return sampson_errors(T, matches, masks, ext_a, ext_b, cams_a, cams_b)
-
-    r0 = sampson(np.zeros(6))
-    eps = np.array([1e-4] * 3 + [1e-5] * 3)
-    jac = np.stack([(sampson(np.eye(6)[k] * eps[k]) - sampson(-np.eye(6)[k] * eps[k]))
-                    / (2 * eps[k]) for k in range(6)], axis=1)
-    sigma2 = max(float(r0 @ r0) / max(len(r0) - 6, 1), min_sigma_px ** 2)
-    try:
-        cov = sigma2 * np.linalg.inv(jac.T @ jac)
-    except np.linalg.LinAlgError:
-        return G2G_STEP_COVARIANCE.copy()
-    if not np.all(np.isfinite(cov)):
-        return G2G_STEP_COVARIANCE.copy()
-    return 0.5 * (cov + cov.T)
-
-
 def _sd(block: np.ndarray) -> float:
     """Largest standard deviation of a covariance block."""
     value = float(np.linalg.eigvalsh(block).max())
     return float(np.sqrt(value)) if np.isfinite(value) and value > 0 else 0.0
-
-
-def _k(camera: dict) -> np.ndarray:
-    fx, fy, cx, cy = camera["params"]
-    return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])

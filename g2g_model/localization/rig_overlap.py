@@ -84,17 +84,27 @@ def overlap_motion(structure: StructureVerifier, group_a, group_b, delta: np.nda
                                         f"camera pairs; {reason}"), apart, (p2d, p3d)
 
 
-def reprojection_inliers(delta: np.ndarray, p2d, p3d, base_T_cam: np.ndarray, intrinsics,
-                         max_px: float) -> int:
-    """How many 2D-3D matches (per camera of the current keyframe; points in the previous body
-    frame) reproject within ``max_px`` under the step ``delta`` (base_prev_T_base_now)."""
-    count = 0
+def reprojection_errors(delta: np.ndarray, p2d, p3d, base_T_cam: np.ndarray, intrinsics
+                        ) -> np.ndarray:
+    """``[M, 2]`` reprojection errors (pixels; inf behind a camera) of the 2D-3D matches (per
+    camera of the current keyframe; points in the previous body frame) under the step
+    ``delta`` (base_prev_T_base_now), concatenated over the cameras."""
+    out = [np.zeros((0, 2))]
     for x, X, T, k in zip(p2d, p3d, np.asarray(base_T_cam, float), intrinsics):
         if not len(x):
             continue
         cam_T_prev = invert_pose(delta @ T)
         h = (X @ cam_T_prev[:3, :3].T + cam_T_prev[:3, 3]) @ np.asarray(k, float).T
         with np.errstate(divide="ignore", invalid="ignore"):
-            err = np.linalg.norm(h[:, :2] / h[:, 2:3] - x, axis=1)
-        count += int(np.sum((h[:, 2] > 0) & (err < max_px)))
-    return count
+            err = h[:, :2] / h[:, 2:3] - x
+        err[h[:, 2] <= 0] = np.inf
+        out.append(err)
+    return np.concatenate(out)
+
+
+def reprojection_inliers(delta: np.ndarray, p2d, p3d, base_T_cam: np.ndarray, intrinsics,
+                         max_px: float) -> int:
+    """How many 2D-3D matches reproject within ``max_px`` under the step ``delta``
+    (:func:`reprojection_errors`)."""
+    err = reprojection_errors(delta, p2d, p3d, base_T_cam, intrinsics)
+    return int(np.sum(np.linalg.norm(err, axis=1) < max_px))
