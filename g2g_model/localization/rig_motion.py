@@ -46,6 +46,9 @@ MAX_ROTATION_SD_DEG = 0.5
 # rig turns up to 30 deg between keyframes: a 640x480 5-camera step costs a third of what it
 # did at full size (docs/VERIFICATION.md, "Cost", has the measurements and what it costs in
 # accuracy; 600 features were cheaper still but let wrong step lengths through far more often).
+# The overlap's step replaces a relative pose with a length of its own only when it explains
+# this many times as many matches (choose): near ties went either way on simulated car steps.
+CLEARLY_MORE = 1.25
 RIG_DEFAULTS = {"max_image_px": 320, "max_features": 1000, "max_turn_deg": 30.0}
 
 
@@ -312,15 +315,15 @@ class RigMotionVerifier:
 
 def choose(overlap: MotionVerification, relative: MotionVerification, overlap_explains: int,
            relative_explains: int) -> MotionVerification:
-    """The step to publish when both geometries found a trusted one, by the evidence of both:
-    each solution is scored by how many of ALL matches it explains (the keyframe-to-keyframe
+    """The step to publish when both geometries found a trusted one, by the evidence of both.
+    Each solution is scored by how many of ALL matches it explains (the keyframe-to-keyframe
     matches within the epipolar threshold plus the 2D-3D matches within the reprojection
-    threshold; ``*_explains``). The relative pose wins only when it explains more and took its
-    length from the geometry; a relative step whose length is G2G's (straight motion, one
-    camera pair) never wins, and a tie goes to the overlap, whose length is metric by
-    construction. (The covariances cannot judge: a relative pose that converged to a wrong
-    length claimed millimetres.) The reason names both and the scores."""
-    if relative.length_from_g2g or overlap_explains >= relative_explains:
+    threshold; ``*_explains``). The overlap's step is published when the relative pose took its
+    length from G2G (straight motion, one camera pair) or when it explains at least
+    :data:`CLEARLY_MORE` times as many matches; otherwise the relative pose's, whose rotation
+    rests on many more matches. (The covariances cannot judge: a relative pose that converged
+    to a wrong length claimed millimetres.) The reason names both and the scores."""
+    if relative.length_from_g2g or overlap_explains >= CLEARLY_MORE * relative_explains:
         (best, own), (other, theirs) = (overlap, overlap_explains), (relative, relative_explains)
     else:
         (best, own), (other, theirs) = (relative, relative_explains), (overlap, overlap_explains)
