@@ -29,9 +29,9 @@ import numpy as np
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
 from g2g_model.localization.rig_epipolar import (
-    G2G_STEP_COVARIANCE, camera_matrix, motion_covariance, sampson_errors,
+    G2G_STEP_COVARIANCE, camera_matrix, motion_covariance,
 )
-from g2g_model.localization.rig_overlap import overlap_motion, reprojection_inliers
+from g2g_model.localization.rig_overlap import overlap_motion
 from g2g_model.localization.verdict import PATH_G2G, Fallback, judge
 from g2g_model.localization.verification import (
     StructureVerifier, VerifierConfig, new_local_features,
@@ -46,9 +46,6 @@ MAX_ROTATION_SD_DEG = 0.5
 # rig turns up to 30 deg between keyframes: a 640x480 5-camera step costs a third of what it
 # did at full size (docs/VERIFICATION.md, "Cost", has the measurements and what it costs in
 # accuracy; 600 features were cheaper still but let wrong step lengths through far more often).
-# The overlap's step replaces a relative pose with a length of its own only when it explains
-# this many times as many matches (choose): near ties went either way on simulated car steps.
-CLEARLY_MORE = 1.25
 RIG_DEFAULTS = {"max_image_px": 320, "max_features": 1000, "max_turn_deg": 30.0}
 
 
@@ -146,49 +143,43 @@ class RigMotionVerifier:
             still = self._standstill(matches, cams_a, cams_b, delta, matched)
             if still is not None:
                 return still
-        overlap, evidence = self._overlap(group_a, group_b, delta)
+        # The relative pose first; the overlap (rig_overlap) only where it cannot give the
+        # step: it failed, or it took the length from G2G (straight motion, one camera pair).
         try:
             if matched < cfg.min_inliers:
                 raise Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
             relative = self._relative(matches, matched, ext_a, cams_a, ext_b, cams_b, delta)
-        except Fallback as why:
-            if isinstance(overlap, MotionVerification):
-                overlap.reason = f"overlap: {overlap.reason}; relative pose: {why}"
-                return overlap
+        except Fallback as failed:
+            why, relative = str(failed), None
+        else:
+            if not relative.length_from_g2g:
+                return relative
+            why = "its length is G2G's"
+        overlap = self._overlap(group_a, group_b, delta)
+        if isinstance(overlap, MotionVerification):
+            overlap.reason = f"overlap: {overlap.reason}; relative pose: {why}"
+            return overlap
+        if relative is None:
             raise Fallback(f"{why}{overlap}")
-        if not isinstance(overlap, MotionVerification):
-            relative.reason += overlap
-            return relative
-
-        def explained(step: np.ndarray) -> int:
-            """Matches of both kinds that ``step`` explains: keyframe-to-keyframe matches
-            within the epipolar threshold, 2D-3D matches within the reprojection threshold."""
-            sampson = np.abs(sampson_errors(step, matches, None, ext_a, ext_b, cams_a, cams_b))
-            return int(np.sum(sampson < cfg.reprojection_px / 2)) + reprojection_inliers(
-                step, *evidence, group_b.cam_to_world,
-                per_frame_intrinsics(group_b.intrinsics, len(group_b.images)),
-                cfg.reprojection_px)
-
-        return choose(overlap, relative, explained(overlap.delta), explained(relative.delta))
+        relative.reason += overlap
+        return relative
 
     def _overlap(self, group_a, group_b, delta: np.ndarray):
-        """``(step, evidence)``: the step from the rig's overlapping cameras
-        (:mod:`.rig_overlap`) as a :class:`MotionVerification` and its 2D-3D matches, or why
-        not (a note for the reason; "" when the rig has no overlapping cameras or the path is
-        off) and None."""
+        """The step from the rig's overlapping cameras (:mod:`.rig_overlap`) as a
+        :class:`MotionVerification`, or why not (a note for the reason; "" when the rig has no
+        overlapping cameras or the path is off)."""
         if not self.config.overlap:
-            return "", None
+            return ""
         pairs = [(i, j) for i, j in overlapping_pairs(group_a, group_a, 0.0) if i < j]
         if not pairs:
-            return "", None
+            return ""
         try:
-            solved, cov, inliers, path, reason, apart, evidence = overlap_motion(
+            solved, cov, inliers, path, reason, apart = overlap_motion(
                 self.structure, group_a, group_b, delta, pairs,
                 overlapping_pairs(group_a, group_b, self.config.max_turn_deg))
         except Fallback as why:
-            return f"; overlap: {why}", None
-        return MotionVerification(path, solved, cov, inliers, reason, apart,
-                                  method="overlap"), evidence
+            return f"; overlap: {why}"
+        return MotionVerification(path, solved, cov, inliers, reason, apart, method="overlap")
 
     def _relative(self, matches, matched: int, ext_a, cams_a, ext_b, cams_b,
                   delta: np.ndarray) -> MotionVerification:
@@ -311,25 +302,6 @@ class RigMotionVerifier:
             path, np.eye(4), cov, count, f"standing still: the {len(moved)} cameras' matches "
             f"moved {max(moved):.3f} deg at most (median; < standstill_deg {cfg.standstill_deg}"
             f"); " + reason, apart, stationary=True, method="standstill")
-
-
-def choose(overlap: MotionVerification, relative: MotionVerification, overlap_explains: int,
-           relative_explains: int) -> MotionVerification:
-    """The step to publish when both geometries found a trusted one, by the evidence of both.
-    Each solution is scored by how many of ALL matches it explains (the keyframe-to-keyframe
-    matches within the epipolar threshold plus the 2D-3D matches within the reprojection
-    threshold; ``*_explains``). The overlap's step is published when the relative pose took its
-    length from G2G (straight motion, one camera pair) or when it explains at least
-    :data:`CLEARLY_MORE` times as many matches; otherwise the relative pose's, whose rotation
-    rests on many more matches. (The covariances cannot judge: a relative pose that converged
-    to a wrong length claimed millimetres.) The reason names both and the scores."""
-    if relative.length_from_g2g or overlap_explains >= CLEARLY_MORE * relative_explains:
-        (best, own), (other, theirs) = (overlap, overlap_explains), (relative, relative_explains)
-    else:
-        (best, own), (other, theirs) = (relative, relative_explains), (overlap, overlap_explains)
-    best.reason = (f"{best.method}: {best.reason}; explains {own} matches, the {other.method} "
-                   f"step {theirs}; not taken: {other.method}: {other.reason}")
-    return best
 
 
 def view_cone_deg(K: np.ndarray, image: np.ndarray) -> float:

@@ -30,20 +30,20 @@ from g2g_model.localization.verification import StructureVerifier, absolute_pose
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
 
+Step = Tuple[np.ndarray, np.ndarray, int, str, str, Tuple[float, float]]
+
+
 def overlap_motion(structure: StructureVerifier, group_a, group_b, delta: np.ndarray,
-                   pairs: List[Tuple[int, int]], followed: List[Tuple[int, int]]
-                   ) -> Tuple[np.ndarray, np.ndarray, int, str, str, Tuple[float, float],
-                              tuple]:
+                   pairs: List[Tuple[int, int]], followed: List[Tuple[int, int]]) -> Step:
     """The rig step from ``group_a`` (previous keyframe) to ``group_b`` (current one), both
     with ``cam_to_world`` = base_T_cam and the same cameras: ``(base_prev_T_base_now, its
-    [6, 6] covariance, inliers, verdict path, reason, (m, deg) from G2G, (p2d, p3d))``, the
-    last its 2D-3D matches per camera of ``group_b``. ``delta``: G2G's step (the seed and the
-    prior of the verdict, :func:`~g2g_model.localization.verdict.judge`); ``pairs``: the
-    cameras ``(i, j)``, i < j, of ``group_a`` that overlap; ``followed``: the cameras
-    ``(i, j)`` (i of ``group_a``, j of ``group_b``) in which a point of camera i is looked for
-    in camera j (those whose views can overlap between keyframes). The covariance is the body
-    origin's (x y z, then rotations about the previous base axes). Raises :class:`Fallback`
-    when there is no trusted pose."""
+    [6, 6] covariance, inliers, verdict path, reason, (m, deg) from G2G)``. ``delta``: G2G's
+    step (the seed and the prior of the verdict, :func:`~g2g_model.localization.verdict.judge`);
+    ``pairs``: the cameras ``(i, j)``, i < j, of ``group_a`` that overlap; ``followed``: the
+    cameras ``(i, j)`` (i of ``group_a``, j of ``group_b``) in which a point of camera i is
+    looked for in camera j (those whose views can overlap between keyframes). The covariance is
+    the body origin's (x y z, then rotations about the previous base axes). Raises
+    :class:`Fallback` when there is no trusted pose."""
     cfg = structure.config
     if not pairs:
         raise Fallback("no cameras of the rig overlap")
@@ -81,30 +81,4 @@ def overlap_motion(structure: StructureVerifier, group_a, group_b, delta: np.nda
     solved, cov, inliers = absolute_pose(p2d, p3d, exts, cams, k_b, delta, cfg)
     path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
     return solved, cov, inliers, path, (f"{num_points} points of {len(pairs)} overlapping "
-                                        f"camera pairs; {reason}"), apart, (p2d, p3d)
-
-
-def reprojection_errors(delta: np.ndarray, p2d, p3d, base_T_cam: np.ndarray, intrinsics
-                        ) -> np.ndarray:
-    """``[M, 2]`` reprojection errors (pixels; inf behind a camera) of the 2D-3D matches (per
-    camera of the current keyframe; points in the previous body frame) under the step
-    ``delta`` (base_prev_T_base_now), concatenated over the cameras."""
-    out = [np.zeros((0, 2))]
-    for x, X, T, k in zip(p2d, p3d, np.asarray(base_T_cam, float), intrinsics):
-        if not len(x):
-            continue
-        cam_T_prev = invert_pose(delta @ T)
-        h = (X @ cam_T_prev[:3, :3].T + cam_T_prev[:3, 3]) @ np.asarray(k, float).T
-        with np.errstate(divide="ignore", invalid="ignore"):
-            err = h[:, :2] / h[:, 2:3] - x
-        err[h[:, 2] <= 0] = np.inf
-        out.append(err)
-    return np.concatenate(out)
-
-
-def reprojection_inliers(delta: np.ndarray, p2d, p3d, base_T_cam: np.ndarray, intrinsics,
-                         max_px: float) -> int:
-    """How many 2D-3D matches reproject within ``max_px`` under the step ``delta``
-    (:func:`reprojection_errors`)."""
-    err = reprojection_errors(delta, p2d, p3d, base_T_cam, intrinsics)
-    return int(np.sum(np.linalg.norm(err, axis=1) < max_px))
+                                        f"camera pairs; {reason}"), apart
