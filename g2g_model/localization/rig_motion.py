@@ -10,6 +10,12 @@ the body and any rotation, the rig's metric extrinsics make the translation's sc
 The covariance comes from the inliers' Sampson errors (``sigma^2 (J^T J)^-1``). The outcome
 takes the same paths as relocalization: ``verified`` / ``refined`` / ``g2g`` with the reason.
 
+Where that relative pose fails or cannot measure the step's length (straight motion, one
+camera pair) and cameras of the rig overlap, the step is solved from the points those cameras
+triangulate at the previous keyframe with the calibrated extrinsics, by generalized absolute
+pose (:mod:`~g2g_model.localization.rig_overlap`; ``MotionVerification.method`` says which;
+docs/VERIFICATION.md has the rule and its measurements).
+
 Standing still is the one motion this geometry cannot solve: with no parallax the translation
 is unobservable and the solver's pose is unconstrained, so the step used to fall back to G2G,
 whose answer for a repeated group is not exactly the identity (0.1-2.4 deg per keyframe on

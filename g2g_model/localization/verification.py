@@ -87,8 +87,9 @@ class VerifierConfig:
     max_turn_deg: float = 180.0         # rig odometry: the rig's largest turn between keyframes
     #                                     that camera pairing allows for (180: every pair)
     standstill_deg: float = 0.25        # rig odometry: matches moved less: no motion (rig_motion)
-    overlap: bool = True                # rig odometry: also solve the step from the points that
-    #                                     the rig's overlapping cameras triangulate (rig_overlap)
+    overlap: bool = True                # rig odometry: where the relative pose fails or takes
+    #                                     G2G's length, solve the step from the points that the
+    #                                     rig's overlapping cameras triangulate (rig_overlap)
 
     def validate(self) -> "VerifierConfig":
         for name in ("max_features", "min_inliers", "cache_size", "trust_inliers",

@@ -62,11 +62,11 @@ class RigOdometryParams(VerifyParams, CameraParams):
         "identity motion, the keyframe kept (a parked rig gives the geometry no parallax); "
         "0 = never", value_range=(0.0, 9.9))
     verify_overlap: bool = param(
-        VerifierConfig.overlap, "where cameras of the rig overlap (from the extrinsics and "
-        "intrinsics), also triangulate their matches at the previous keyframe with the "
-        "calibrated extrinsics and solve the current keyframe against those metric points "
-        "(generalized absolute pose); the step takes whichever solution is better constrained "
-        "(docs/VERIFICATION.md); false = relative pose between keyframes only")
+        VerifierConfig.overlap, "where the relative pose between keyframes fails or cannot "
+        "measure the step's length (straight motion), and cameras of the rig overlap (from the "
+        "extrinsics and intrinsics): triangulate their matches at the previous keyframe with "
+        "the calibrated extrinsics and solve the current keyframe against those metric points "
+        "(generalized absolute pose; docs/VERIFICATION.md); false = relative pose only")
     verify_max_deferred: int = param(
         4, "when a newer group is already queued as a step is about to be verified (the node "
         "falls behind), publish G2G's motion from the last keyframe at once and verify the next "
