@@ -12,7 +12,7 @@ see what its camera saw (the camera pairs of the relative pose). Matching every 
 descriptor against every image, as relocalization does, found few right ones across the rig's
 wide viewpoint changes. The current body pose is solved from those 2D-3D matches by the
 generalized absolute pose that relocalization uses
-(:func:`~g2g_model.localization.verification.absolute_pose`). The step's length then comes
+(:func:`~g2g_model.localization.absolute_pose.absolute_pose`). The step's length then comes
 from the rig's own geometry, also when it drives straight, where the generalized relative pose
 between two keyframes barely observes it.
 """
@@ -26,7 +26,8 @@ import numpy as np
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import per_frame_intrinsics
 from g2g_model.localization.verdict import Fallback, judge
-from g2g_model.localization.verification import StructureVerifier, absolute_pose
+from g2g_model.localization.absolute_pose import absolute_pose
+from g2g_model.localization.verification import StructureVerifier
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
 

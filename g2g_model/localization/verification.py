@@ -31,15 +31,16 @@ import numpy as np
 import torch
 
 from g2g_model.geometry import invert_pose
+from g2g_model.localization.absolute_pose import absolute_pose
 from g2g_model.localization.bounded_cache import BoundedCache
-from g2g_model.localization.covariance import pose_covariance
+from g2g_model.localization.epipolar_guidance import guided_candidates
 from g2g_model.localization.local_features import (
     MIN_IMAGE_PX, Features, LocalFeatures, per_frame_intrinsics,
 )
 from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of this API)
     PATH_G2G, PATH_REFINED, PATH_VERIFIED, Fallback, judge,
 )
-from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
+from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
 LOG = logging.getLogger(__name__)
 
@@ -374,77 +375,6 @@ class StructureVerifier:
         map_T_b0, cov, inliers = absolute_pose(p2d, p3d, exts, cams, k_b, map_T_b[0], cfg)
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
-
-
-def absolute_pose(p2d: List[np.ndarray], p3d: List[np.ndarray], exts, cams, intrinsics,
-                  prior: np.ndarray, cfg: VerifierConfig) -> Tuple[np.ndarray, np.ndarray, int]:
-    """``(world_T_b0, its [6, 6] covariance, inliers)``: the pose of a generalized camera from
-    2D-3D matches per camera (``exts``: PoseLib's cam_T_b0 of each; ``cams``: its pinhole
-    cameras, ``intrinsics`` their K) by PoseLib's ``estimate_generalized_absolute_pose``
-    (RANSAC and refinement, seeded with ``prior`` = world_T_b0), the covariance from the
-    inliers' reprojections (:func:`pose_covariance`). Raises :class:`Fallback` when fewer than
-    ``min_inliers`` or not finite."""
-    import poselib
-
-    matched = sum(len(p) for p in p2d)
-    pose, info = poselib.estimate_generalized_absolute_pose(
-        p2d, p3d, exts, cams,
-        {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
-         "max_iterations": cfg.ransac_iterations,
-         "min_iterations": min(100, cfg.ransac_iterations)},
-        {"loss_scale": cfg.reprojection_px}, initial_pose=camera_pose(invert_pose(prior)))
-    inlier_masks = [np.asarray(m, bool) for m in info.get("inliers", [])]
-    inliers = int(sum(m.sum() for m in inlier_masks))
-    if inliers < cfg.min_inliers:
-        raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
-                       f"among {matched} matches")
-    b0_T_world = pose_matrix(pose)
-    if not np.all(np.isfinite(b0_T_world)):
-        raise Fallback("the geometric solution is not finite")
-    world_T_b0 = invert_pose(b0_T_world)
-    cov = pose_covariance(world_T_b0, [p[m] for p, m in zip(p2d, inlier_masks)],
-                          [p[m] for p, m in zip(p3d, inlier_masks)],
-                          [e.Rt for e in exts], intrinsics)
-    return world_T_b0, cov, inliers
-
-
-def epipolar_distance(p_i: np.ndarray, p_j: np.ndarray, centre_i: np.ndarray, x_i: np.ndarray,
-                      x_j: np.ndarray) -> np.ndarray:
-    """``[Ni, Nj]`` pixel distances of the keypoints ``x_j`` of camera j from the epipolar
-    lines of the keypoints ``x_i`` of camera i (projection matrices ``p_i``, ``p_j``; camera i's
-    centre ``centre_i``): ``F = [e_j]x P_j P_i^+`` (Hartley and Zisserman, eq. 9.1)."""
-    e = p_j @ np.append(centre_i, 1.0)
-    skew = np.array([[0, -e[2], e[1]], [e[2], 0, -e[0]], [-e[1], e[0], 0]])
-    fundamental = skew @ p_j @ np.linalg.pinv(p_i)
-    lines = np.c_[x_i, np.ones(len(x_i))] @ fundamental.T
-    lines /= np.maximum(np.linalg.norm(lines[:, :2], axis=1, keepdims=True), 1e-12)
-    # float32: a pixel distance needs no more, and the [Ni, Nj] product is the cost.
-    return np.abs(lines.astype(np.float32) @ np.c_[x_j, np.ones(len(x_j))].T.astype(np.float32))
-
-
-def guided_candidates(p_i: np.ndarray, p_j: np.ndarray, w_i: np.ndarray, w_j: np.ndarray,
-                      x_i: np.ndarray, x_j: np.ndarray, max_px: float) -> np.ndarray:
-    """``[Ni, Nj]`` bool: the keypoint pairs of two calibrated cameras (projection matrices
-    ``p_*``, poses ``w_*`` = world_T_cam) that can be one point: within ``max_px`` of each
-    other's epipolar line, and with both rays meeting in front of both cameras (the closest
-    points of the two rays, one 2x2 solve per pair)."""
-    near = epipolar_distance(p_i, p_j, w_i[:3, 3], x_i, x_j) < max_px
-    a, b = np.nonzero(near)  # a few per cent of all pairs: solved only for those
-
-    def rays(p, w, x):
-        k = p[:, :3] @ w[:3, :3]  # P = K [R^T | -R^T c]
-        r = np.c_[x, np.ones(len(x))] @ np.linalg.inv(k).T @ w[:3, :3].T
-        return r / np.linalg.norm(r, axis=1, keepdims=True)
-
-    u, v = rays(p_i, w_i, x_i[a]), rays(p_j, w_j, x_j[b])
-    base = w_j[:3, 3] - w_i[:3, 3]
-    uv, ub, vb = np.sum(u * v, axis=1), u @ base, v @ base
-    with np.errstate(divide="ignore", invalid="ignore"):
-        den = 1.0 - uv ** 2
-        s = (ub - uv * vb) / den   # along ray i
-        t = (uv * ub - vb) / den   # along ray j
-    near[a, b] = (s > 0) & (t > 0)
-    return near
 
 
 def new_local_features(cfg: VerifierConfig) -> LocalFeatures:
