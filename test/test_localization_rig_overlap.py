@@ -116,3 +116,17 @@ def test_the_node_parameter_turns_the_overlap_path_off():
     params = {f.name: field_default(f) for f in dataclasses.fields(RigOdometryParams)}
     assert verifier_config(params).overlap is True
     assert verifier_config({**params, "verify_overlap": False}).overlap is False
+
+
+def test_verifiers_share_the_feature_extractor_they_are_given():
+    """An extractor with an empty cache is still the one to use (``len()`` of it is 0, so
+    ``features or new`` made a second one): the rig verifier and its overlap path describe
+    each image once."""
+    from g2g_model.localization.local_features import LocalFeatures
+    from g2g_model.localization.verification import StructureVerifier
+
+    shared = LocalFeatures()
+    assert StructureVerifier(features=shared).local is shared
+    assert RigMotionVerifier(features=shared).local is shared
+    verifier = RigMotionVerifier()
+    assert verifier.structure.local is verifier.local
