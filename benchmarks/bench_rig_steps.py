@@ -9,8 +9,8 @@ median, p90, max, how many over 10 and 50 mm), the mean rotation error and the C
 step whose previous keyframe is described (single-threaded torch: the load of this shared
 machine hurts multi-threaded timings far more).
 
-Settings are ``PX/FEATURES/TURN``: ``verify_max_image_px`` (0 = full size),
-``verify_max_features`` and ``verify_max_turn_deg``.
+Settings are ``PX/FEATURES/TURN[/OVERLAP]``: ``verify_max_image_px`` (0 = full size),
+``verify_max_features``, ``verify_max_turn_deg`` and ``verify_overlap`` (1, the default, or 0).
 
     python -m benchmarks.bench_rig_steps --size 480 --settings 0/2000/180 320/1000/30
 """
@@ -43,9 +43,10 @@ def seeded(truth: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def evaluate(traj: TrajectoryReader, setting: str) -> str:
-    px, features, turn = setting.split("/")
+    px, features, turn, overlap = (setting.split("/") + ["1"])[:4]
     verifier = RigMotionVerifier(rig_verifier_config(
-        max_image_px=int(px), max_features=int(features), max_turn_deg=float(turn)))
+        max_image_px=int(px), max_features=int(features), max_turn_deg=float(turn),
+        overlap=overlap == "1"))
     cams = traj.cameras
     intrinsics = np.stack([traj.rig[c].K for c in cams])
     base = np.stack([traj.rig[c].T_body_cam for c in cams])
@@ -66,7 +67,7 @@ def evaluate(traj: TrajectoryReader, setting: str) -> str:
                 errors.append((1e3 * np.linalg.norm(rel[:3, 3]), rotation_angle_deg(rel[:3, :3])))
     err = np.array(errors)
     mm = err[:, 0]
-    return (f"| {px} / {features} / {turn} | {mm.mean():.1f} / {np.median(mm):.1f} | "
+    return (f"| {px} / {features} / {turn} / {overlap} | {mm.mean():.1f} / {np.median(mm):.1f} | "
             f"{np.percentile(mm, 90):.1f} | {mm.max():.0f} | {int((mm > 10).sum())} | "
             f"{int((mm > 50).sum())} | {err[:, 1].mean():.3f} | "
             f"{1e3 * np.median(cpu):.0f} |")
@@ -82,8 +83,8 @@ def run(size: int, frames: int, seed: int, settings: List[str]) -> str:
     lines = ["## Machine", *machine_info(), f"- at the start: {machine_line()}", "",
              f"Scene: test seed {seed}, ring5 rig (80 deg cameras), {size} x {size} native "
              f"renders, {frames} frames; {steps} steps (1 and 2 frames apart, two seeds each).",
-             "", "| max_image_px / max_features / max_turn_deg | translation error mean / "
-             "median (mm) | p90 (mm) | max (mm) | > 10 mm | > 50 mm | rotation error mean "
+             "", "| max_image_px / max_features / max_turn_deg / overlap | translation error "
+             "mean / median (mm) | p90 (mm) | max (mm) | > 10 mm | > 50 mm | rotation error mean "
              "(deg) | CPU per step (ms) |", "|---|---|---|---|---|---|---|---|"]
     for setting in settings:
         lines.append(evaluate(traj, setting))

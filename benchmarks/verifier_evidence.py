@@ -3,8 +3,8 @@
 A published ``GroupAlignment`` names its map window (``stamps_a``), its query window
 (``stamps_b``), G2G's poses (``poses_b``) and the verifier's path and inlier count. This runs
 the relocalize node's verifier (:class:`~g2g_model.localization.verification.StructureVerifier`,
-default settings with its window check and span off: the whole window's solve, which those
-judge) again on the same windows -- the map's keyframes, the query images, the
+default settings with its window span off: the whole window's solve) again on the same
+windows -- the map's keyframes, the query images, the
 query's intra-window poses from the bag's (drifted) odometry and G2G's estimate carried by that
 odometry, as the node does -- and records what it decided on:
 
@@ -78,21 +78,24 @@ def _evidence_of_solve(call: Mapping) -> Dict[str, object]:
 
 
 def _anchor_alone(call: Mapping, b0_R: np.ndarray, b0_t: np.ndarray) -> Dict[str, object]:
-    """B0 solved from its own matches (the verifier's window check,
-    :func:`g2g_model.localization.window_check.anchor_alone`), and how far that is from the
-    group's B0."""
-    from g2g_model.localization.window_check import anchor_alone
+    """B0 solved from its own matches, and how far that is from the group's B0."""
+    import poselib
 
+    x, X = np.asarray(call["p2d"][0], float), np.asarray(call["p3d"][0], float)
+    if len(x) < 6:
+        return {"anchor_m": None, "anchor_deg": None, "anchor_inliers": 0}
+    pose, info = poselib.estimate_absolute_pose(
+        x, X, call["cams"][0], {"max_reproj_error": call["threshold"], "seed": 0},
+        {"loss_scale": call["threshold"]})
     group = np.eye(4)
     group[:3, :3], group[:3, 3] = b0_R, b0_t
-    alone, inliers = anchor_alone(call["p2d"][:1], call["p3d"][:1], [np.eye(4)],
-                                  call["cams"][:1], call["threshold"], invert_pose(group))
-    if alone is None:
-        return {"anchor_m": None, "anchor_deg": None, "anchor_inliers": 0}
-    rel = relative_pose(invert_pose(group), alone)
+    alone = np.eye(4)
+    alone[:3, :3], alone[:3, 3] = np.asarray(pose.R), np.asarray(pose.t)
+    rel = relative_pose(invert_pose(group), invert_pose(alone))
     return {"anchor_m": float(np.linalg.norm(rel[:3, 3])),
             "anchor_deg": float(rotation_angle_deg(rel[:3, :3])),
-            "anchor_inliers": inliers, "anchor_map_T_b0": alone}
+            "anchor_inliers": int(np.sum(info.get("inliers", []))),
+            "anchor_map_T_b0": invert_pose(alone)}
 
 
 def verify_again(verifier, group_a: Group, query: Group, map_T_b: np.ndarray
@@ -120,7 +123,7 @@ def verify_again(verifier, group_a: Group, query: Group, map_T_b: np.ndarray
            "g2g_m": None, "g2g_deg": None, "map_T_b0": np.asarray(result.map_T_b0, float)}
     if result.g2g_disagreement is not None:
         out["g2g_m"], out["g2g_deg"] = (float(v) for v in result.g2g_disagreement)
-    if calls:  # the window's solve (a window check's own solve may follow it)
+    if calls:  # the whole window's solve (a refinement near its start may follow it)
         out.update(_evidence_of_solve(calls[0]))
     return out
 
@@ -149,8 +152,7 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
     the odometry inside the window costs."""
     from g2g_model.localization.verification import StructureVerifier, VerifierConfig
 
-    verifier = verifier or StructureVerifier(VerifierConfig(window_check_m=0.0,
-                                                            window_span_m=0.0))
+    verifier = verifier or StructureVerifier(VerifierConfig(window_span_m=0.0))
     truth_T_base = truth_T_base or {}
     records: List[Dict[str, object]] = []
     previous: Optional[np.ndarray] = None

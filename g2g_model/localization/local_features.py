@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Optional
 
 import cv2
 import numpy as np
@@ -24,6 +25,9 @@ FEATURES = ("sift",)
 # Half of OpenCV's default: the simulator's and many indoor images are low in contrast, and
 # this doubles to triples the inliers at a modest cost (measured in docs/VERIFICATION.md).
 CONTRAST_THRESHOLD = 0.02
+# Squared descriptor distance of a candidate pair that ``match`` may not take (RootSIFT's are
+# at most 2).
+NOT_ALLOWED = 1e6
 # Smallest long side images may be described at (max_image_px); 0 = full size.
 MIN_IMAGE_PX = 64
 
@@ -85,9 +89,13 @@ class LocalFeatures:
             feats = Features(pts, np.sqrt(desc).astype(np.float32))
         return self.cache.put(key, feats)
 
-    def match(self, desc_a: np.ndarray, desc_b: np.ndarray, with_ratio: bool = False):
+    def match(self, desc_a: np.ndarray, desc_b: np.ndarray, with_ratio: bool = False,
+              allowed: Optional[np.ndarray] = None):
         """``[M, 2]`` index pairs (a, b): mutual nearest neighbours (L2) passing the ratio test
         (with ``with_ratio``: also ``[M]`` their distance ratios, lower is more distinctive).
+        ``allowed``: optional ``[Na, Nb]`` bool, the only candidate pairs (e.g. those that
+        agree with a known epipolar geometry: guided matching, where a repeated texture no
+        longer fails the ratio test against its copies elsewhere in the image).
 
         Brute force as one matrix product (torch, multi-threaded): ~10x faster than OpenCV's
         brute-force matcher for 2,000 x 2,000 descriptors, same neighbours."""
@@ -98,11 +106,14 @@ class LocalFeatures:
         b = torch.from_numpy(np.ascontiguousarray(desc_b, np.float32))
         d2 = torch.addmm((a * a).sum(1, keepdim=True) + (b * b).sum(1), a, b.T,
                          beta=1.0, alpha=-2.0).clamp_(min=0.0)
+        if allowed is not None:
+            d2.masked_fill_(~torch.from_numpy(np.asarray(allowed, bool)), NOT_ALLOWED)
         best, nearest = torch.topk(d2, 2, dim=1, largest=False)
         mutual = d2.argmin(0)[nearest[:, 0]] == torch.arange(len(a))
         dist = best.sqrt().numpy()
         ratio = dist[:, 0] / np.maximum(dist[:, 1], 1e-9)
-        keep = np.flatnonzero((dist[:, 0] < self.ratio * dist[:, 1]) & mutual.numpy())
+        keep = np.flatnonzero((dist[:, 0] < self.ratio * dist[:, 1]) & mutual.numpy()
+                              & (best[:, 0].numpy() < NOT_ALLOWED))
         pairs = np.stack([keep, nearest[:, 0].numpy()[keep]], 1).astype(int).reshape(-1, 2)
         return (pairs, ratio[keep].astype(float)) if with_ratio else pairs
 

@@ -10,6 +10,12 @@ the body and any rotation, the rig's metric extrinsics make the translation's sc
 The covariance comes from the inliers' Sampson errors (``sigma^2 (J^T J)^-1``). The outcome
 takes the same paths as relocalization: ``verified`` / ``refined`` / ``g2g`` with the reason.
 
+Where that relative pose fails or cannot measure the step's length (straight motion, one
+camera pair) and cameras of the rig overlap, the step is solved from the points those cameras
+triangulate at the previous keyframe with the calibrated extrinsics, by generalized absolute
+pose (:mod:`~g2g_model.localization.rig_overlap`; ``MotionVerification.method`` says which;
+docs/VERIFICATION.md has the rule and its measurements).
+
 Standing still is the one motion this geometry cannot solve: with no parallax the translation
 is unobservable and the solver's pose is unconstrained, so the step used to fall back to G2G,
 whose answer for a repeated group is not exactly the identity (0.1-2.4 deg per keyframe on
@@ -28,12 +34,16 @@ import numpy as np
 
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
+from g2g_model.localization.rig_epipolar import (
+    G2G_STEP_COVARIANCE, camera_matrix, motion_covariance,
+)
+from g2g_model.localization.rig_overlap import overlap_motion
 from g2g_model.localization.verdict import PATH_G2G, Fallback, judge
-from g2g_model.localization.verification import VerifierConfig, new_local_features
+from g2g_model.localization.verification import (
+    StructureVerifier, VerifierConfig, new_local_features,
+)
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
-# Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
-G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
 # A geometric rotation this certain is kept even when the step's length is not observable.
 MAX_ROTATION_SD_DEG = 0.5
 # Rig odometry's verification settings where they differ from relocalization's (the
@@ -70,6 +80,11 @@ class MotionVerification:
     reason: str = ""
     g2g_disagreement: Optional[Tuple[float, float]] = None
     stationary: bool = False  # the images did not move: identity motion (module docstring)
+    # Which geometry made the motion: "overlap" (the rig's overlapping cameras, absolute
+    # pose), "relative" (generalized relative pose between keyframes), "one camera pair",
+    # "standstill"; "" on the "g2g" path.
+    method: str = ""
+    length_from_g2g: bool = False  # the rotation and direction are geometric, the length G2G's
 
 
 class RigMotionVerifier:
@@ -86,7 +101,13 @@ class RigMotionVerifier:
                  features: Optional[LocalFeatures] = None):
         self.config = (config or rig_verifier_config()).validate()
         cfg = self.config
-        self.local = features or new_local_features(cfg)
+        self.local = features if features is not None else new_local_features(cfg)
+        # Relocalization's verifier, sharing the features: the overlap path (rig_overlap).
+        self.structure = StructureVerifier(cfg, self.local, guided=True)
+
+    def cache_bytes(self) -> int:
+        """Bytes held by the verifier's caches (at most ``cache_mb``)."""
+        return self.structure.cache_bytes()
 
     def __call__(self, group_a, group_b, delta: np.ndarray) -> MotionVerification:
         delta = np.asarray(delta, float)
@@ -124,11 +145,55 @@ class RigMotionVerifier:
             m.x1, m.x2 = f1.keypoints[pairs[:, 0]], f2.keypoints[pairs[:, 1]]
             matches.append(m)
         matched = sum(len(m.x1) for m in matches)
-        if matched < cfg.min_inliers:
-            raise Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
-        still = self._standstill(matches, cams_a, cams_b, delta, matched)
-        if still is not None:
-            return still
+        if matched >= cfg.min_inliers:
+            still = self._standstill(matches, cams_a, cams_b, delta, matched)
+            if still is not None:
+                return still
+        # The relative pose first; the overlap (rig_overlap) only where it cannot give the
+        # step: it failed, or it took the length from G2G (straight motion, one camera pair).
+        try:
+            if matched < cfg.min_inliers:
+                raise Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
+            relative = self._relative(matches, matched, ext_a, cams_a, ext_b, cams_b, delta)
+        except Fallback as failed:
+            why, relative = str(failed), None
+        else:
+            if not relative.length_from_g2g:
+                return relative
+            why = "its length is G2G's"
+        overlap = self._overlap(group_a, group_b, delta)
+        if isinstance(overlap, MotionVerification):
+            overlap.reason = f"overlap: {overlap.reason}; relative pose: {why}"
+            return overlap
+        if relative is None:
+            raise Fallback(f"{why}{overlap}")
+        relative.reason += overlap
+        return relative
+
+    def _overlap(self, group_a, group_b, delta: np.ndarray):
+        """The step from the rig's overlapping cameras (:mod:`.rig_overlap`) as a
+        :class:`MotionVerification`, or why not (a note for the reason; "" when the rig has no
+        overlapping cameras or the path is off)."""
+        if not self.config.overlap:
+            return ""
+        pairs = [(i, j) for i, j in overlapping_pairs(group_a, group_a, 0.0) if i < j]
+        if not pairs:
+            return ""
+        try:
+            solved, cov, inliers, path, reason, apart = overlap_motion(
+                self.structure, group_a, group_b, delta, pairs,
+                overlapping_pairs(group_a, group_b, self.config.max_turn_deg))
+        except Fallback as why:
+            return f"; overlap: {why}"
+        return MotionVerification(path, solved, cov, inliers, reason, apart, method="overlap")
+
+    def _relative(self, matches, matched: int, ext_a, cams_a, ext_b, cams_b,
+                  delta: np.ndarray) -> MotionVerification:
+        """The step by generalized relative pose between the keyframes (the essential matrix
+        of one camera pair when all matches lie in one)."""
+        import poselib
+
+        cfg = self.config
         if len({(m.cam_id1, m.cam_id2) for m in matches}) == 1:
             return self._one_camera_pair(matches[0], ext_a, cams_a, ext_b, cams_b, delta,
                                          matched)
@@ -148,7 +213,7 @@ class RigMotionVerifier:
         if not np.all(np.isfinite(solved)):
             raise Fallback("the geometric solution is not finite")
         cov = motion_covariance(solved, matches, masks, ext_a, ext_b, cams_a, cams_b)
-        note = ""
+        note, from_g2g = "", False
         if _sd(cov[:3, :3]) > cfg.max_position_sd_m and _sd(cov[3:, 3:]) <= np.radians(
                 MAX_ROTATION_SD_DEG) and np.linalg.norm(solved[:3, 3]) > 1e-6:
             # Straight motion: the rotation and the direction of travel are well measured, the
@@ -158,9 +223,11 @@ class RigMotionVerifier:
             solved = solved.copy()
             solved[:3, 3] *= length / np.linalg.norm(solved[:3, 3])
             cov = _length_from_g2g(cov)
-            note = "; length of the step from G2G (straight motion: scale not observable)"
+            note, from_g2g = "; length of the step from G2G (straight motion: scale not " \
+                "observable)", True
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
-        return MotionVerification(path, solved, cov, inliers, reason + note, apart)
+        return MotionVerification(path, solved, cov, inliers, reason + note, apart,
+                                  method="relative", length_from_g2g=from_g2g)
 
     def _one_camera_pair(self, match, ext_a, cams_a, ext_b, cams_b, delta: np.ndarray,
                          matched: int) -> MotionVerification:
@@ -206,7 +273,8 @@ class RigMotionVerifier:
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
         return MotionVerification(path, solved, cov, inliers, reason + "; one camera pair: "
                                   "rotation and direction from its essential matrix, length "
-                                  "of the step from G2G", apart)
+                                  "of the step from G2G", apart, method="one camera pair",
+                                  length_from_g2g=True)
 
     def _standstill(self, matches, cams_a, cams_b, delta: np.ndarray, matched: int
                     ) -> Optional[MotionVerification]:
@@ -219,7 +287,8 @@ class RigMotionVerifier:
             return None
 
         def unit_rays(pixels, camera) -> np.ndarray:
-            rays = np.c_[np.asarray(pixels), np.ones(len(pixels))] @ np.linalg.inv(_k(camera)).T
+            rays = np.c_[np.asarray(pixels), np.ones(len(pixels))] @ np.linalg.inv(
+                camera_matrix(camera)).T
             return rays / np.linalg.norm(rays, axis=1, keepdims=True)
 
         moved, count = [], 0
@@ -238,7 +307,7 @@ class RigMotionVerifier:
         return MotionVerification(
             path, np.eye(4), cov, count, f"standing still: the {len(moved)} cameras' matches "
             f"moved {max(moved):.3f} deg at most (median; < standstill_deg {cfg.standstill_deg}"
-            f"); " + reason, apart, stationary=True)
+            f"); " + reason, apart, stationary=True, method="standstill")
 
 
 def view_cone_deg(K: np.ndarray, image: np.ndarray) -> float:
@@ -279,63 +348,7 @@ def overlapping_pairs(group_a, group_b, max_turn_deg: float) -> List[Tuple[int, 
     return out
 
 
-def sampson_errors(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b
-                   ) -> np.ndarray:
-    """Sampson errors (pixels) of the matches selected by ``masks`` (None: all) under the body
-    motion ``delta`` (base_prev_T_base_now), concatenated over the camera pairs."""
-    out = []
-    for k, m in enumerate(matches):
-        mask = np.ones(len(m.x1), bool) if masks is None else masks[k]
-        if not mask.any():
-            continue
-        # camera_a <- camera_b through the bodies: E relates their normalised rays.
-        a_T_b = np.vstack([ext_a[m.cam_id1].Rt, [0, 0, 0, 1]]) @ delta @ invert_pose(
-            np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
-        R, t = a_T_b[:3, :3], a_T_b[:3, 3]
-        E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
-        F = np.linalg.inv(_k(cams_a[m.cam_id1])).T @ E @ np.linalg.inv(_k(cams_b[m.cam_id2]))
-        x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
-        x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
-        Fx2, Ftx1 = x2 @ F.T, x1 @ F
-        num = np.sum(x1 * Fx2, 1)
-        den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
-        out.append(num / np.maximum(den, 1e-12))
-    return np.concatenate(out) if out else np.zeros(0)
-
-
-def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
-                      min_sigma_px: float = 0.5) -> np.ndarray:
-    """``[6, 6]`` covariance of ``delta`` from the Sampson errors (pixels) of the inlier
-    matches: ``sigma^2 (J^T J)^-1``, J by central differences of a perturbation of delta's
-    translation and rotation (about the previous base frame's axes)."""
-    import cv2
-
-    def sampson(d6: np.ndarray) -> np.ndarray:
-        T = delta.copy()
-        T[:3, :3] = cv2.Rodrigues(d6[3:])[0] @ delta[:3, :3]
-        T[:3, 3] = delta[:3, 3] + d6[:3]
-        return sampson_errors(T, matches, masks, ext_a, ext_b, cams_a, cams_b)
-
-    r0 = sampson(np.zeros(6))
-    eps = np.array([1e-4] * 3 + [1e-5] * 3)
-    jac = np.stack([(sampson(np.eye(6)[k] * eps[k]) - sampson(-np.eye(6)[k] * eps[k]))
-                    / (2 * eps[k]) for k in range(6)], axis=1)
-    sigma2 = max(float(r0 @ r0) / max(len(r0) - 6, 1), min_sigma_px ** 2)
-    try:
-        cov = sigma2 * np.linalg.inv(jac.T @ jac)
-    except np.linalg.LinAlgError:
-        return G2G_STEP_COVARIANCE.copy()
-    if not np.all(np.isfinite(cov)):
-        return G2G_STEP_COVARIANCE.copy()
-    return 0.5 * (cov + cov.T)
-
-
 def _sd(block: np.ndarray) -> float:
     """Largest standard deviation of a covariance block."""
     value = float(np.linalg.eigvalsh(block).max())
     return float(np.sqrt(value)) if np.isfinite(value) and value > 0 else 0.0
-
-
-def _k(camera: dict) -> np.ndarray:
-    fx, fy, cx, cy = camera["params"]
-    return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])

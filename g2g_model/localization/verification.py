@@ -10,9 +10,8 @@ texture, geometry can check and sharpen that answer:
    query group is solved by generalized absolute pose (the query frames form a generalized
    camera whose intra-group poses come from odometry) with RANSAC and non-linear refinement:
    PoseLib's ``estimate_generalized_absolute_pose``, seeded with G2G's estimate;
-4. the window must be one rigid group: its first instant solved alone may not put the anchor
-   far from the group's solution (:mod:`.window_check`: odometry drift inside the window bends
-   the group);
+4. the solution is refined on the query instants near the window's first one
+   (:mod:`.window_span`: odometry drift inside a long window bends the group);
 5. the covariance of the refined pose comes from the reprojection residuals of its inliers
    (Gauss-Newton: ``sigma^2 (J^T J)^-1``).
 
@@ -34,16 +33,17 @@ import numpy as np
 import torch
 
 from g2g_model.geometry import invert_pose
+from g2g_model.localization.absolute_pose import absolute_pose
 from g2g_model.localization.bounded_cache import BoundedCache
-from g2g_model.localization.covariance import pose_covariance
+from g2g_model.localization.epipolar_guidance import guided_candidates
 from g2g_model.localization.local_features import (
     MIN_IMAGE_PX, Features, LocalFeatures, per_frame_intrinsics,
 )
 from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of this API)
     PATH_G2G, PATH_REFINED, PATH_VERIFIED, Fallback, judge,
 )
-from g2g_model.localization.window_check import check_window, frames_within
-from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
+from g2g_model.localization.window_span import frames_within
+from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
 LOG = logging.getLogger(__name__)
 
@@ -91,13 +91,12 @@ class VerifierConfig:
     max_turn_deg: float = 180.0         # rig odometry: the rig's largest turn between keyframes
     #                                     that camera pairing allows for (180: every pair)
     standstill_deg: float = 0.25        # rig odometry: matches moved less: no motion (rig_motion)
-    # Relocalization: the query's first frame solved alone (with this many inliers) further
-    # than this from the window's solution refuses the fix (window_check; 0: off).
-    window_check_m: float = 0.1
-    window_check_inliers: int = 30
+    overlap: bool = True                # rig odometry: where the relative pose fails or takes
+    #                                     G2G's length, solve the step from the points that the
+    #                                     rig's overlapping cameras triangulate (rig_overlap)
     # Relocalization: the whole window's solution is refined on the query instants within this
     # odometry travel of the first (0: off); drift inside a long window bends the group (the
-    # real TUM replay: wrong fixes 0.19-0.21 m over 2.2 m windows; 2.5 cm within 0.5 m).
+    # real TUM replay: wrong fixes 0.19-0.21 m over 2.2 m windows; 2.8 cm within 0.5 m).
     window_span_m: float = 0.5
 
     def validate(self) -> "VerifierConfig":
@@ -119,15 +118,9 @@ class VerifierConfig:
                              f"{self.max_image_px}")
         if not 0 <= float(self.standstill_deg) < 10:
             raise ValueError(f"standstill_deg must be in [0, 10) (0: off): {self.standstill_deg}")
-        if not (np.isfinite(float(self.window_check_m)) and float(self.window_check_m) >= 0):
-            raise ValueError(f"window_check_m must be >= 0 (0: off), got "
-                             f"{self.window_check_m}")
         if not (np.isfinite(float(self.window_span_m)) and float(self.window_span_m) >= 0):
             raise ValueError(f"window_span_m must be >= 0 (0: the whole window), got "
                              f"{self.window_span_m}")
-        if int(self.window_check_inliers) < 6:
-            raise ValueError(f"window_check_inliers must be >= 6, got "
-                             f"{self.window_check_inliers}")
         if not 0 <= float(self.max_turn_deg) <= 180:
             raise ValueError(f"max_turn_deg must be in [0, 180], got {self.max_turn_deg}")
         return self
@@ -169,10 +162,14 @@ class StructureVerifier:
     """
 
     def __init__(self, config: Optional[VerifierConfig] = None,
-                 features: Optional[LocalFeatures] = None):
+                 features: Optional[LocalFeatures] = None, guided: bool = False):
         self.config = (config or VerifierConfig()).validate()
         cfg = self.config
-        self.local = features or new_local_features(cfg)
+        self.local = features if features is not None else new_local_features(cfg)
+        # Match map frame pairs only along their epipolar lines (within reprojection_px):
+        # rig odometry's calibrated cameras, whose wide viewpoint changes and repeated
+        # textures leave few plain ratio-test matches (rig_overlap).
+        self.guided = guided
         budget = {k: int(v * cfg.cache_mb * 2**20) for k, v in CACHE_SHARES.items()}
         # Map points per window (per frame, and all of them concatenated).
         self._points_cache = BoundedCache(budget["points"], 64)
@@ -189,40 +186,58 @@ class StructureVerifier:
 
     # ------------------------------------------------------------------ map points
     def map_points(self, images: Sequence[np.ndarray], intrinsics: np.ndarray,
-                   world_T_cam: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
+                   world_T_cam: np.ndarray, pairs: Optional[Sequence[Tuple[int, int]]] = None
+                   ) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Triangulate the map window: per map frame, ``(points [M, 3], descriptors [M, D])``
         of its keypoints that became 3D points. Pairs of frames that look
         the same way are matched; a match becomes a point if it passes cheirality, reprojection
-        and parallax checks (a keypoint seen in several pairs keeps its first point)."""
-        key = tuple(self.local.image_key(im) for im in images)
+        and parallax checks (a keypoint seen in several pairs keeps its first point).
+        ``pairs``: the frame pairs ``(i, j)``, i < j, to triangulate instead (e.g. the
+        overlapping cameras of a rig at one instant)."""
+        pairs = None if pairs is None else tuple(sorted((int(i), int(j)) for i, j in pairs))
+        key = tuple(self.local.image_key(im) for im in images) + (pairs,)
         hit = self._points_cache.get(key)
         if hit is not None:
             return hit
+        feats = [self.local.describe(im) for im in images]
+        out = []
+        tracks = self.triangulated_keypoints(images, intrinsics, world_T_cam, pairs)
+        for f, (idx, points) in zip(feats, tracks):
+            out.append((points, f.descriptors[idx].reshape(-1, f.descriptors.shape[1])))
+        return self._points_cache.put(key, out)
+
+    def triangulated_keypoints(self, images: Sequence[np.ndarray], intrinsics: np.ndarray,
+                               world_T_cam: np.ndarray,
+                               pairs: Optional[Sequence[Tuple[int, int]]] = None
+                               ) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """Per frame, ``(keypoint indices [M], points [M, 3])``: the keypoints that became
+        points (see :meth:`map_points`)."""
+        key = tuple(self.local.image_key(im) for im in images)
         feats = [self.local.describe(im) for im in images]
         cfg = self.config
         proj = [intrinsics[i] @ invert_pose(world_T_cam[i])[:3] for i in range(len(images))]
         found: List[Dict[int, np.ndarray]] = [{} for _ in images]
         axes = world_T_cam[:, :3, 2]
-        for i in range(len(images)):
-            for j in range(i + 1, len(images)):
-                if float(axes[i] @ axes[j]) < np.cos(np.radians(cfg.max_pair_angle_deg)):
-                    continue  # looking different ways: no shared view to triangulate
-                # A pair's points depend only on its two frames (and their fixed map poses):
-                # a window that moves by one instant re-triangulates only its new pairs.
-                pair_key = (key[i], key[j], world_T_cam[i].tobytes(), world_T_cam[j].tobytes())
-                tri = self._pair_cache.get(pair_key)
-                if tri is None:
-                    tri = self._pair_cache.put(pair_key, self._triangulate(
-                        feats[i], feats[j], proj[i], proj[j], world_T_cam[i], world_T_cam[j]))
-                for a, b, point in zip(*tri):
-                    found[i].setdefault(int(a), point)
-                    found[j].setdefault(int(b), point)
+        if pairs is None:  # looking different ways: no shared view to triangulate
+            cos_pair = np.cos(np.radians(cfg.max_pair_angle_deg))
+            pairs = tuple((i, j) for i in range(len(images)) for j in range(i + 1, len(images))
+                          if float(axes[i] @ axes[j]) >= cos_pair)
+        for i, j in pairs:
+            # A pair's points depend only on its two frames (and their fixed map poses):
+            # a window that moves by one instant re-triangulates only its new pairs.
+            pair_key = (key[i], key[j], world_T_cam[i].tobytes(), world_T_cam[j].tobytes())
+            tri = self._pair_cache.get(pair_key)
+            if tri is None:
+                tri = self._pair_cache.put(pair_key, self._triangulate(
+                    feats[i], feats[j], proj[i], proj[j], world_T_cam[i], world_T_cam[j]))
+            for a, b, point in zip(*tri):
+                found[i].setdefault(int(a), point)
+                found[j].setdefault(int(b), point)
         out = []
-        for f, pts in zip(feats, found):
+        for pts in found:
             idx = np.fromiter(pts.keys(), int, len(pts))
-            out.append((np.array([pts[k] for k in idx]).reshape(-1, 3),
-                        f.descriptors[idx].reshape(-1, f.descriptors.shape[1])))
-        return self._points_cache.put(key, out)
+            out.append((idx, np.array([pts[k] for k in idx]).reshape(-1, 3)))
+        return out
 
     def _triangulate(self, fi: Features, fj: Features, pi: np.ndarray, pj: np.ndarray,
                      wi: np.ndarray, wj: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -230,7 +245,11 @@ class StructureVerifier:
         that pass the cheirality, reprojection and parallax checks."""
         cfg = self.config
         empty = (np.zeros(0, int), np.zeros(0, int), np.zeros((0, 3)))
-        pairs = self.local.match(fi.descriptors, fj.descriptors)
+        allowed = None
+        if self.guided:
+            allowed = guided_candidates(pi, pj, wi, wj, fi.keypoints, fj.keypoints,
+                                        cfg.reprojection_px)
+        pairs = self.local.match(fi.descriptors, fj.descriptors, allowed=allowed)
         if len(pairs) < 8:
             return empty
         xi, xj = fi.keypoints[pairs[:, 0]], fj.keypoints[pairs[:, 1]]
@@ -249,14 +268,15 @@ class StructureVerifier:
         ok &= np.degrees(np.arccos(np.clip(cos, -1, 1))) > cfg.min_triangulation_deg
         return pairs[ok, 0], pairs[ok, 1], X[ok]
 
-    def _window_points(self, group_a, intrinsics: np.ndarray, key: tuple
+    def _window_points(self, group_a, intrinsics: np.ndarray, key: tuple, pairs=None
                        ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every map point of the window, its descriptors and the map frame it came from,
-        concatenated (cached)."""
+        concatenated (cached; ``pairs``: see :meth:`map_points`)."""
+        key = key + (None if pairs is None else tuple(sorted(map(tuple, pairs))),)
         hit = self._points_cache.get(("all",) + key)
         if hit is None:
             per_frame = self.map_points(group_a.images, intrinsics,
-                                        np.asarray(group_a.cam_to_world, float))
+                                        np.asarray(group_a.cam_to_world, float), pairs)
             hit = (np.concatenate([p for p, _ in per_frame]),
                    np.ascontiguousarray(np.concatenate([d for _, d in per_frame])),
                    np.concatenate([np.full(len(p), i) for i, (p, _) in enumerate(per_frame)]))
@@ -297,27 +317,29 @@ class StructureVerifier:
 
     # ------------------------------------------------------------------ verification
     def __call__(self, group_a, query, map_T_b: np.ndarray,
-                 view_prior: Optional[np.ndarray] = None) -> Verification:
+                 view_prior: Optional[np.ndarray] = None,
+                 pairs: Optional[Sequence[Tuple[int, int]]] = None) -> Verification:
         """``view_prior``: optional ``[N_query, 4, 4]`` poses of the query cameras in the map
         that are known to be accurate (e.g. from the current verified fix while tracking); it
-        only narrows which map frames each query image is matched against."""
+        only narrows which map frames each query image is matched against. ``pairs``: the map
+        frames to triangulate (:meth:`map_points`; default: those that look the same way)."""
         map_T_b = np.asarray(map_T_b, float)
         fallback = Verification(PATH_G2G, map_T_b[0].copy())
         try:
-            return self._verify(group_a, query, map_T_b, view_prior) or fallback
+            return self._verify(group_a, query, map_T_b, view_prior, pairs) or fallback
         except Fallback as why:
             fallback.reason = str(why)
             return fallback
 
-    def _verify(self, group_a, query, map_T_b: np.ndarray,
-                view_prior: Optional[np.ndarray]) -> Optional[Verification]:
+    def _verify(self, group_a, query, map_T_b: np.ndarray, view_prior: Optional[np.ndarray],
+                pairs=None) -> Optional[Verification]:
         cfg = self.config
         if not np.all(np.isfinite(map_T_b)):
             raise Fallback("G2G's estimate is not finite")
         k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         window_key = tuple(self.local.image_key(im) for im in group_a.images)
-        points, descs, frame_of = self._window_points(group_a, k_a, window_key)
+        points, descs, frame_of = self._window_points(group_a, k_a, window_key, pairs)
         # With an accurate prior (the current verified fix), each query image is matched only
         # against the map frames that look its way: a fraction of the work while tracking.
         axes_a = np.asarray(group_a.cam_to_world, float)[:, :3, 2]
@@ -360,54 +382,19 @@ class StructureVerifier:
         if matched < cfg.min_inliers:
             raise Fallback(f"{matched} query features match the map window's "
                            f"{num_points} points (< {cfg.min_inliers})")
-        b0_T_map, inlier_masks = solve_group(p2d, p3d, exts, cams, cfg,
-                                             invert_pose(map_T_b[0]))
-        inliers = int(sum(m.sum() for m in inlier_masks))
-        if inliers < cfg.min_inliers:
-            raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers}) "
-                           f"among {matched} matches")
-        if not np.all(np.isfinite(b0_T_map)):
-            raise Fallback("the geometric solution is not finite")
-        stamps = getattr(query, "stamps", None)
-        used = np.arange(len(p2d))
-        near = frames_within(odom_T_b, stamps, cfg.window_span_m)
+        map_T_b0, cov, inliers = absolute_pose(p2d, p3d, exts, cams, k_b, map_T_b[0], cfg)
+        near = frames_within(odom_T_b, getattr(query, "stamps", None), cfg.window_span_m)
         if len(near) < len(p2d):
             # Refined on the instants near the first one, from the whole window's solution:
-            # drift inside a long window bends the whole (window_check).
-            pose, masks = solve_group([p2d[i] for i in near], [p3d[i] for i in near],
-                                      [exts[i] for i in near], [cams[i] for i in near], cfg,
-                                      b0_T_map)
-            if sum(m.sum() for m in masks) >= cfg.min_inliers and np.all(np.isfinite(pose)):
-                b0_T_map, inlier_masks, used = pose, masks, near
-                inliers = int(sum(m.sum() for m in masks))
-        map_T_b0 = invert_pose(b0_T_map)
-        if cfg.window_check_m > 0:
-            check_window(p2d, p3d, [b0_T_odom @ T for T in odom_T_b], cams, stamps,
-                         cfg.reprojection_px, map_T_b0,
-                         {int(i): int(m.sum()) for i, m in zip(used, inlier_masks)},
-                         cfg.window_check_m, cfg.window_check_inliers)
-        cov = pose_covariance(map_T_b0, [p2d[i][m] for i, m in zip(used, inlier_masks)],
-                              [p3d[i][m] for i, m in zip(used, inlier_masks)],
-                              [exts[i].Rt for i in used], np.stack([k_b[i] for i in used]))
+            # odometry drift inside a long window bends the whole (window_span).
+            try:
+                map_T_b0, cov, inliers = absolute_pose(
+                    [p2d[i] for i in near], [p3d[i] for i in near], [exts[i] for i in near],
+                    [cams[i] for i in near], np.stack([k_b[i] for i in near]), map_T_b0, cfg)
+            except Fallback:  # too few inliers near the start: the whole window's stands
+                pass
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
-
-
-def solve_group(p2d: Sequence[np.ndarray], p3d: Sequence[np.ndarray], exts: Sequence,
-                cams: Sequence[dict], cfg: VerifierConfig, b0_T_map: np.ndarray
-                ) -> Tuple[np.ndarray, List[np.ndarray]]:
-    """One rigid pose ``b0_T_map`` of the query group from its frames' 2D-3D matches (PoseLib's
-    generalized absolute pose, RANSAC + refinement, started at ``b0_T_map``) and each frame's
-    inlier mask."""
-    import poselib
-
-    pose, info = poselib.estimate_generalized_absolute_pose(
-        list(p2d), list(p3d), list(exts), list(cams),
-        {"max_reproj_error": cfg.reprojection_px, "seed": 0, "success_prob": 0.999,
-         "max_iterations": cfg.ransac_iterations,
-         "min_iterations": min(100, cfg.ransac_iterations)},
-        {"loss_scale": cfg.reprojection_px}, initial_pose=camera_pose(b0_T_map))
-    return pose_matrix(pose), [np.asarray(m, bool) for m in info.get("inliers", [])]
 
 
 def new_local_features(cfg: VerifierConfig) -> LocalFeatures:

@@ -100,11 +100,6 @@ class RelocalizeParams(VerifyParams, CameraParams):
     verify_cameras: List[str] = param([""], "rig cameras whose images join the verification "
                                       "(their images at the query stamps); [''] = every camera "
                                       "of cameras, [] = reloc_camera only")
-    verify_window_check_m: float = param(
-        VerifierConfig.window_check_m, "refuse a geometric fix when the query window's first "
-        "instant, solved alone with >= 30 inliers, puts its first frame further than this "
-        "from the window's solution (odometry drift inside the window bends it); 0 = off",
-        value_range=(0.0, 100.0))
     verify_window_span_m: float = param(
         VerifierConfig.window_span_m, "the whole query window's geometric solution is refined "
         "on the instants within this odometry travel of its first one, when they have "

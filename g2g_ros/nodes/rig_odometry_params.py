@@ -47,7 +47,8 @@ class RigOdometryParams(VerifyParams, CameraParams):
     lost_after_s: float = param(3.0, "state LOST when no update for this long",
                                 value_range=(0.1, 3600.0))
     verify: bool = verify_param("every keyframe step (generalized relative pose between the "
-                                "rig's keyframes with its extrinsics)")
+                                "rig's keyframes with its extrinsics, and absolute pose against "
+                                "the points its overlapping cameras triangulate)")
     verify_max_image_px: int = max_image_px_param(RIG_DEFAULTS["max_image_px"])
     verify_max_features: int = max_features_param(RIG_DEFAULTS["max_features"])
     verify_max_turn_deg: float = param(
@@ -60,6 +61,12 @@ class RigOdometryParams(VerifyParams, CameraParams):
         "itself moved less than this (median, as an angle from the camera) is standing still: "
         "identity motion, the keyframe kept (a parked rig gives the geometry no parallax); "
         "0 = never", value_range=(0.0, 9.9))
+    verify_overlap: bool = param(
+        VerifierConfig.overlap, "where the relative pose between keyframes fails or cannot "
+        "measure the step's length (straight motion), and cameras of the rig overlap (from the "
+        "extrinsics and intrinsics): triangulate their matches at the previous keyframe with "
+        "the calibrated extrinsics and solve the current keyframe against those metric points "
+        "(generalized absolute pose; docs/VERIFICATION.md); false = relative pose only")
     verify_max_deferred: int = param(
         4, "when a newer group is already queued as a step is about to be verified (the node "
         "falls behind), publish G2G's motion from the last keyframe at once and verify the next "

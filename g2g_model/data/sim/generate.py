@@ -21,7 +21,7 @@ from g2g_model.data.format import TrajectoryWriter, is_complete
 from g2g_model.data.sim.renderer import Renderer
 from g2g_model.data.sim.rigs import make_rig
 from g2g_model.data.sim.scene import make_scene
-from g2g_model.data.sim.trajectory import make_traversals
+from g2g_model.data.sim.trajectory import MotionConfig, make_traversals
 from g2g_model.data.splits import SPLIT_SEEDS
 
 LOG = logging.getLogger(__name__)
@@ -56,8 +56,11 @@ def _split_name(seed: int) -> str | None:
 
 def generate_trajectory(out_root: str | Path, seed: int, traversal: int, cfg: SimConfig,
                         overwrite: bool = False,
-                        on_frame: Callable[[int], None] | None = None) -> dict:
-    """Render traversal ``traversal`` of scene ``seed``; returns a summary dict.
+                        on_frame: Callable[[int], None] | None = None,
+                        motion: MotionConfig | None = None) -> dict:
+    """Render traversal ``traversal`` of scene ``seed``; returns a summary dict. ``motion``:
+    the robot's motion statistics (default: a walking robot, :class:`MotionConfig`; e.g. a car's
+    1-3 m steps for a benchmark), recorded in ``meta.json`` when given.
 
     Skips (``"skipped": True``) when the trajectory is already complete and not ``overwrite``.
     """
@@ -72,7 +75,7 @@ def generate_trajectory(out_root: str | Path, seed: int, traversal: int, cfg: Si
         raise ValueError(f"traversal {traversal} outside 0..{cfg.traversals - 1}")
     t0 = time.perf_counter()
     base = make_scene(seed, 0, cfg.scene_preset)
-    traversals = make_traversals(base, cfg.traversals, cfg.frames)
+    traversals = make_traversals(base, cfg.traversals, cfg.frames, motion)
     scene = make_scene(seed, traversal, cfg.scene_preset)
     rig = make_rig(seed, cfg.rig_preset, cfg.image_size)
     renderer = Renderer(scene)
@@ -81,6 +84,8 @@ def generate_trajectory(out_root: str | Path, seed: int, traversal: int, cfg: Si
     K = rig.intrinsics()
     meta = {"source": "g2g-sim", "scene_seed": int(seed), "split": _split_name(seed),
             "traversal": int(traversal), "season": int(traversal), "sim_config": asdict(cfg)}
+    if motion is not None:
+        meta["motion"] = asdict(motion)
     with TrajectoryWriter(path, rig, with_depth=cfg.with_depth, overwrite=True,
                           meta=meta) as writer:
         for i, (stamp, pose) in enumerate(zip(trav.timestamps_ns, trav.world_T_body)):

@@ -2,8 +2,9 @@
 
 Body frame REP-103 (x forward, y left, z up), cameras OpenCV (x right, y down, z forward). Camera
 i of an N-camera ring looks at yaw ``360 i / N`` degrees (counter-clockwise from forward), sits
-on a ring of radius ``ring_radius`` around the body origin, and is perturbed per scene by small
-yaw / pitch / roll and offset errors so that no two scenes share exactly the same calibration.
+on a ring of radius ``RING_RADIUS`` around the body origin (or where a preset's
+``positions_m`` puts it), and is perturbed per scene by small yaw / pitch / roll and offset
+errors so that no two scenes share exactly the same calibration.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ RIG_PRESETS: dict[str, dict] = {
     "ring8": dict(cameras=8, hfov_deg=(60.0, 60.0)),
     "humanoid4": dict(cameras=4, hfov_deg=(90.0, 90.0), yaws_deg=(30.0, -30.0, 90.0, -90.0),
                       names=("front_left", "front_right", "left", "right")),
+    # A car: a forward stereo pair (0.8 m apart, turned 8 deg outwards), side and rear
+    # cameras at the car's sides and back (positions_m: x forward, y left, instead of a ring);
+    # the stereo pair overlaps by 64 deg, each of it with its side camera by 8 deg.
+    "car5": dict(cameras=5, hfov_deg=(80.0, 80.0), yaws_deg=(8.0, -8.0, 80.0, -80.0, 180.0),
+                 names=("front_left", "front_right", "left", "right", "rear"),
+                 positions_m=((1.0, 0.4), (1.0, -0.4), (0.0, 0.9), (0.0, -0.9), (-1.2, 0.0))),
 }
 IMAGE_SIZE = 224
 YAW_JITTER_DEG = 4.0
@@ -49,7 +56,7 @@ def make_rig(seed: int, preset: str = "random", size: int = IMAGE_SIZE) -> Rig:
     hfov = float(rng.uniform(*cfg["hfov_deg"]))
     yaws = cfg.get("yaws_deg") or tuple(360.0 * i / n for i in range(n))
     names = cfg.get("names") or tuple(f"cam{i}" for i in range(n))
-    radius = rng.uniform(*RING_RADIUS)
+    radius = rng.uniform(*cfg.get("radius_m", RING_RADIUS))
     cams = []
     for name, yaw in zip(names, yaws):
         yaw_p = yaw + float(np.clip(rng.normal(0, YAW_JITTER_DEG), -2 * YAW_JITTER_DEG,
@@ -58,8 +65,10 @@ def make_rig(seed: int, preset: str = "random", size: int = IMAGE_SIZE) -> Rig:
         roll = float(np.clip(rng.normal(0, ROLL_JITTER_DEG), -4, 4))
         # Yaw about body z, then pitch (nose down positive) about the camera's right axis (-y).
         rot = _rot(2, yaw_p) @ _rot(1, pitch) @ _rot(0, roll) @ R_BODY_CAM_FORWARD
-        pos = np.array([radius * np.cos(np.radians(yaw)), radius * np.sin(np.radians(yaw)),
-                        rng.uniform(-0.02, 0.02)]) + rng.normal(0, 0.005, 3)
+        nominal = (radius * np.cos(np.radians(yaw)), radius * np.sin(np.radians(yaw)))
+        if "positions_m" in cfg:
+            nominal = cfg["positions_m"][len(cams)]
+        pos = np.array([*nominal, rng.uniform(-0.02, 0.02)]) + rng.normal(0, 0.005, 3)
         cams.append(CameraSpec(name=name, K=pinhole_K(size, size, hfov), width=size,
                                height=size, T_body_cam=make_pose(rot, pos)))
     return Rig(cams)

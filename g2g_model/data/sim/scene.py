@@ -33,6 +33,11 @@ SCENE_PRESETS: dict[str, dict] = {
                     furniture=(2, 4)),
     "large": dict(footprint_x=(12.0, 18.0), footprint_y=(10.0, 14.0), max_rooms=10,
                   furniture=(2, 5)),
+    # One hall that a car-sized rig can drive through (benchmarks at car scale). Its texture
+    # tiles are 4x larger (2-6 m): a tiled floor that repeats within a 1-3 m step aliases the
+    # motion (matches one tile off agree on a wrong step length).
+    "hall": dict(footprint_x=(22.0, 28.0), footprint_y=(16.0, 20.0), max_rooms=1,
+                 furniture=(6, 10), texture_scale=4.0),
 }
 CEILING = (2.5, 3.2)    # ceiling height range (m)
 
@@ -155,6 +160,7 @@ def make_scene(seed: int, season: int = 0, preset: str = "default") -> Scene:
     place_small_objects(srng, tops, mats, out, int(srng.integers(2, 3 * len(rects) + 3)))
 
     mat_tex, mat_tint, mat_scale = mats.arrays()
+    mat_scale = mat_scale * cfg.get("texture_scale", 1.0)
 
     def arr(key, shape, dtype=np.float64):
         return np.array(out[key], dtype=dtype).reshape(shape)

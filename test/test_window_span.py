@@ -1,11 +1,11 @@
-"""The query window's rigidity (g2g_model.localization.window_check): which instants refine the
-solve, and which make the first instant."""
+"""Which query instants the relocalization verifier refines on
+(g2g_model.localization.window_span)."""
 
 import numpy as np
 
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import make_pose
-from g2g_model.localization.window_check import first_instant, frames_within
+from g2g_model.localization.window_span import frames_within
 
 
 def _window():
@@ -27,5 +27,3 @@ def test_instants_within_the_span_join_with_all_their_cameras():
                                   np.arange(6))  # 0: the whole window
     # Without stamps each frame's own position counts: the side camera is 1.5 m away.
     np.testing.assert_array_equal(frames_within(group.cam_to_world, None, 0.65), [0, 1, 2])
-    np.testing.assert_array_equal(first_instant(group.stamps, 6), [0, 4])
-    np.testing.assert_array_equal(first_instant(None, 6), [0])

@@ -1,0 +1,74 @@
+"""Epipolar residuals of a rig motion between two keyframes, and its covariance from them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from g2g_model.geometry import invert_pose
+
+# Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
+G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
+
+
+def sampson_errors(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b
+                   ) -> np.ndarray:
+    """Sampson errors (pixels) of the matches selected by ``masks`` (None: all) under the body
+    motion ``delta`` (base_prev_T_base_now), concatenated over the camera pairs."""
+    out = []
+    for k, m in enumerate(matches):
+        mask = np.ones(len(m.x1), bool) if masks is None else masks[k]
+        if not mask.any():
+            continue
+        # camera_a <- camera_b through the bodies: E relates their normalised rays.
+        a_T_b = np.vstack([ext_a[m.cam_id1].Rt, [0, 0, 0, 1]]) @ delta @ invert_pose(
+            np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
+        R, t = a_T_b[:3, :3], a_T_b[:3, 3]
+        E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
+        F = np.linalg.inv(camera_matrix(cams_a[m.cam_id1])).T @ E @ np.linalg.inv(
+            camera_matrix(cams_b[m.cam_id2]))
+        x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
+        x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
+        Fx2, Ftx1 = x2 @ F.T, x1 @ F
+        num = np.sum(x1 * Fx2, 1)
+        den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
+        out.append(num / np.maximum(den, 1e-12))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
+                      min_sigma_px: float = 0.5) -> np.ndarray:
+    """``[6, 6]`` covariance of ``delta`` from the Sampson errors (pixels) of the inlier
+    matches: ``sigma^2 (J^T J)^-1``, J by central differences of a perturbation of delta's
+    translation and rotation (about the previous base frame's axes)."""
+    def sampson(d6: np.ndarray) -> np.ndarray:
+        return sampson_errors(perturbed(delta, d6), matches, masks, ext_a, ext_b, cams_a, cams_b)
+
+    r0 = sampson(np.zeros(6))
+    eps = np.array([1e-4] * 3 + [1e-5] * 3)
+    jac = np.stack([(sampson(np.eye(6)[k] * eps[k]) - sampson(-np.eye(6)[k] * eps[k]))
+                    / (2 * eps[k]) for k in range(6)], axis=1)
+    sigma2 = max(float(r0 @ r0) / max(len(r0) - 6, 1), min_sigma_px ** 2)
+    try:
+        cov = sigma2 * np.linalg.inv(jac.T @ jac)
+    except np.linalg.LinAlgError:
+        return G2G_STEP_COVARIANCE.copy()
+    if not np.all(np.isfinite(cov)):
+        return G2G_STEP_COVARIANCE.copy()
+    return 0.5 * (cov + cov.T)
+
+
+def perturbed(delta: np.ndarray, d6: np.ndarray) -> np.ndarray:
+    """``delta`` moved by ``d6``: a translation (x y z) and a rotation vector about the previous
+    base frame's axes (the covariances' parametrisation)."""
+    import cv2
+
+    out = np.array(delta, float)
+    out[:3, :3] = cv2.Rodrigues(np.asarray(d6[3:], float))[0] @ out[:3, :3]
+    out[:3, 3] += d6[:3]
+    return out
+
+
+def camera_matrix(camera: dict) -> np.ndarray:
+    """K of a PoseLib pinhole camera dict."""
+    fx, fy, cx, cy = camera["params"]
+    return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
