@@ -13,7 +13,7 @@ from g2g_model.localization.verdict import Fallback
 from g2g_model.poselib_conversions import camera_pose, pose_matrix
 
 if TYPE_CHECKING:
-    from g2g_model.localization.verification import VerifierConfig
+    from g2g_model.localization.verifier_config import VerifierConfig
 
 
 def absolute_pose(p2d: List[np.ndarray], p3d: List[np.ndarray], exts, cams, intrinsics,

@@ -12,7 +12,7 @@ import numpy as np
 from g2g_model.geometry import relative_pose, rotation_angle_deg
 
 if TYPE_CHECKING:
-    from g2g_model.localization.verification import VerifierConfig
+    from g2g_model.localization.verifier_config import VerifierConfig
 
 # Which path produced a published pose.
 PATH_G2G = "g2g"            # G2G alone (verification off, or it found no trustworthy pose)

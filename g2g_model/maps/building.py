@@ -23,7 +23,7 @@ import numpy as np
 from g2g_model.cameras.reduction import ImageNeeds
 from g2g_model.estimation.groups import resize_with_intrinsics
 from g2g_model.geometry import relative_pose, rotation_angle_deg
-from g2g_model.localization.verification import VerifierConfig
+from g2g_model.localization.verifier_config import VerifierConfig
 from g2g_model.maps.format import G2GMap, MapFrame, encode_image
 
 #: The long side keyframes are stored at by default: relocalization's verification size.

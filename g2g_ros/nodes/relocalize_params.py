@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from g2g_model.localization.correction import GateConfig
-from g2g_model.localization.verification import VerifierConfig
+from g2g_model.localization.verifier_config import VerifierConfig
 from g2g_model.localization.window_selector import WINDOW_SCORERS, SelectorConfig
 from g2g_ros.model_loading import (BACKBONE_WEIGHTS_DESCRIPTION, model_max_frames,
                                    window_size_problem)

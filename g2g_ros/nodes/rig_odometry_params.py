@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import List
 
 from g2g_model.localization.rig_motion import RIG_DEFAULTS
-from g2g_model.localization.verification import VerifierConfig
+from g2g_model.localization.verifier_config import VerifierConfig
 from g2g_ros.model_loading import BACKBONE_WEIGHTS_DESCRIPTION
 from g2g_ros.nodes.camera_params import CameraParams
 from g2g_ros.nodes.verify_params import (VerifyParams, max_features_param, max_image_px_param,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
-from g2g_model.localization.verification import VerifierConfig
+from g2g_model.localization.verifier_config import VerifierConfig
 from g2g_ros.parameters import param
 
 MAX_IMAGE_PX = ("images are reduced once, as they arrive, to this long side (JPEG decoded at "
