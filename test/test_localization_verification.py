@@ -165,9 +165,11 @@ def test_a_view_prior_narrows_the_matching_and_keeps_the_accuracy(scene):
     assert StructureVerifier()(group_a, query, seed, view_prior=away).path == PATH_G2G
 
 
-def test_a_window_bent_by_odometry_drift_is_refined_near_its_start(scene):
-    # The query's later instants placed 0.5 m off by the odometry: the whole window's rigid
-    # solve is bent; refined on the instants within 0.5 m of the first, it is not.
+def test_a_refinement_near_the_start_moves_no_further_than_drift_explains(scene):
+    # The query's later instants placed 0.5 m off by the odometry (in a window of 0.53 m of
+    # travel): the whole window's rigid solve is bent by about that much. Refined on the
+    # instants within 0.5 m of the first, the anchor would move further than drift over the
+    # window can explain, so the whole window's solution stands (window_span).
     group_a, query, truth = case(scene)
     instant = np.arange(len(query.images)) % 5  # rig_group: camera-major, 5 instants
     bent = np.asarray(query.cam_to_world).copy()
@@ -181,6 +183,6 @@ def test_a_window_bent_by_odometry_drift_is_refined_near_its_start(scene):
     whole = run(bent, window_span_m=0.0)
     assert whole.path != PATH_G2G and pose_error(truth[0], whole.map_T_b0)[0] > 0.1, whole.reason
     near = run(bent)
-    assert near.path != PATH_G2G and pose_error(truth[0], near.map_T_b0)[0] < 0.03, near.reason
+    np.testing.assert_allclose(near.map_T_b0, whole.map_T_b0, atol=1e-9)
     straight = run(np.asarray(query.cam_to_world))
     assert straight.path == PATH_VERIFIED and pose_error(truth[0], straight.map_T_b0)[0] < 0.03

@@ -27,3 +27,17 @@ def test_instants_within_the_span_join_with_all_their_cameras():
                                   np.arange(6))  # 0: the whole window
     # Without stamps each frame's own position counts: the side camera is 1.5 m away.
     np.testing.assert_array_equal(frames_within(group.cam_to_world, None, 0.65), [0, 1, 2])
+
+
+def test_a_refinement_may_move_the_anchor_as_far_as_drift_explains():
+    from g2g_model.localization.window_span import refinement_allowed
+
+    group = _window()  # the odometry travels 0.9 m in the window
+    whole = make_pose(np.eye(3), [1.0, 2.0, 0.0])
+    assert refinement_allowed(whole, make_pose(np.eye(3), [1.09, 2.0, 0.0]), group.cam_to_world,
+                              group.stamps)  # within 0.1 m
+    assert not refinement_allowed(whole, make_pose(np.eye(3), [1.2, 2.0, 0.0]),
+                                  group.cam_to_world, group.stamps)  # > 0.15 x 0.9 m
+    long = group.cam_to_world.copy()
+    long[:, 0, 3] *= 3.0  # 2.7 m of travel: 0.4 m of bend is possible
+    assert refinement_allowed(whole, make_pose(np.eye(3), [1.3, 2.0, 0.0]), long, group.stamps)

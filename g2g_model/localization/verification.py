@@ -43,7 +43,7 @@ from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of t
     PATH_G2G, PATH_REFINED, PATH_VERIFIED, Fallback, judge,
 )
 from g2g_model.localization.verifier_config import VerifierConfig  # noqa: F401 (its home)
-from g2g_model.localization.window_span import frames_within
+from g2g_model.localization.window_span import frames_within, refinement_allowed
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
 LOG = logging.getLogger(__name__)
@@ -324,11 +324,14 @@ class StructureVerifier:
             # Refined on the instants near the first one, from the whole window's solution:
             # odometry drift inside a long window bends the whole (window_span).
             try:
-                map_T_b0, cov, inliers = absolute_pose(
+                refined = absolute_pose(
                     [p2d[i] for i in near], [p3d[i] for i in near], [exts[i] for i in near],
                     [cams[i] for i in near], np.stack([k_b[i] for i in near]), map_T_b0, cfg)
             except Fallback:  # too few inliers near the start: the whole window's stands
-                pass
+                refined = None
+            if refined is not None and refinement_allowed(
+                    map_T_b0, refined[0], odom_T_b, getattr(query, "stamps", None)):
+                map_T_b0, cov, inliers = refined
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
 
