@@ -43,7 +43,9 @@ from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of t
     PATH_G2G, PATH_REFINED, PATH_VERIFIED, Fallback, judge,
 )
 from g2g_model.localization.verifier_config import VerifierConfig  # noqa: F401 (its home)
-from g2g_model.localization.window_span import frames_within, refinement_allowed
+from g2g_model.localization.window_span import (
+    frames_within, instant_travel, refinement_allowed,
+)
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
 LOG = logging.getLogger(__name__)
@@ -319,18 +321,18 @@ class StructureVerifier:
             raise Fallback(f"{matched} query features match the map window's "
                            f"{num_points} points (< {cfg.min_inliers})")
         map_T_b0, cov, inliers = absolute_pose(p2d, p3d, exts, cams, k_b, map_T_b[0], cfg)
-        near = frames_within(odom_T_b, getattr(query, "stamps", None), cfg.window_span_m)
+        travel = instant_travel(odom_T_b, query.stamps)
+        near = frames_within(travel, cfg.window_span_m)
         if len(near) < len(p2d):
             # Refined on the instants near the first one, from the whole window's solution:
             # odometry drift inside a long window bends the whole (window_span).
             try:
                 refined = absolute_pose(
                     [p2d[i] for i in near], [p3d[i] for i in near], [exts[i] for i in near],
-                    [cams[i] for i in near], np.stack([k_b[i] for i in near]), map_T_b0, cfg)
+                    [cams[i] for i in near], k_b[near], map_T_b0, cfg)
             except Fallback:  # too few inliers near the start: the whole window's stands
                 refined = None
-            if refined is not None and refinement_allowed(
-                    map_T_b0, refined[0], odom_T_b, getattr(query, "stamps", None)):
+            if refined is not None and refinement_allowed(map_T_b0, refined[0], travel):
                 map_T_b0, cov, inliers = refined
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)

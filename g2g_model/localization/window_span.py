@@ -48,24 +48,22 @@ def instant_travel(cam_to_world: np.ndarray, stamps: Optional[Sequence[int]]) ->
     return np.linalg.norm(positions - positions[0], axis=1)
 
 
-def frames_within(cam_to_world: np.ndarray, stamps: Optional[Sequence[int]],
-                  span_m: float) -> np.ndarray:
+def frames_within(travel: np.ndarray, span_m: float) -> np.ndarray:
     """Indices of the query frames taken where the odometry had moved at most ``span_m`` from
-    the window's first instant (:func:`instant_travel`; every frame when ``span_m`` is 0). The
-    anchor is always kept."""
-    poses = np.asarray(cam_to_world, float)
-    if span_m <= 0 or len(poses) < 2:
-        return np.arange(len(poses))
-    keep = instant_travel(poses, stamps) <= span_m
+    the window's first instant (``travel``: :func:`instant_travel`; every frame when ``span_m``
+    is 0). The anchor is always kept."""
+    travel = np.asarray(travel, float)
+    if span_m <= 0 or len(travel) < 2:
+        return np.arange(len(travel))
+    keep = travel <= span_m
     keep[0] = True
     return np.flatnonzero(keep)
 
 
-def refinement_allowed(whole_T: np.ndarray, near_T: np.ndarray, cam_to_world: np.ndarray,
-                       stamps: Optional[Sequence[int]]) -> bool:
+def refinement_allowed(whole_T: np.ndarray, near_T: np.ndarray, travel: np.ndarray) -> bool:
     """Whether the anchor pose refined near the start (``near_T``) stays within what drift
     inside the window can explain of the whole window's (``whole_T``): :data:`MAX_MOVE_SHARE`
-    of the window's odometry travel, at least :data:`MIN_MOVE_M`."""
-    travel = float(instant_travel(cam_to_world, stamps).max(initial=0.0))
+    of the window's odometry travel (``travel``: :func:`instant_travel`), at least
+    :data:`MIN_MOVE_M`."""
     moved = float(np.linalg.norm(np.asarray(near_T)[:3, 3] - np.asarray(whole_T)[:3, 3]))
-    return moved <= max(MIN_MOVE_M, MAX_MOVE_SHARE * travel)
+    return moved <= max(MIN_MOVE_M, MAX_MOVE_SHARE * float(np.max(travel, initial=0.0)))
