@@ -231,6 +231,7 @@ class G2GPipeline:
         """Backbone features ``[1, N, P, D]`` (float32) of a prepared group."""
         return self._encode_batch([prepared])
 
+    @torch.inference_mode()
     def _encode_batch(self, groups: Sequence[PreparedGroup]) -> torch.Tensor:
         """Backbone features ``[B, N, P, D]`` (float32) of B prepared groups of one shape."""
         with autocast(self.device, torch.bfloat16 if self.bf16 else None):
@@ -286,8 +287,7 @@ class G2GPipeline:
         where both need encoding and have as many frames (the same features, less overhead)."""
         if (features_a is None and features_b is None
                 and prep_a.images.shape == prep_b.images.shape):
-            with torch.inference_mode():
-                both = self._encode_batch([prep_a, prep_b])
+            both = self._encode_batch([prep_a, prep_b])
             return both[:1], both[1:]
         return (self.encode(prep_a) if features_a is None else features_a,
                 self.encode(prep_b) if features_b is None else features_b)

@@ -56,7 +56,7 @@ def make_rig(seed: int, preset: str = "random", size: int = IMAGE_SIZE) -> Rig:
     hfov = float(rng.uniform(*cfg["hfov_deg"]))
     yaws = cfg.get("yaws_deg") or tuple(360.0 * i / n for i in range(n))
     names = cfg.get("names") or tuple(f"cam{i}" for i in range(n))
-    radius = rng.uniform(*cfg.get("radius_m", RING_RADIUS))
+    radius = rng.uniform(*RING_RADIUS)
     cams = []
     for name, yaw in zip(names, yaws):
         yaw_p = yaw + float(np.clip(rng.normal(0, YAW_JITTER_DEG), -2 * YAW_JITTER_DEG,
