@@ -55,6 +55,11 @@ def main():
                    default=[MatchingConfig.parallax_share])
     p.add_argument("--parallax-gain", type=float, nargs="+",
                    default=[MatchingConfig.parallax_gain])
+    p.add_argument("--features", nargs="+", default=["mobilenetv2"],
+                   choices=["mobilenetv2", "aliked_t16"])
+    p.add_argument("--match-px", type=int, default=0,
+                   help="load the frames the matcher describes at this square size (default: "
+                        "the model's input size, as the pipeline gives them)")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -62,14 +67,18 @@ def main():
     method = G2GMethod(args.checkpoint, no_rotation_matching=True)
     targets = PairDataset(items, TrajectoryStore(args.root, (1, 1)))
     store = TrajectoryStore(args.root, method.image_size)
+    match_store = (TrajectoryStore(args.root, (args.match_px, args.match_px)) if args.match_px
+                   else store)
     settings = list(itertools.product(args.describe_px, args.inlier_deg, args.subcell,
                                       args.final_scale_deg, args.translation_prior,
-                                      args.parallax_share, args.parallax_gain, args.prior))
+                                      args.parallax_share, args.parallax_gain, args.features,
+                                      args.prior))
     matchers = {k: RotationMatcher(MatchingConfig(
         describe_px=k[0], inlier_deg=k[1], subcell=bool(k[2]), final_scale_deg=k[3],
-        translation_prior=k[4], parallax_share=k[5], parallax_gain=k[6])) for k in settings}
+        translation_prior=k[4], parallax_share=k[5], parallax_gain=k[6], features=k[7]))
+        for k in settings}
     for k in settings:  # one matcher per setting but the prior, which is not the matcher's
-        matchers[k] = matchers.get(k[:7] + ("g2g",), matchers[k])
+        matchers[k] = matchers.get(k[:8] + ("g2g",), matchers[k])
     err = {k: [] for k in ["none", "g2g", *settings]}
     metres = {k: [] for k in err}
     declined = {k: 0 for k in settings}
@@ -79,13 +88,15 @@ def main():
         truth = targets.targets(i)[1][0]
         a, b = store.load(item.spec_a), store.load(item.spec_b)
         g2g = method.prediction(a, b, a.cam_to_anchor, b.cam_to_anchor).a0_T_b0
+        if match_store is not store:
+            a, b = match_store.load(item.spec_a), match_store.load(item.spec_b)
         for key, (rotation, position) in (("none", (np.eye(3), np.zeros(3))),
                                           ("g2g", (g2g[:3, :3], g2g[:3, 3]))):
             err[key].append(rotation_error_deg(rotation, truth[:3, :3]))
             metres[key].append(float(np.linalg.norm(position - truth[:3, 3])))
         for key in settings:
             t0 = time.perf_counter()
-            prior = g2g if key[7] == "g2g" else np.eye(4)
+            prior = g2g if key[8] == "g2g" else np.eye(4)
             out = matchers[key].match(a.images, a.intrinsics, a.cam_to_anchor,
                                       b.images, b.intrinsics, b.cam_to_anchor, prior)
             seconds[key] += time.perf_counter() - t0
@@ -100,7 +111,7 @@ def main():
     print(summary("G2G (both ways, shipped)", err["g2g"], metres["g2g"]))
     for key in settings:
         name = (f"{key[0]} px {key[1]:g} deg sub {key[2]} fin {key[3]:g} w {key[4]:g} "
-                f"par {key[5]:g}/{key[6]:g}" + ("" if key[7] == "g2g" else " prior none"))
+                f"par {key[5]:g}/{key[6]:g} {key[7]}" + ("" if key[8] == "g2g" else " prior none"))
         print(summary(name, err[key], metres[key],
                       f"  declined {declined[key]}  parallax {parallax[key]}  "
                       f"{1e3 * seconds[key] / len(items):.0f} ms"))

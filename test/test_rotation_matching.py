@@ -143,7 +143,8 @@ def test_group_matches_are_the_matches_of_each_frame_pair():
 def test_config_is_validated():
     for bad in ({"inlier_deg": 0}, {"hypotheses": 0}, {"min_inliers": 0},
                 {"min_inlier_share": 1.0}, {"describe_px": 16}, {"final_scale_deg": -1},
-                {"parallax_gain": 0.9}, {"parallax_px": 0}, {"parallax_max_m": 0}):
+                {"parallax_gain": 0.9}, {"parallax_px": 0}, {"parallax_max_m": 0},
+                {"features": "sift"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             MatchingConfig(**bad).validate()
 
@@ -220,6 +221,25 @@ def test_cross_season_rotation_from_the_images(traversals, matcher):
         turns.append(rotation_angle_deg(truth))
     assert np.mean(errors) < np.mean(turns) / 2, (errors, turns)
     assert np.mean(errors) < np.mean(g2g) / 2, (errors, g2g)
+
+
+def test_aliked_cells_match_like_the_trunk(traversals):
+    """The matcher on ALIKED-t16's cell descriptors: a stride-16 map of unit vectors, the same
+    group aligns to the identity and the cross-season turns are recovered to under half."""
+    aliked = RotationMatcher(MatchingConfig(features="aliked_t16"))
+    cells = aliked.features(torch.rand(2, 3, 64, 96))
+    assert cells.shape[:1] + cells.shape[2:] == (2, 4, 6)
+    torch.testing.assert_close(cells.norm(dim=1), torch.ones(2, 4, 6))
+    group = window(traversals[0], "cam0", 4)
+    same = match(aliked, group, group)
+    assert same.rotation is not None and angle(same.rotation, np.eye(3)) < 0.5
+    errors, turns = [], []
+    for c0, i, c1, j, truth in cross_season_pairs(traversals):
+        out = match(aliked, window(traversals[0], c0, i), window(traversals[1], c1, j))
+        assert out.rotation is not None, out.reason
+        errors.append(angle(out.rotation, truth))
+        turns.append(rotation_angle_deg(truth))
+    assert np.mean(errors) < np.mean(turns) / 2, (errors, turns)
 
 
 def test_blank_images_are_declined_and_the_pipeline_keeps_g2g(traversals, matcher):

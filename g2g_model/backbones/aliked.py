@@ -289,6 +289,24 @@ class AlikedPatchStem(nn.Module):
         return self.proj(self.norm(cells.flatten(1, 2)))
 
 
+class AlikedCellTrunk(nn.Module):
+    """``[M, 3, H, W]`` in [0, 1] -> ``[M, dim, H/16, W/16]``: the frozen network's SDDH
+    descriptors averaged per 16-pixel cell (:meth:`ALIKED.cell_descriptors`), unit length, as
+    a stride-16 feature map: the shape of the MobileNetV2 trunk's, so that the rotation matcher
+    (:mod:`g2g_model.estimation.rotation_matching`) can match cells of either."""
+
+    stride = 16
+
+    def __init__(self, variant: str = "t16", load_weights: bool = True) -> None:
+        super().__init__()
+        self.net = ALIKED(variant, load_weights=load_weights)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        h, w = images.shape[-2:]
+        cells = self.net.cell_descriptors(images, (h // 16, w // 16), head="sddh")
+        return cells.permute(0, 3, 1, 2)
+
+
 def load_pretrained(variant: str, path: Optional[Path] = None) -> Dict[str, torch.Tensor]:
     """The converted ALIKED weights of ``variant`` (header checked; read into memory)."""
     from g2g_model.tagged_safetensors import read_tagged

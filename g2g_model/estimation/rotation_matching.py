@@ -68,6 +68,9 @@ from g2g_model.estimation.match_geometry import (
 )
 
 
+FEATURES = ("mobilenetv2", "aliked_t16")
+
+
 @dataclass
 class MatchingConfig:
     """Settings of :class:`RotationMatcher`.
@@ -101,6 +104,10 @@ class MatchingConfig:
             solve from cell-sized matches can run away).
         parallax_iterations: at most this many RANSAC iterations of that solve.
         seed: of the RANSAC draws (the result is deterministic for given inputs).
+        features: the frozen cell features matched: ``"mobilenetv2"`` (the trunk under the
+            ``compact_mnv2`` backbone, shared with it) or ``"aliked_t16"`` (ALIKED-t16's SDDH
+            descriptors averaged per cell, :class:`~g2g_model.backbones.aliked.
+            AlikedCellTrunk`).
     """
 
     describe_px: int = 160
@@ -118,8 +125,11 @@ class MatchingConfig:
     parallax_max_m: float = 2.0
     parallax_iterations: int = 2000
     seed: int = 0
+    features: str = "mobilenetv2"
 
     def validate(self) -> "MatchingConfig":
+        if self.features not in FEATURES:
+            raise ValueError(f"features must be one of {FEATURES}, got {self.features!r}")
         if not 0 < float(self.inlier_deg) < 90:
             raise ValueError(f"inlier_deg must be in (0, 90), got {self.inlier_deg}")
         if int(self.describe_px) and int(self.describe_px) < 32:
@@ -231,7 +241,10 @@ class RotationMatcher:
     def __init__(self, config: Optional[MatchingConfig] = None,
                  trunk: Optional[torch.nn.Module] = None) -> None:
         self.config = (config or MatchingConfig()).validate()
-        if trunk is None:
+        if trunk is None and self.config.features == "aliked_t16":
+            from g2g_model.backbones.aliked import AlikedCellTrunk
+            trunk = AlikedCellTrunk("t16")
+        elif trunk is None:
             from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
             trunk = MobileNetV2Trunk(self.STRIDE)
         self.trunk = trunk.eval()
@@ -344,5 +357,6 @@ def matcher_for(setting, header: Optional[dict], backbone=None) -> Optional[Rota
     from g2g_model.backbones.mobilenet_v2 import MobileNetV2Trunk
 
     trunk = getattr(getattr(backbone, "stem", None), "trunk", None)
-    shared = isinstance(trunk, MobileNetV2Trunk) and trunk.stride == RotationMatcher.STRIDE
+    shared = (isinstance(trunk, MobileNetV2Trunk) and trunk.stride == RotationMatcher.STRIDE
+              and config.features == "mobilenetv2")
     return RotationMatcher(config, trunk if shared else None)
