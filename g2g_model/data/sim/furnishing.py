@@ -113,7 +113,10 @@ def _add_object(out: dict, boxes: list, mat: int, room: int, kind: str, g_lo: np
 
 
 def place_furniture(rng: np.random.Generator, room: int, lo: np.ndarray, hi: np.ndarray,
-                    doors: list[Door], count: int, mats: Materials, out: dict) -> None:
+                    doors: list[Door], count: int, mats: Materials, out: dict,
+                    scale: float = 1.0) -> None:
+    """Place ``count`` pieces in room ``room`` (``scale``: size factor of every piece, e.g.
+    3: blocks, canopies and columns of a street instead of cabinets, tables and pillars)."""
     keepout = []
     for door in doors:
         if room not in (door.room_lo, door.room_hi):
@@ -130,6 +133,9 @@ def place_furniture(rng: np.random.Generator, room: int, lo: np.ndarray, hi: np.
             against_wall = rng.random() < 0.7
             kind = str(rng.choice(_WALL_KINDS if against_wall else _FREE_KINDS))
             boxes, (w, d) = _furniture_boxes(rng, kind)
+            if scale != 1.0:
+                boxes = [(np.multiply(a, scale), np.multiply(b, scale)) for a, b in boxes]
+                w, d = w * scale, d * scale
             if against_wall:
                 wall = int(rng.integers(4))  # 0: -x wall, 1: +x, 2: -y, 3: +y
                 along = 1 if wall < 2 else 0

@@ -13,11 +13,12 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 from g2g_model.data.format import TrajectoryWriter, is_complete
+from g2g_model.data.rig import Rig
 from g2g_model.data.sim.renderer import Renderer
 from g2g_model.data.sim.exposure import exposure_schedule
 from g2g_model.data.sim.rigs import make_rig
@@ -98,28 +99,16 @@ def generate_trajectory(out_root: str | Path, seed: int, traversal: int, cfg: Si
             raise ValueError(f"{path}: complete but generated with {previous}, not {asdict(cfg)}"
                              f"; pass overwrite=True (--overwrite) or use another output root")
         return {"path": str(path), "skipped": True, "frames": 0, "camera_frames": 0}
-    if not 0 <= traversal < cfg.traversals:
-        raise ValueError(f"traversal {traversal} outside 0..{cfg.traversals - 1}")
     t0 = time.perf_counter()
-    if motion is None and cfg.motion != "walk":
-        motion = MOTION_PRESETS[cfg.motion]
-    traversals = make_traversals(cfg.scene(seed, 0), cfg.traversals, cfg.frames, motion)
-    renderer = Renderer(cfg.scene(seed, traversal))
-    rig = make_rig(seed, cfg.rig_preset, cfg.image_size)
-    trav = traversals[traversal]
-    exposure = None
-    if cfg.exposure == "jitter":
-        exposure = exposure_schedule(seed, traversal, cfg.frames, len(rig))
+    rig, motion, frames = render_traversal(seed, traversal, cfg, motion)
     meta = {"source": "g2g-sim", "scene_seed": int(seed), "split": _split_name(seed),
             "traversal": int(traversal), "season": int(traversal), "sim_config": asdict(cfg)}
     if motion is not None:
         meta["motion"] = asdict(motion)
     with TrajectoryWriter(path, rig, with_depth=cfg.with_depth, overwrite=True,
                           meta=meta) as writer:
-        for i, (stamp, pose) in enumerate(zip(trav.timestamps_ns, trav.world_T_body)):
-            rgb, depth = render_rig(renderer, rig, pose,
-                                    None if exposure is None else exposure[i])
-            writer.add_frame(int(stamp), pose, rgb, depth if cfg.with_depth else None)
+        for i, (stamp, pose, rgb, depth) in enumerate(frames):
+            writer.add_frame(stamp, pose, rgb, depth if cfg.with_depth else None)
             if on_frame is not None:
                 on_frame(i)
     seconds = time.perf_counter() - t0
@@ -129,7 +118,33 @@ def generate_trajectory(out_root: str | Path, seed: int, traversal: int, cfg: Si
             "camera_frames": cfg.frames * len(rig), "seconds": seconds}
 
 
-def render_rig(renderer: Renderer, rig, world_T_body: np.ndarray,
+def render_traversal(seed: int, traversal: int, cfg: SimConfig,
+                     motion: MotionConfig | None = None
+                     ) -> tuple[Rig, MotionConfig | None, Iterator[tuple]]:
+    """``(rig, motion, frames)`` of traversal ``traversal`` of scene ``seed``: ``motion`` is
+    the one used (``None``: the walking default), ``frames`` yields ``(stamp_ns, world_T_body,
+    rgb, depth)`` per frame (images and depths as dicts by camera name), rendered lazily."""
+    if not 0 <= traversal < cfg.traversals:
+        raise ValueError(f"traversal {traversal} outside 0..{cfg.traversals - 1}")
+    if motion is None and cfg.motion != "walk":
+        motion = MOTION_PRESETS[cfg.motion]
+    trav = make_traversals(cfg.scene(seed, 0), cfg.traversals, cfg.frames, motion)[traversal]
+    renderer = Renderer(cfg.scene(seed, traversal))
+    rig = make_rig(seed, cfg.rig_preset, cfg.image_size)
+    exposure = None
+    if cfg.exposure == "jitter":
+        exposure = exposure_schedule(seed, traversal, cfg.frames, len(rig))
+
+    def frames() -> Iterator[tuple]:
+        for i, (stamp, pose) in enumerate(zip(trav.timestamps_ns, trav.world_T_body)):
+            rgb, depth = render_rig(renderer, rig, pose,
+                                    None if exposure is None else exposure[i])
+            yield int(stamp), pose, rgb, depth
+
+    return rig, motion, frames()
+
+
+def render_rig(renderer: Renderer, rig: Rig, world_T_body: np.ndarray,
                exposure: np.ndarray | None = None) -> tuple[dict, dict]:
     """Images and depths (dicts by camera name) of ``rig`` at ``world_T_body``; cameras of one
     image size are rendered in one call. ``exposure``: ``[N,2]`` (gain, gamma) per camera."""

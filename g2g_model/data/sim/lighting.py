@@ -16,18 +16,21 @@ import numpy as np
 @dataclass
 class Lighting:
     """``sun_dir [3]`` unit vector towards the sun, ``sun_rgb [3]``, ``ambient_gain [3]`` and
-    ``lamp_gain [R]`` (factors on the scene's ambient level and lamp intensities)."""
+    ``lamp_gain [R]`` (factors on the scene's ambient level and lamp intensities), ``sky_rgb``
+    (the light of an outdoor scene's sky)."""
 
     sun_dir: np.ndarray
     sun_rgb: np.ndarray
     ambient_gain: np.ndarray
     lamp_gain: np.ndarray
+    sky_rgb: np.ndarray
 
 
 def random_lighting(seed: int, season: int, num_rooms: int, outdoor: bool) -> Lighting:
     """Lighting of scene ``seed`` in ``season``: sun elevation 10-80 deg at any azimuth,
     intensity 0.2-0.8 (outdoors 0.6-1.1), colour from warm to cool; ambient x 0.5-1.4 with a
-    slight tint (outdoors a sky-blue tint); lamps x 0.2-1.6 each (outdoors x 0-0.3)."""
+    slight tint (outdoors a sky-blue tint); lamps x 0.2-1.6 each (outdoors x 0-0.3); a sky
+    0.8-1.15 bright, tinted like the ambient light."""
     rng = np.random.default_rng([int(seed), 5, int(season)])
     elev = np.radians(rng.uniform(10.0, 80.0))
     azim = rng.uniform(0.0, 2.0 * np.pi)
@@ -40,5 +43,6 @@ def random_lighting(seed: int, season: int, num_rooms: int, outdoor: bool) -> Li
         tint = tint * np.array([0.9, 1.0, 1.15])
     ambient_gain = tint * rng.uniform(0.5, 1.4)
     lamp_gain = rng.uniform(0.0, 0.3, num_rooms) if outdoor else rng.uniform(0.2, 1.6, num_rooms)
+    sky_rgb = tint * rng.uniform(0.8, 1.15)
     return Lighting(sun_dir=sun_dir, sun_rgb=sun_rgb, ambient_gain=ambient_gain,
-                    lamp_gain=lamp_gain)
+                    lamp_gain=lamp_gain, sky_rgb=sky_rgb)

@@ -17,7 +17,7 @@ Conventions: cameras are pinhole, OpenCV axes, pixel centres at integer coordina
 directions are ``R @ K^-1 [u, v, 1]`` (camera z component 1), so the ray parameter of a hit *is*
 its depth along the optical axis. Shading: texture (or poster photograph) x material tint x
 (ambient + a per-room point lamp with Lambert falloff + an optional directional sun), no shadows;
-an optional per-camera exposure (gain, gamma).
+outdoors the ceiling is a self-lit sky; an optional per-camera exposure (gain, gamma).
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ class Renderer:
         sun_dir = np.asarray(scene.sun_dir, np.float64)
         self._sun_dir = (sun_dir / max(np.linalg.norm(sun_dir), 1e-12)).astype(f32)
         self._sun_rgb = np.asarray(scene.sun_rgb).astype(f32)
+        self._sky_rgb = np.asarray(scene.sky_rgb).astype(f32)
 
     # ------------------------------------------------------------------ culling
 
@@ -339,6 +340,10 @@ class Renderer:
                 out[:, c] = rgb[c] * (self._ambient[c] + lamp * lam)
             else:
                 out[:, c] = rgb[c] * (self._ambient[c] + lamp * lam + self._sun_rgb[c] * sun)
+        if self._sky_rgb.any():  # outdoor scenes: the ceiling is a sky that shines by itself
+            sky = np.flatnonzero(is_room & (axis == 2) & (side == 1))
+            for c in range(3):
+                out[sky, c] = rgb[c][sky] * self._sky_rgb[c]
         np.clip(out, 0.0, 1.0, out=out)
         if not all_valid:
             out[~valid] = 0.0

@@ -42,9 +42,9 @@ RIG_PRESETS: dict[str, dict] = {
                  names=("front", "front_left", "front_right"),
                  positions_m=((1.9, 0.0), (1.7, 0.8), (1.7, -0.8)), position_scale=(0.8, 1.2),
                  aspect=(1.33, 1.9), hfov_jitter=0.1, principal_jitter=0.03),
-    # Front, front-sides, sides and rear of a car (about 5-20 deg of overlap at 70 deg).
-    "car6": dict(cameras=6, hfov_deg=(60.0, 90.0), yaws_deg=(0.0, 55.0, -55.0, 110.0, -110.0,
-                                                          180.0),
+    # Front, front-sides, sides and rear of a car (0-35 deg of overlap between neighbours).
+    "car6": dict(cameras=6, hfov_deg=(60.0, 90.0),
+                 yaws_deg=(0.0, 55.0, -55.0, 110.0, -110.0, 180.0),
                  names=("front", "front_left", "front_right", "left", "right", "rear"),
                  positions_m=((1.9, 0.0), (1.7, 0.8), (1.7, -0.8), (0.2, 0.9), (0.2, -0.9),
                               (-2.0, 0.0)),

@@ -40,12 +40,14 @@ SCENE_PRESETS: dict[str, dict] = {
     "hall": dict(footprint_x=(22.0, 28.0), footprint_y=(16.0, 20.0), max_rooms=1,
                  furniture=(6, 10), texture_scale=4.0),
     # Outdoor-like: one long street or a wide courtyard between high facades (the "ceiling" is
-    # a pale blue sky, the sun the main light: ``outdoor``), large texture tiles as in the hall.
-    "street": dict(footprint_x=(60.0, 90.0), footprint_y=(10.0, 16.0), max_rooms=1,
-                   furniture=(14, 24), texture_scale=4.0, ceiling=(8.0, 14.0), outdoor=True),
+    # a pale blue sky, the sun the main light: ``outdoor``), large texture tiles as in the hall,
+    # furniture 3x larger (blocks, canopies and columns along the facades and in the open).
+    "street": dict(footprint_x=(60.0, 90.0), footprint_y=(12.0, 18.0), max_rooms=1,
+                   furniture=(14, 24), texture_scale=4.0, ceiling=(8.0, 14.0), outdoor=True,
+                   furniture_scale=3.0),
     "courtyard": dict(footprint_x=(30.0, 40.0), footprint_y=(24.0, 32.0), max_rooms=1,
                       furniture=(10, 16), texture_scale=4.0, ceiling=(10.0, 16.0),
-                      outdoor=True),
+                      outdoor=True, furniture_scale=3.0),
 }
 CEILING = (2.5, 3.2)    # ceiling height range (m)
 
@@ -68,7 +70,9 @@ class Scene:
     ``poster_room``, ``poster_axis``, ``poster_side`` (0: low wall, 1: high wall),
     ``poster_u [P,2]`` (span along the wall), ``poster_z [P,2]``, ``poster_image``.
     Lights: one lamp per room ``light_pos [R,3]``, ``light_rgb [R,3]``; ``ambient [3]``; a
-    directional light ``sun_dir [3]`` (towards the light) of colour ``sun_rgb [3]`` (zero: none).
+    directional light ``sun_dir [3]`` (towards the light) of colour ``sun_rgb [3]`` (zero: none);
+    ``sky_rgb [3]``: outdoors, the ceilings shine with this light instead of being lit (zero:
+    indoors).
     """
 
     seed: int
@@ -103,6 +107,7 @@ class Scene:
     floor_boxes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     sun_dir: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
     sun_rgb: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    sky_rgb: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
     @property
     def num_rooms(self) -> int:
@@ -150,7 +155,7 @@ def make_scene(seed: int, season: int = 0, preset: str = "default", photo_share:
     for r in range(len(rects)):
         place_furniture(rng, r, room_lo[r], room_hi[r], doors,
                         int(rng.integers(cfg["furniture"][0], cfg["furniture"][1] + 1)),
-                        mats, out)
+                        mats, out, cfg.get("furniture_scale", 1.0))
         place_posters(rng, r, room_lo[r], room_hi[r], doors, int(rng.integers(1, 4)), out)
     num_large_boxes = len(out["box_lo"])
     light_pos = np.stack([(room_lo[:, 0] + room_hi[:, 0]) / 2, (room_lo[:, 1] + room_hi[:, 1]) / 2,
@@ -183,10 +188,12 @@ def make_scene(seed: int, season: int = 0, preset: str = "default", photo_share:
         for r in range(len(rects)):
             mats.tex[room_mat[r, 2]] = TEXTURE_NAMES.index("plaster0")
             mats.tint[room_mat[r, 2]] = _SKY_TINT
-    sun_dir, sun_rgb = np.array([0.0, 0.0, 1.0]), np.zeros(3)
+    sun_dir, sun_rgb, sky_rgb = np.array([0.0, 0.0, 1.0]), np.zeros(3), np.zeros(3)
     if random_light or outdoor:
         light = random_lighting(seed, season, len(rects), outdoor)
         sun_dir, sun_rgb = light.sun_dir, light.sun_rgb
+        if outdoor:
+            sky_rgb = light.sky_rgb
         ambient = ambient * light.ambient_gain
         light_rgb = light_rgb * light.lamp_gain[:, None]
     mat_tex, mat_tint, mat_scale = mats.arrays()
@@ -213,5 +220,5 @@ def make_scene(seed: int, season: int = 0, preset: str = "default", photo_share:
         poster_u=arr("poster_u", (-1, 2)), poster_z=arr("poster_z", (-1, 2)),
         poster_image=arr("poster_image", (-1,), np.int64),
         light_pos=light_pos, light_rgb=light_rgb, ambient=ambient, floor_boxes=floor_boxes,
-        sun_dir=sun_dir, sun_rgb=sun_rgb,
+        sun_dir=sun_dir, sun_rgb=sun_rgb, sky_rgb=sky_rgb,
     )

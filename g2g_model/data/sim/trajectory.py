@@ -52,8 +52,10 @@ class MotionConfig:
 
 MOTION_PRESETS: dict[str, MotionConfig] = {
     "walk": MotionConfig(),
-    # Indoors, from standing still to 1 m per frame (a running robot), any room layout.
-    "stop_go": MotionConfig(step_m=(0.0, 1.0), max_turn_deg=30.0, speed_profile="stop_go"),
+    # Indoors, from standing still to 1 m per frame (a running robot), any room layout, no bob
+    # (a standstill stands still).
+    "stop_go": MotionConfig(step_m=(0.0, 1.0), max_turn_deg=30.0, speed_profile="stop_go",
+                            bob_m=0.0),
     # A car: standing still to 3 m per frame (30 m/s at 10 Hz), turns up to 30 deg per frame,
     # 1 m of clearance, cameras 1.2-2 m high, no bob (hall, street, courtyard).
     "car": MotionConfig(step_m=(0.0, 3.0), radius_m=1.0, height_m=(1.2, 2.0), max_turn_deg=30.0,
