@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                     textures=args.textures, lighting=args.lighting, exposure=args.exposure)
     img = montage(cfg, args.seed, args.traversal, args.rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(args.out), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(args.out), cv2.cvtColor(img, cv2.COLOR_RGB2BGR),
+                [cv2.IMWRITE_PNG_COMPRESSION, 9])
     print(f"{args.out}: {img.shape[1]} x {img.shape[0]}, {args.out.stat().st_size // 1024} KB")
     return 0
 
