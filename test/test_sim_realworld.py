@@ -120,9 +120,10 @@ def test_photographs_load_from_installed_packages_and_tile():
         assert 0.0 <= img.min() and img.max() <= 1.0 and img.std() > 0.03, photo.name
         assert photo.licence and photo.origin
     assert {p.package for p in PHOTOS} == {"scikit-image", "matplotlib", "scikit-learn"}
-    lib = texture_library()
+    lib = texture_library(photos=True)
     assert len(lib) == len(TEXTURE_NAMES) == 19 + len(PHOTO_TEXTURE_NAMES)
     assert TEXTURE_NAMES[19:] == PHOTO_TEXTURE_NAMES
+    assert np.array_equal(lib[:19], texture_library())   # the procedural ones unchanged
     # Tileable: a ramp jumps by ~1 where it repeats; made tileable, the jump across the tile
     # border is no larger than the largest step between neighbouring texels.
     yy, xx = np.mgrid[0:64, 0:64].astype(np.float32) / 64

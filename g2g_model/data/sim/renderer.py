@@ -28,7 +28,7 @@ from g2g_model.data.sim.exposure import apply_exposure
 from g2g_model.data.sim.intersect import ray_box_entry, ray_sphere_hit
 from g2g_model.data.sim.scene import Scene
 from g2g_model.data.sim.textures import MIP_LEVELS, POSTER_SIZE, TEX_SIZE, poster_library
-from g2g_model.data.sim.textures import texture_library
+from g2g_model.data.sim.textures import BASE_TEXTURE_NAMES, texture_library
 
 MAX_PORTAL_HOPS = 16  # doors a ray may pass; rays still travelling after that get depth 0
 
@@ -71,7 +71,8 @@ class Renderer:
         self._mat_inv_scale = (1.0 / scene.mat_scale).astype(f32)
         self._mat_tint = [np.ascontiguousarray(scene.mat_tint[:, c], dtype=f32) for c in range(3)]
         # Textures packed as RGBA8 in one uint32 per texel: one gather per pixel, not three.
-        tex8 = np.round(texture_library() * 255.0).astype(np.uint8)
+        photos = bool(np.any(scene.mat_tex >= len(BASE_TEXTURE_NAMES)))
+        tex8 = np.round(texture_library(photos) * 255.0).astype(np.uint8)
         tex8 = np.concatenate([tex8, np.zeros(tex8.shape[:-1] + (1,), np.uint8)], axis=-1)
         self._tex32 = np.ascontiguousarray(tex8).view(np.uint32).reshape(-1)
         self.posters, _ = poster_library()

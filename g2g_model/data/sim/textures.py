@@ -9,7 +9,8 @@ Photographs come from scikit-image's bundled sample images (``skimage.data``: as
 chelsea, rocket, ... all shipped inside the wheel, no download). They serve as posters on walls
 and, for the grey-level material samples (brick, grass, gravel), as tinted surface textures.
 After these come the tileable photograph crops of :mod:`.photos` (``PHOTO_TEXTURE_NAMES``, used
-only by scenes built with ``photo_share > 0``; the indices before them never change).
+only by scenes built with ``photo_share > 0``, and loaded only for them: ``photos=True``); the
+indices before them never change.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ POSTER_IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field"
                  "page", "text", "logo")
 PHOTO_TEXTURES = ("brick", "grass", "gravel")
 PROCEDURAL_KINDS = ("plaster", "planks", "tiles", "checker", "stripes", "carpet", "bricks", "dots")
-TEXTURE_NAMES = (tuple(f"{k}{i}" for k in PROCEDURAL_KINDS for i in range(2)) + PHOTO_TEXTURES
-                 + PHOTO_TEXTURE_NAMES)
+BASE_TEXTURE_NAMES = tuple(f"{k}{i}" for k in PROCEDURAL_KINDS for i in range(2)) + PHOTO_TEXTURES
+TEXTURE_NAMES = BASE_TEXTURE_NAMES + PHOTO_TEXTURE_NAMES
 
 
 def _value_noise(rng: np.random.Generator, size: int, cells: int) -> np.ndarray:
@@ -98,9 +99,11 @@ def _mips(texture: np.ndarray) -> np.ndarray:
     return np.stack(levels)
 
 
-@functools.lru_cache(maxsize=1)
-def texture_library() -> np.ndarray:
-    """All surface textures ``[len(TEXTURE_NAMES), MIP_LEVELS, S, S, 3]`` float32 in [0,1]."""
+@functools.lru_cache(maxsize=2)
+def texture_library(photos: bool = False) -> np.ndarray:
+    """Surface textures ``[T, MIP_LEVELS, S, S, 3]`` float32 in [0,1]: the first
+    ``len(BASE_TEXTURE_NAMES)`` of ``TEXTURE_NAMES``, all of them with ``photos`` (the
+    photograph crops take a few seconds to build: only scenes that use them ask)."""
     rng = np.random.default_rng(12345)
     out = []
     for kind in PROCEDURAL_KINDS:
@@ -111,7 +114,8 @@ def texture_library() -> np.ndarray:
         img = cv2.resize(skimage_image(name), (TEX_SIZE, TEX_SIZE), interpolation=cv2.INTER_AREA)
         img = img / max(float(img.mean()), 1e-3) * 0.6  # normalise brightness; tint adds colour
         out.append(_mips(np.clip(img, 0.0, 1.0)))
-    out.extend(_mips(crop) for crop in photo_crops(TEX_SIZE))
+    if photos:
+        out.extend(_mips(crop) for crop in photo_crops(TEX_SIZE))
     return np.stack(out).astype(np.float32)
 
 
