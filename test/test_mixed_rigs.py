@@ -90,3 +90,20 @@ def _losses(out):
     from g2g_model.training.run_files import LOG_FILE
 
     return [row["loss"] for row in CsvLog(out / LOG_FILE).read()]
+
+
+def test_fresh_standardised_rig_run_on_both_rig_sizes(mixed_root, tmp_path):
+    """A fresh model with per-patch feature standardisation takes its statistics from batches
+    of one rig size (a batch mixing 4- and 5-camera groups cannot be stacked)."""
+    cfg = smoke_config(mixed_root, tmp_path / "run", task="rig",
+                       model={"g2g_overrides": {"max_frames": 5, "feature_norm_patches": 16}},
+                       optim={"max_steps": 2, "warmup_steps": 1, "decay_steps": 1})
+    trainer = Trainer(cfg, progress=False)
+    try:
+        assert len({len(t[0]) for t in trainer.targets}) == 2
+        summary = trainer.run()
+        mean, scale = trainer.g2g.feature_mean, trainer.g2g.feature_scale
+    finally:
+        trainer.close()
+    assert summary["end_step"] == 2
+    assert torch.isfinite(mean).all() and mean.abs().sum() > 0 and (scale != 1).any()

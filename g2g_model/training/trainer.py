@@ -302,10 +302,15 @@ class Trainer:
         gen = torch.Generator().manual_seed(self.config.seed)
         feats = []
         indices = list(range(min(max_pairs, len(self.dataset))))
-        for start in range(0, len(indices), self.config.optim.batch_size):
-            fa, fb, _, _ = self._pair_batch(indices[start:start + self.config.optim.batch_size],
-                                            gen)
-            feats += [fa.flatten(0, 1).cpu(), fb.flatten(0, 1).cpu()]
+        # A batch stacks its groups: pairs of one group size (rig size) per batch.
+        by_size: dict = {}
+        for i in indices:
+            by_size.setdefault((len(self.targets[i][0]), len(self.targets[i][1])), []).append(i)
+        bs = self.config.optim.batch_size
+        for members in by_size.values():
+            for start in range(0, len(members), bs):
+                fa, fb, _, _ = self._pair_batch(members[start:start + bs], gen)
+                feats += [fa.flatten(0, 1).cpu(), fb.flatten(0, 1).cpu()]
         self.g2g.set_feature_statistics(torch.cat(feats))
         logger.info("feature standardisation from %d frames of %d pairs",
                     sum(len(f) for f in feats), len(indices))

@@ -5,6 +5,8 @@ Examples::
     g2g-sim --out data/sim --split train --num-scenes 4 --traversals 3 --frames 200
     g2g-sim --out data/sim --seeds 20000 20001 --rig-preset ring5 --workers 2
     g2g-sim --out data/sim --split val --num-scenes 2 --labels   # + overlap labels and pairs
+    g2g-sim --out data/street --scene-preset street --rig-preset car6 --motion car \
+        --textures photo --lighting random --exposure jitter
 
 Scene seeds come from the fixed split ranges of :mod:`g2g_model.data.splits` unless given
 explicitly. Re-running the same command skips every complete trajectory.
@@ -22,7 +24,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from g2g_model.data.sim.generate import SimConfig, generate_trajectory, scene_layout_summary
+from g2g_model.data.sim.generate import (CHOICES, SimConfig, generate_trajectory,
+                                         scene_layout_summary)
 from g2g_model.data.sim.generate import scene_dir
 from g2g_model.data.sim.rigs import RIG_PRESETS
 from g2g_model.data.sim.scene import SCENE_PRESETS
@@ -40,7 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=200)
     p.add_argument("--scene-preset", choices=sorted(SCENE_PRESETS), default="default")
     p.add_argument("--rig-preset", choices=sorted(RIG_PRESETS), default="random")
-    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--image-size", type=int, default=224,
+                   help="image side (about sqrt(width * height) for non-square rig presets)")
+    p.add_argument("--motion", choices=CHOICES["motion"], default="walk",
+                   help="motion preset: walk (0.1-0.3 m per frame), stop_go (0-1 m), car (0-3 m)")
+    p.add_argument("--textures", choices=CHOICES["textures"], default="procedural",
+                   help="photo: about half the materials are photographs")
+    p.add_argument("--lighting", choices=CHOICES["lighting"], default="lamps",
+                   help="random: a sun and random lamp / ambient gains per scene and season")
+    p.add_argument("--exposure", choices=CHOICES["exposure"], default="fixed",
+                   help="jitter: each camera its own drifting gain and gamma")
     p.add_argument("--no-depth", action="store_true", help="do not store depth images")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (trajectories)")
     p.add_argument("--overwrite", action="store_true", help="regenerate complete trajectories")
@@ -62,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds if args.seeds else split_seeds(args.split, args.num_scenes, args.offset)
     cfg = SimConfig(scene_preset=args.scene_preset, rig_preset=args.rig_preset,
                     traversals=args.traversals, frames=args.frames,
-                    image_size=args.image_size, with_depth=not args.no_depth)
+                    image_size=args.image_size, with_depth=not args.no_depth,
+                    motion=args.motion, textures=args.textures, lighting=args.lighting,
+                    exposure=args.exposure)
     args.out.mkdir(parents=True, exist_ok=True)
     for seed in seeds:
         sdir = scene_dir(args.out, seed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from g2g_model.data.sim.layout import Door
+from g2g_model.data.sim.photos import CROPS_PER_PHOTO, PHOTO_TEXTURE_NAMES, PHOTOS
 from g2g_model.data.sim.textures import POSTER_IMAGES, TEXTURE_NAMES, poster_library
 
 DOOR_KEEPOUT = 1.1      # furniture keeps this far from a door opening (m)
@@ -13,20 +14,42 @@ _OBJ_TEX = ("planks", "plaster", "checker", "stripes", "dots", "carpet", "tiles"
 
 
 class Materials:
-    """Growing material table (texture id, tint, tile scale)."""
+    """Growing material table (texture id, tint, tile scale).
 
-    def __init__(self) -> None:
+    ``photo_share``: the probability that a new material is a photograph (one of
+    ``PHOTO_TEXTURE_NAMES``) instead of one of the asked families; 0 draws nothing extra, so
+    scenes without photographs are exactly as before.
+    """
+
+    def __init__(self, photo_share: float = 0.0) -> None:
+        if not 0.0 <= photo_share <= 1.0:
+            raise ValueError(f"photo_share must be in [0, 1], got {photo_share}")
+        self.photo_share = float(photo_share)
         self.tex: list[int] = []
         self.tint: list[np.ndarray] = []
         self.scale: list[float] = []
 
     def add(self, rng: np.random.Generator, families: tuple[str, ...], pale: bool) -> int:
+        if self.photo_share > 0.0 and rng.random() < self.photo_share:
+            return self._add_photo(rng)
         family = str(rng.choice(families))
         choices = [i for i, n in enumerate(TEXTURE_NAMES) if n.rstrip("0123456789") == family]
         self.tex.append(int(rng.choice(choices)))
         base = rng.uniform(0.55, 1.0, 3) if pale else rng.uniform(0.2, 1.0, 3)
         self.tint.append(base / max(base.max(), 1e-3) * rng.uniform(0.7, 1.0))
         self.scale.append(float(rng.uniform(0.5, 1.5)))
+        return len(self.tex) - 1
+
+    def _add_photo(self, rng: np.random.Generator) -> int:
+        k = int(rng.integers(len(PHOTO_TEXTURE_NAMES)))
+        self.tex.append(TEXTURE_NAMES.index(PHOTO_TEXTURE_NAMES[k]))
+        if PHOTOS[k // CROPS_PER_PHOTO].colour:  # keep the photograph's colours, vary the level
+            tint = rng.uniform(0.85, 1.0, 3) * rng.uniform(0.7, 1.1)
+        else:
+            tint = rng.uniform(0.3, 1.0, 3)
+            tint = tint / max(tint.max(), 1e-3) * rng.uniform(0.7, 1.0)
+        self.tint.append(np.minimum(tint, 1.0))
+        self.scale.append(float(rng.uniform(0.7, 2.0)))
         return len(self.tex) - 1
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,7 +113,10 @@ def _add_object(out: dict, boxes: list, mat: int, room: int, kind: str, g_lo: np
 
 
 def place_furniture(rng: np.random.Generator, room: int, lo: np.ndarray, hi: np.ndarray,
-                    doors: list[Door], count: int, mats: Materials, out: dict) -> None:
+                    doors: list[Door], count: int, mats: Materials, out: dict,
+                    scale: float = 1.0) -> None:
+    """Place ``count`` pieces in room ``room`` (``scale``: size factor of every piece, e.g.
+    3: blocks, canopies and columns of a street instead of cabinets, tables and pillars)."""
     keepout = []
     for door in doors:
         if room not in (door.room_lo, door.room_hi):
@@ -107,6 +133,9 @@ def place_furniture(rng: np.random.Generator, room: int, lo: np.ndarray, hi: np.
             against_wall = rng.random() < 0.7
             kind = str(rng.choice(_WALL_KINDS if against_wall else _FREE_KINDS))
             boxes, (w, d) = _furniture_boxes(rng, kind)
+            if scale != 1.0:
+                boxes = [(np.multiply(a, scale), np.multiply(b, scale)) for a, b in boxes]
+                w, d = w * scale, d * scale
             if against_wall:
                 wall = int(rng.integers(4))  # 0: -x wall, 1: +x, 2: -y, 3: +y
                 along = 1 if wall < 2 else 0

@@ -16,17 +16,19 @@ and measured well above the 50 camera-frames/s target (benchmarks/RESULTS_sim.md
 Conventions: cameras are pinhole, OpenCV axes, pixel centres at integer coordinates; ray
 directions are ``R @ K^-1 [u, v, 1]`` (camera z component 1), so the ray parameter of a hit *is*
 its depth along the optical axis. Shading: texture (or poster photograph) x material tint x
-(ambient + a per-room point lamp with Lambert falloff), no shadows.
+(ambient + a per-room point lamp with Lambert falloff + an optional directional sun), no shadows;
+outdoors the ceiling is a self-lit sky; an optional per-camera exposure (gain, gamma).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from g2g_model.data.sim.exposure import apply_exposure
 from g2g_model.data.sim.intersect import ray_box_entry, ray_sphere_hit
 from g2g_model.data.sim.scene import Scene
 from g2g_model.data.sim.textures import MIP_LEVELS, POSTER_SIZE, TEX_SIZE, poster_library
-from g2g_model.data.sim.textures import texture_library
+from g2g_model.data.sim.textures import BASE_TEXTURE_NAMES, texture_library
 
 MAX_PORTAL_HOPS = 16  # doors a ray may pass; rays still travelling after that get depth 0
 
@@ -69,13 +71,18 @@ class Renderer:
         self._mat_inv_scale = (1.0 / scene.mat_scale).astype(f32)
         self._mat_tint = [np.ascontiguousarray(scene.mat_tint[:, c], dtype=f32) for c in range(3)]
         # Textures packed as RGBA8 in one uint32 per texel: one gather per pixel, not three.
-        tex8 = np.round(texture_library() * 255.0).astype(np.uint8)
+        photos = bool(np.any(scene.mat_tex >= len(BASE_TEXTURE_NAMES)))
+        tex8 = np.round(texture_library(photos) * 255.0).astype(np.uint8)
         tex8 = np.concatenate([tex8, np.zeros(tex8.shape[:-1] + (1,), np.uint8)], axis=-1)
         self._tex32 = np.ascontiguousarray(tex8).view(np.uint32).reshape(-1)
         self.posters, _ = poster_library()
         self._light_pos = [scene.light_pos[:, a].astype(f32) for a in range(3)]
         self._light_rgb = [scene.light_rgb[:, c].astype(f32) for c in range(3)]
         self._ambient = scene.ambient.astype(f32)
+        sun_dir = np.asarray(scene.sun_dir, np.float64)
+        self._sun_dir = (sun_dir / max(np.linalg.norm(sun_dir), 1e-12)).astype(f32)
+        self._sun_rgb = np.asarray(scene.sun_rgb).astype(f32)
+        self._sky_rgb = np.asarray(scene.sky_rgb).astype(f32)
 
     # ------------------------------------------------------------------ culling
 
@@ -324,10 +331,20 @@ class Renderer:
         dist2 = to_l[0] * to_l[0] + to_l[1] * to_l[1] + to_l[2] * to_l[2]
         ndl = normal[0] * to_l[0] + normal[1] * to_l[1] + normal[2] * to_l[2]
         lam = np.maximum(ndl, 0.0) / (np.sqrt(dist2) * (1.0 + 0.08 * dist2) + 1e-6) * 1.1
+        sun = None
+        if self._sun_rgb.any():  # directional light (scenes built with random lighting)
+            sun = np.maximum(sum(normal[a] * self._sun_dir[a] for a in range(3)), 0.0)
         out = np.empty((len(t), 3), np.float32)
         for c in range(3):
             lamp = self._light_rgb[c][room[0]] if one_room else self._light_rgb[c][room]
-            out[:, c] = rgb[c] * (self._ambient[c] + lamp * lam)
+            if sun is None:
+                out[:, c] = rgb[c] * (self._ambient[c] + lamp * lam)
+            else:
+                out[:, c] = rgb[c] * (self._ambient[c] + lamp * lam + self._sun_rgb[c] * sun)
+        if self._sky_rgb.any():  # outdoor scenes: the ceiling is a sky that shines by itself
+            sky = np.flatnonzero(is_room & (axis == 2) & (side == 1))
+            for c in range(3):
+                out[sky, c] = rgb[c][sky] * self._sky_rgb[c]
         np.clip(out, 0.0, 1.0, out=out)
         if not all_valid:
             out[~valid] = 0.0
@@ -335,10 +352,12 @@ class Renderer:
 
     # ------------------------------------------------------------------ cameras
 
-    def render(self, world_T_cam: np.ndarray, K: np.ndarray, width: int,
-               height: int) -> tuple[np.ndarray, np.ndarray]:
+    def render(self, world_T_cam: np.ndarray, K: np.ndarray, width: int, height: int,
+               exposure: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Render cameras ``world_T_cam [N,4,4]`` with ``K [N,3,3]`` (or one ``[3,3]``).
 
+        ``exposure``: optional ``[N,2]`` (gain, gamma) per camera, applied to the linear
+        colour before quantisation (:func:`~g2g_model.data.sim.exposure.apply_exposure`).
         Returns ``rgb [N,H,W,3]`` uint8 and metric z-depth ``[N,H,W]`` float32 (0 = no hit).
         """
         world_T_cam = np.asarray(world_T_cam, dtype=np.float64)
@@ -364,6 +383,8 @@ class Renderer:
             s_rects = self._screen_rects(pose, k, width, height, sph_lo, sph_hi)
             hits = self.trace(pose[:3, 3], dirs, int(rooms[i]), g_rects, s_rects, width)
             col = self.shade(pose[:3, 3], dirs, hits, float(k[0, 0]))
+            if exposure is not None:
+                col = apply_exposure(col, *exposure[i])
             rgb[i] = (col * 255.0 + 0.5).astype(np.uint8).reshape(height, width, 3)
             t = hits["t"]
             depth[i] = np.where(np.isfinite(t), t, 0.0).reshape(height, width)

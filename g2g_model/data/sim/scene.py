@@ -25,7 +25,8 @@ import numpy as np
 from g2g_model.data.sim.furnishing import (Materials, place_furniture, place_posters,
                                            place_small_objects)
 from g2g_model.data.sim.layout import Door, make_doors, split_rooms
-from g2g_model.data.sim.textures import POSTER_IMAGES
+from g2g_model.data.sim.lighting import random_lighting
+from g2g_model.data.sim.textures import POSTER_IMAGES, TEXTURE_NAMES
 
 SCENE_PRESETS: dict[str, dict] = {
     "small": dict(footprint_x=(6.0, 8.0), footprint_y=(5.0, 6.5), max_rooms=3, furniture=(1, 3)),
@@ -38,12 +39,22 @@ SCENE_PRESETS: dict[str, dict] = {
     # motion (matches one tile off agree on a wrong step length).
     "hall": dict(footprint_x=(22.0, 28.0), footprint_y=(16.0, 20.0), max_rooms=1,
                  furniture=(6, 10), texture_scale=4.0),
+    # Outdoor-like: one long street or a wide courtyard between high facades (the "ceiling" is
+    # a pale blue sky, the sun the main light: ``outdoor``), large texture tiles as in the hall,
+    # furniture 3x larger (blocks, canopies and columns along the facades and in the open).
+    "street": dict(footprint_x=(60.0, 90.0), footprint_y=(12.0, 18.0), max_rooms=1,
+                   furniture=(14, 24), texture_scale=4.0, ceiling=(8.0, 14.0), outdoor=True,
+                   furniture_scale=3.0),
+    "courtyard": dict(footprint_x=(30.0, 40.0), footprint_y=(24.0, 32.0), max_rooms=1,
+                      furniture=(10, 16), texture_scale=4.0, ceiling=(10.0, 16.0),
+                      outdoor=True, furniture_scale=3.0),
 }
 CEILING = (2.5, 3.2)    # ceiling height range (m)
 
 _WALL_TEX = ("plaster", "stripes", "bricks", "dots", "tiles", "brick")
 _FLOOR_TEX = ("planks", "tiles", "checker", "carpet", "grass", "gravel")
 _CEIL_TEX = ("plaster", "tiles")
+_SKY_TINT = np.array([0.75, 0.85, 1.0], np.float32)
 
 
 @dataclass
@@ -58,7 +69,10 @@ class Scene:
     ``mat_scale [M]`` (metres per texture tile). Posters ``[P]`` lie on room walls:
     ``poster_room``, ``poster_axis``, ``poster_side`` (0: low wall, 1: high wall),
     ``poster_u [P,2]`` (span along the wall), ``poster_z [P,2]``, ``poster_image``.
-    Lights: one lamp per room ``light_pos [R,3]``, ``light_rgb [R,3]``; ``ambient [3]``.
+    Lights: one lamp per room ``light_pos [R,3]``, ``light_rgb [R,3]``; ``ambient [3]``; a
+    directional light ``sun_dir [3]`` (towards the light) of colour ``sun_rgb [3]`` (zero: none);
+    ``sky_rgb [3]``: outdoors, the ceilings shine with this light instead of being lit (zero:
+    indoors).
     """
 
     seed: int
@@ -91,6 +105,9 @@ class Scene:
     light_rgb: np.ndarray
     ambient: np.ndarray
     floor_boxes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    sun_dir: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    sun_rgb: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    sky_rgb: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
     @property
     def num_rooms(self) -> int:
@@ -106,8 +123,15 @@ class Scene:
         return self.room_lo.min(0), self.room_hi.max(0)
 
 
-def make_scene(seed: int, season: int = 0, preset: str = "default") -> Scene:
-    """Build scene ``seed`` in appearance variant ``season`` (deterministic)."""
+def make_scene(seed: int, season: int = 0, preset: str = "default", photo_share: float = 0.0,
+               random_light: bool = False) -> Scene:
+    """Build scene ``seed`` in appearance variant ``season`` (deterministic).
+
+    ``photo_share``: probability that a material (walls, floors, furniture, small objects) is a
+    photograph (:mod:`.photos`) instead of a procedural texture. ``random_light``: add a sun and
+    vary lamp and ambient gains (:mod:`.lighting`; always on for ``outdoor`` presets). With the
+    defaults a scene is exactly what it was before these options existed.
+    """
     if preset not in SCENE_PRESETS:
         raise ValueError(f"scene preset must be one of {sorted(SCENE_PRESETS)}, got {preset!r}")
     if season < 0:
@@ -115,13 +139,13 @@ def make_scene(seed: int, season: int = 0, preset: str = "default") -> Scene:
     cfg = SCENE_PRESETS[preset]
     rng = np.random.default_rng([int(seed), 0])
     size = np.array([rng.uniform(*cfg["footprint_x"]), rng.uniform(*cfg["footprint_y"]), 0.0])
-    ceiling = rng.uniform(*CEILING)
+    ceiling = rng.uniform(*cfg.get("ceiling", CEILING))
     rects = split_rooms(rng, np.zeros(2), size[:2], cfg["max_rooms"])
     room_lo = np.array([[a[0], a[1], 0.0] for a, _ in rects])
     room_hi = np.array([[h[0], h[1], ceiling] for _, h in rects])
     doors = make_doors(rng, room_lo, room_hi, ceiling)
 
-    mats = Materials()
+    mats = Materials(photo_share)
     room_mat = np.array([[mats.add(rng, _WALL_TEX, pale=True), mats.add(rng, _FLOOR_TEX, False),
                           mats.add(rng, _CEIL_TEX, pale=True)] for _ in rects])
     out: dict[str, list] = {k: [] for k in (
@@ -131,7 +155,7 @@ def make_scene(seed: int, season: int = 0, preset: str = "default") -> Scene:
     for r in range(len(rects)):
         place_furniture(rng, r, room_lo[r], room_hi[r], doors,
                         int(rng.integers(cfg["furniture"][0], cfg["furniture"][1] + 1)),
-                        mats, out)
+                        mats, out, cfg.get("furniture_scale", 1.0))
         place_posters(rng, r, room_lo[r], room_hi[r], doors, int(rng.integers(1, 4)), out)
     num_large_boxes = len(out["box_lo"])
     light_pos = np.stack([(room_lo[:, 0] + room_hi[:, 0]) / 2, (room_lo[:, 1] + room_hi[:, 1]) / 2,
@@ -159,6 +183,19 @@ def make_scene(seed: int, season: int = 0, preset: str = "default") -> Scene:
     tops = list(out["group_top"])
     place_small_objects(srng, tops, mats, out, int(srng.integers(2, 3 * len(rects) + 3)))
 
+    outdoor = bool(cfg.get("outdoor", False))
+    if outdoor:  # the sky: a pale, nearly uniform blue (no rng draw: seasons stay aligned)
+        for r in range(len(rects)):
+            mats.tex[room_mat[r, 2]] = TEXTURE_NAMES.index("plaster0")
+            mats.tint[room_mat[r, 2]] = _SKY_TINT
+    sun_dir, sun_rgb, sky_rgb = np.array([0.0, 0.0, 1.0]), np.zeros(3), np.zeros(3)
+    if random_light or outdoor:
+        light = random_lighting(seed, season, len(rects), outdoor)
+        sun_dir, sun_rgb = light.sun_dir, light.sun_rgb
+        if outdoor:
+            sky_rgb = light.sky_rgb
+        ambient = ambient * light.ambient_gain
+        light_rgb = light_rgb * light.lamp_gain[:, None]
     mat_tex, mat_tint, mat_scale = mats.arrays()
     mat_scale = mat_scale * cfg.get("texture_scale", 1.0)
 
@@ -183,4 +220,5 @@ def make_scene(seed: int, season: int = 0, preset: str = "default") -> Scene:
         poster_u=arr("poster_u", (-1, 2)), poster_z=arr("poster_z", (-1, 2)),
         poster_image=arr("poster_image", (-1,), np.int64),
         light_pos=light_pos, light_rgb=light_rgb, ambient=ambient, floor_boxes=floor_boxes,
+        sun_dir=sun_dir, sun_rgb=sun_rgb, sky_rgb=sky_rgb,
     )

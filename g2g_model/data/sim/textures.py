@@ -8,6 +8,9 @@ identical on every machine.
 Photographs come from scikit-image's bundled sample images (``skimage.data``: astronaut, coffee,
 chelsea, rocket, ... all shipped inside the wheel, no download). They serve as posters on walls
 and, for the grey-level material samples (brick, grass, gravel), as tinted surface textures.
+After these come the tileable photograph crops of :mod:`.photos` (``PHOTO_TEXTURE_NAMES``, used
+only by scenes built with ``photo_share > 0``, and loaded only for them: ``photos=True``); the
+indices before them never change.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import functools
 
 import cv2
 import numpy as np
+
+from g2g_model.data.sim.photos import PHOTO_TEXTURE_NAMES, photo_crops, skimage_image
 
 TEX_SIZE = 128
 MIP_LEVELS = 3
@@ -27,7 +32,8 @@ POSTER_IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field"
                  "page", "text", "logo")
 PHOTO_TEXTURES = ("brick", "grass", "gravel")
 PROCEDURAL_KINDS = ("plaster", "planks", "tiles", "checker", "stripes", "carpet", "bricks", "dots")
-TEXTURE_NAMES = tuple(f"{k}{i}" for k in PROCEDURAL_KINDS for i in range(2)) + PHOTO_TEXTURES
+BASE_TEXTURE_NAMES = tuple(f"{k}{i}" for k in PROCEDURAL_KINDS for i in range(2)) + PHOTO_TEXTURES
+TEXTURE_NAMES = BASE_TEXTURE_NAMES + PHOTO_TEXTURE_NAMES
 
 
 def _value_noise(rng: np.random.Generator, size: int, cells: int) -> np.ndarray:
@@ -79,22 +85,6 @@ def _procedural(kind: str, rng: np.random.Generator, s: int = TEX_SIZE) -> np.nd
     return np.clip(out, 0.0, 1.0).astype(np.float32)
 
 
-def _photo(name: str) -> np.ndarray:
-    """A ``skimage.data`` sample as float RGB ``[H,W,3]`` in [0,1] (alpha composited on white)."""
-    import skimage.data  # heavy import: only when a texture library is first built
-
-    img = getattr(skimage.data, name)()
-    img = np.asarray(img)
-    if img.dtype == bool:
-        img = img.astype(np.uint8) * 255
-    img = img.astype(np.float32) / 255.0
-    if img.ndim == 2:
-        img = np.repeat(img[..., None], 3, axis=-1)
-    if img.shape[-1] == 4:
-        img = img[..., :3] * img[..., 3:] + (1.0 - img[..., 3:])
-    return img
-
-
 def _mips(texture: np.ndarray) -> np.ndarray:
     """``[S,S,3]`` -> ``[MIP_LEVELS,S,S,3]``: level k is blurred with sigma 2^k - 1 texels.
 
@@ -109,9 +99,11 @@ def _mips(texture: np.ndarray) -> np.ndarray:
     return np.stack(levels)
 
 
-@functools.lru_cache(maxsize=1)
-def texture_library() -> np.ndarray:
-    """All surface textures ``[len(TEXTURE_NAMES), MIP_LEVELS, S, S, 3]`` float32 in [0,1]."""
+@functools.lru_cache(maxsize=2)
+def texture_library(photos: bool = False) -> np.ndarray:
+    """Surface textures ``[T, MIP_LEVELS, S, S, 3]`` float32 in [0,1]: the first
+    ``len(BASE_TEXTURE_NAMES)`` of ``TEXTURE_NAMES``, all of them with ``photos`` (the
+    photograph crops take a few seconds to build: only scenes that use them ask)."""
     rng = np.random.default_rng(12345)
     out = []
     for kind in PROCEDURAL_KINDS:
@@ -119,9 +111,11 @@ def texture_library() -> np.ndarray:
             grey = _procedural(kind, rng)
             out.append(_mips(np.repeat(grey[..., None], 3, axis=-1)))
     for name in PHOTO_TEXTURES:
-        img = cv2.resize(_photo(name), (TEX_SIZE, TEX_SIZE), interpolation=cv2.INTER_AREA)
+        img = cv2.resize(skimage_image(name), (TEX_SIZE, TEX_SIZE), interpolation=cv2.INTER_AREA)
         img = img / max(float(img.mean()), 1e-3) * 0.6  # normalise brightness; tint adds colour
         out.append(_mips(np.clip(img, 0.0, 1.0)))
+    if photos:
+        out.extend(_mips(crop) for crop in photo_crops(TEX_SIZE))
     return np.stack(out).astype(np.float32)
 
 
@@ -130,7 +124,7 @@ def poster_library() -> tuple[np.ndarray, np.ndarray]:
     """Posters ``[P, MIP_LEVELS, S, S, 3]`` float32 and aspect ratios (width / height) ``[P]``."""
     images, aspects = [], []
     for name in POSTER_IMAGES:
-        img = _photo(name)
+        img = skimage_image(name)
         aspects.append(img.shape[1] / img.shape[0])
         small = cv2.resize(img, (POSTER_SIZE, POSTER_SIZE), interpolation=cv2.INTER_AREA)
         images.append(_mips(small))

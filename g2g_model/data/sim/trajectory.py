@@ -7,6 +7,9 @@ shortest grid path that keeps away from obstacles (Dijkstra on the clearance-wei
 grid), smoothed and checked against the robot radius. Along it the body moves 0.1-0.3 m per
 frame at 10 Hz with a smoothly varying speed, a heading that follows the path with a bounded turn
 rate, a body height drawn per scene in 0.5-1.5 m, a small vertical bob and small roll / pitch.
+``MOTION_PRESETS`` adds faster motion: ``speed_profile="stop_go"`` makes every traversal's speed
+span its whole ``step_m`` range, standing still included (a smooth random profile, clipped at
+both ends); ``car`` goes from standing still to 3 m per frame with turns of up to 30 deg.
 """
 
 from __future__ import annotations
@@ -35,6 +38,29 @@ class MotionConfig:
     height_m: tuple[float, float] = (0.5, 1.5)
     max_turn_deg: float = 20.0      # per frame
     places_per_room: int = 2
+    speed_profile: str = "steady"   # "steady": about one speed; "stop_go": 0 to top speed
+    bob_m: float = 0.01             # vertical bob amplitude (one per step)
+    tilt_deg: float = 1.5           # roll / pitch noise (sigma before smoothing)
+
+    def __post_init__(self) -> None:
+        if self.speed_profile not in ("steady", "stop_go"):
+            raise ValueError(f"speed_profile must be 'steady' or 'stop_go', "
+                             f"got {self.speed_profile!r}")
+        if not 0.0 <= self.step_m[0] <= self.step_m[1]:
+            raise ValueError(f"step_m must be 0 <= min <= max, got {self.step_m}")
+
+
+MOTION_PRESETS: dict[str, MotionConfig] = {
+    "walk": MotionConfig(),
+    # Indoors, from standing still to 1 m per frame (a running robot), any room layout, no bob
+    # (a standstill stands still).
+    "stop_go": MotionConfig(step_m=(0.0, 1.0), max_turn_deg=30.0, speed_profile="stop_go",
+                            bob_m=0.0),
+    # A car: standing still to 3 m per frame (30 m/s at 10 Hz), turns up to 30 deg per frame,
+    # 1 m of clearance, cameras 1.2-2 m high, no bob (hall, street, courtyard).
+    "car": MotionConfig(step_m=(0.0, 3.0), radius_m=1.0, height_m=(1.2, 2.0), max_turn_deg=30.0,
+                        places_per_room=6, speed_profile="stop_go", bob_m=0.0, tilt_deg=0.5),
+}
 
 
 @dataclass
@@ -158,10 +184,13 @@ def _walk(path: np.ndarray, frames: int, height: float, cfg: MotionConfig,
           rng: np.random.Generator, index: int) -> Traversal:
     s_path = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
     lo, hi = cfg.step_m
-    base = rng.uniform(lo + 0.03, hi - 0.05)
-    wiggle = ndimage.gaussian_filter1d(rng.normal(0, 1, frames + 20), 5.0)[10:frames + 10]
-    wiggle = wiggle / (np.abs(wiggle).max() + 1e-9)
-    steps = np.clip(base * (1.0 + 0.4 * wiggle), lo, hi)
+    if cfg.speed_profile == "stop_go":
+        steps = _stop_go_steps(rng, frames, lo, hi)
+    else:
+        base = rng.uniform(lo + 0.03, hi - 0.05)
+        wiggle = ndimage.gaussian_filter1d(rng.normal(0, 1, frames + 20), 5.0)[10:frames + 10]
+        wiggle = wiggle / (np.abs(wiggle).max() + 1e-9)
+        steps = np.clip(base * (1.0 + 0.4 * wiggle), lo, hi)
     s = np.concatenate([[0.0], np.cumsum(steps[:-1])])
     s = np.minimum(s, s_path[-1])
     xy = np.stack([np.interp(s, s_path, path[:, 0]), np.interp(s, s_path, path[:, 1])], -1)
@@ -177,10 +206,10 @@ def _walk(path: np.ndarray, frames: int, height: float, cfg: MotionConfig,
     for i in range(1, frames):
         delta = (target[i] - yaw[i - 1] + np.pi) % (2 * np.pi) - np.pi
         yaw[i] = yaw[i - 1] + np.clip(delta, -max_turn, max_turn)
-    roll = ndimage.gaussian_filter1d(rng.normal(0, 1.5, frames), 3.0)
-    pitch = ndimage.gaussian_filter1d(rng.normal(0, 1.5, frames), 3.0)
+    roll = ndimage.gaussian_filter1d(rng.normal(0, cfg.tilt_deg, frames), 3.0)
+    pitch = ndimage.gaussian_filter1d(rng.normal(0, cfg.tilt_deg, frames), 3.0)
     phase = rng.uniform(0, 2 * np.pi)
-    z = height + 0.01 * np.sin(np.pi * np.arange(frames) + phase)  # one bob per step
+    z = height + cfg.bob_m * np.sin(np.pi * np.arange(frames) + phase)  # one bob per step
     cy, sy = np.cos(yaw), np.sin(yaw)
     cp, sp = np.cos(np.radians(pitch)), np.sin(np.radians(pitch))
     cr, sr = np.cos(np.radians(roll)), np.sin(np.radians(roll))
@@ -193,3 +222,12 @@ def _walk(path: np.ndarray, frames: int, height: float, cfg: MotionConfig,
     period = int(round(1e9 / cfg.rate_hz))
     stamps = START_NS + index * 10**12 + period * np.arange(frames, dtype=np.int64)
     return Traversal(timestamps_ns=stamps, world_T_body=poses)
+
+
+def _stop_go_steps(rng: np.random.Generator, frames: int, lo: float, hi: float) -> np.ndarray:
+    """Per-frame steps ``[frames]`` whose smooth random profile spans ``[lo, hi]``: rescaled to
+    [0, 1] and stretched by 1.3 around its middle before clipping, so every traversal stands
+    (``lo``) and runs at top speed (``hi``) for stretches of a few frames."""
+    g = ndimage.gaussian_filter1d(rng.normal(0, 1, frames + 40), 6.0)[20:frames + 20]
+    g = (g - g.min()) / max(float(g.max() - g.min()), 1e-9)
+    return lo + (hi - lo) * np.clip(1.3 * g - 0.15, 0.0, 1.0)
