@@ -303,3 +303,45 @@ def test_a_localization_running_across_a_reset_or_new_map_makes_no_correction(sc
     engine.verifier = None
     truth = _fill(engine, query)
     assert engine.localize(hint=truth[-1]).accepted
+
+
+@pytest.mark.parametrize("second", [False, True])
+def test_a_window_without_geometry_gets_a_second_disjoint_window(scene, second):
+    """The first window gives no geometric pose: with ``second_window`` the verifier is asked
+    once more, about the window nearest to G2G's estimate that shares no keyframe with the
+    first, and its pose makes the correction; without it, G2G's stays."""
+    pipeline, gmap, path, query = scene
+    calls = []
+
+    def verifier(group_a, q, map_T_b, **_):
+        calls.append((np.asarray(group_a.cam_to_world)[:W].copy(), map_T_b[0].copy()))
+        if len(calls) == 1:
+            return Verification("g2g", map_T_b[0], np.eye(6), reason="9 inliers (< 30)")
+        return Verification("verified", truth[0], np.diag([1e-4] * 3 + [1e-5] * 3), 44)
+
+    selector = WindowSelector.from_config(
+        SelectorConfig(scorer="whitened", window_size=W, pair_verifier="none"), pipeline)
+    engine = Relocalizer(pipeline, selector, WIDE_OPEN, min_translation_m=0.0,
+                         min_rotation_deg=0.0, verifier=verifier, second_window=second)
+    engine.use_map(gmap, "mem")
+    truth = _fill(engine, query)
+    result = engine.localize()
+    if not second:
+        assert len(calls) == 1 and result.path == "g2g"
+        assert result.verified_window == result.window_index
+        return
+    assert len(calls) == 2 and result.path == "verified" and result.inliers == 44
+    windows = engine.selector.prepared.windows
+    first, other = windows[result.window_index], windows[result.verified_window]
+    assert not set(first.tolist()) & set(other.tolist())
+    np.testing.assert_allclose(calls[1][0][:len(other)],
+                               np.stack([gmap.frames[i].world_T_cam for i in other]))
+    # The nearest disjoint window to where G2G put the query (position + 2 m per radian).
+    from g2g_model.maps.windows import nearest_window
+    g2g_pose = calls[0][1]
+    assert result.verified_window == nearest_window(gmap, windows, g2g_pose[:3, 3],
+                                                    direction=g2g_pose[:3, 2],
+                                                    disjoint_from=first)
+    assert f"second window {result.verified_window}" in result.verification_reason
+    assert f"geometry of window {result.verified_window})" in result.message
+    np.testing.assert_allclose(result.map_T_odom, MAP_T_ODOM, atol=1e-9)

@@ -34,6 +34,7 @@ from g2g_model.localization.verification import (G2G_COVARIANCE, PATH_G2G, PATH_
                                                  PATH_VERIFIED, Verification)
 from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps.format import G2GMap, load_map
+from g2g_model.maps.windows import nearest_window
 
 # verifier(group_a, query, map_T_b [W, 4, 4]) -> Verification
 # (a verifier may take a keyword ``view_prior``: the query cameras' poses from the current
@@ -59,6 +60,9 @@ class LocalizationResult:
         verification_reason: why the verifier chose its path ("" without a verifier).
         verified_frames: frames of the query group the verifier got (the query window plus the
             rig's other cameras at its instants; 0 without a verifier).
+        verified_window: the map window whose geometry the verifier used: ``window_index``,
+            or the second window tried when the first gave none (``second_window``); None
+            without a verifier.
         query, group_a: the query and map groups used; map_id, camera: the map's id and the
             camera of the map window (a map loaded since does not rename them).
         timing_ms: ``select``, ``g2g``, ``verify``, ``total``.
@@ -77,6 +81,7 @@ class LocalizationResult:
     covariance: np.ndarray = field(default_factory=lambda: G2G_COVARIANCE.copy(), repr=False)
     verification_reason: str = ""
     verified_frames: int = 0
+    verified_window: Optional[int] = None
     query: Optional[Group] = field(default=None, repr=False)
     group_a: Optional[Group] = field(default=None, repr=False)
     map_id: str = ""
@@ -97,13 +102,18 @@ class Relocalizer:
         views: the rig's other cameras (:class:`RigViews`): the verifier then gets every
             camera of the query instants and of the map window's instants, not only the
             relocalization camera's frames.
+        second_window: when the map window gives no geometric pose, verify once more against
+            the window nearest to where G2G places the query that shares no keyframe with the
+            first (a window looking at a blank wall, or at what the query does not see, is
+            not the only one near the query).
 
     Thread-safe: frames, hints and resets may come from other threads than localizations.
     """
 
     def __init__(self, pipeline, selector: WindowSelector, gate: GateConfig,
                  min_translation_m: float = 0.1, min_rotation_deg: float = 5.0,
-                 verifier: Optional[Verifier] = None, views: Optional[RigViews] = None):
+                 verifier: Optional[Verifier] = None, views: Optional[RigViews] = None,
+                 second_window: bool = False):
         self.pipeline = pipeline
         self.selector = selector
         self.window_size = selector.config.window_size
@@ -115,6 +125,7 @@ class Relocalizer:
         self.buffer = QueryBuffer(self.window_size, min_translation_m, min_rotation_deg)
         self.verifier = verifier
         self.views = views
+        self.second_window = bool(second_window)
         self.lock = threading.Lock()
         self.map_path = ""
         self.hint: Optional[np.ndarray] = None  # provisional map->odom (e.g. /initialpose)
@@ -252,6 +263,19 @@ class Relocalizer:
             view_prior = (current @ np.asarray(verify_b.cam_to_world) if current is not None
                           and current_path in (PATH_VERIFIED, PATH_REFINED) else None)
             verification = self._verify(verify_a, verify_b, map_T_b, view_prior)
+            result.verified_window = idx
+            if verification.path == PATH_G2G and self.second_window:
+                other = nearest_window(gmap, prepared.windows, map_T_b[0][:3, 3],
+                                       direction=map_T_b[0][:3, 2],
+                                       disjoint_from=prepared.windows[idx])
+                if other is not None:
+                    again = self._verify(map_rig_window(gmap, prepared.windows[other]),
+                                         verify_b, map_T_b, view_prior)
+                    if again.path != PATH_G2G:
+                        verification, result.verified_window = again, other
+                        verification.reason += f" (second window {other})"
+                    else:
+                        verification.reason += f"; second window {other}: {again.reason}"
             result.path, result.verification_reason = verification.path, verification.reason
             result.verified_frames = len(verify_b.images)
             if verification.path in (PATH_VERIFIED, PATH_REFINED):
@@ -276,7 +300,9 @@ class Relocalizer:
                           f"{reason} (window {idx} by {how}"
                           + (f", score {score:.2f}" if np.isfinite(score) else "")
                           + (f", path {result.path}, {result.inliers} inliers"
-                             if self.verifier is not None else "") + ")"
+                             if self.verifier is not None else "")
+                          + (f", geometry of window {result.verified_window}"
+                             if result.verified_window not in (None, idx) else "") + ")"
                           + (f"; verification: {result.verification_reason}"
                              if result.path == PATH_G2G and result.verification_reason else "")
                           + rotation_note(pred.rotation_match))

@@ -25,7 +25,8 @@ def map_windows(gmap: G2GMap, camera: Optional[str], window: int,
 
 def nearest_window(gmap: G2GMap, windows: Sequence[np.ndarray], position: np.ndarray,
                    radius: float = float("inf"), direction: Optional[np.ndarray] = None,
-                   metres_per_radian: float = 2.0) -> Optional[int]:
+                   metres_per_radian: float = 2.0,
+                   disjoint_from: Optional[Sequence[int]] = None) -> Optional[int]:
     """Index of the window closest to a camera pose hint (within ``radius`` metres).
 
     The distance is that of the window's mean camera centre to ``position``; with a viewing
@@ -38,7 +39,10 @@ def nearest_window(gmap: G2GMap, windows: Sequence[np.ndarray], position: np.nda
     centres = gmap.positions()
     axes = np.stack([f.world_T_cam[:3, 2] for f in gmap.frames])
     best, best_cost = None, np.inf
+    taken = set() if disjoint_from is None else {int(i) for i in disjoint_from}
     for i, w in enumerate(windows):
+        if taken and taken.intersection(int(j) for j in w):
+            continue
         dist = float(np.linalg.norm(centres[w].mean(0) - np.asarray(position)))
         if dist > radius:
             continue

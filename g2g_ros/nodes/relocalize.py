@@ -159,7 +159,8 @@ class RelocalizeNode(QueryInputs, MapLoading, ManagedNode):
         self.engine = Relocalizer(
             self.pipeline, selector, gate_config(p), p["min_translation_m"],
             p["min_rotation_deg"], StructureVerifier(verify) if verify.enabled else None,
-            RigViews() if self.view_cameras else None)
+            RigViews() if self.view_cameras else None,
+            second_window=bool(p["verify_second_window"]))
         if p["map_path"]:
             # The map named at configure is part of the configuration: without it, no configure.
             self.get_logger().info(self.engine.load_map(p["map_path"]))

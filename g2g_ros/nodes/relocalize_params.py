@@ -105,6 +105,9 @@ class RelocalizeParams(VerifyParams, CameraParams):
         "on the instants within this odometry travel of its first one, when they have "
         "verify_min_inliers (drift inside a long window bends the rigid group); 0 = off",
         value_range=(0.0, 1000.0))
+    verify_second_window: bool = param(
+        True, "when the map window gives no geometric pose, verify once more against the "
+        "nearest window (to G2G's estimate) that shares no keyframe with it")
     device: str = param("cpu", "torch device")
     precision: str = param("auto", "model arithmetic: auto (bf16 where fast), fp32 (as g2g-eval) "
                            "or bf16")
