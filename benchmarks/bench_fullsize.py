@@ -91,9 +91,12 @@ def raw(rgb):
     return SimpleNamespace(**rgb_to_image_fields(rgb))
 
 
-def imaging(max_px: Optional[int], image_size) -> CameraImaging:
-    return CameraImaging.of(Lens.pinhole(pinhole_K(WIDTH, HEIGHT, HFOV_DEG), WIDTH, HEIGHT),
-                            100.0, ImageNeeds(tuple(image_size), max_px))
+def imaging(max_px: Optional[int], image_size, lens: Optional[Lens] = None) -> CameraImaging:
+    """The node's reduced copy for ``verify_max_image_px`` ``max_px`` and G2G's input
+    ``image_size`` of images from ``lens`` (default: the simulator's full-size camera)."""
+    if lens is None:
+        lens = Lens.pinhole(pinhole_K(WIDTH, HEIGHT, HFOV_DEG), WIDTH, HEIGHT)
+    return CameraImaging.of(lens, 100.0, ImageNeeds(tuple(image_size), max_px))
 
 
 def errors(truth: np.ndarray, pose: np.ndarray):

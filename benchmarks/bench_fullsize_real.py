@@ -1,0 +1,240 @@
+"""Full-size REAL photographs (about 2 MP) with poses: relocalization verification and G2G on
+the reduced copy against the full-size path, in the same run.
+
+``bench_fullsize`` measures the reduced-image path on simulator renders; this one measures its
+accuracy on real images: the window pairs of a set built by ``tools/make_real_fullsize.py``
+(``data/real_fullsize``: instant-ngp's fox, 50 phone photographs 1080 x 1920, COLMAP poses,
+rectified). Per window pair (map window: known poses; query window: only its relative poses are
+used, as from odometry), the images travel as JPEG (quality 90), and in the same run:
+
+1. ``G2GPipeline.predict`` (the embedded relocalization default) on the full-size images and on
+   the relocalize node's reduced copies, with its error against the poses;
+2. a first localization (a fresh ``StructureVerifier``: nothing cached) for every
+   ``verify_max_image_px`` of ``--max-px`` (0 = full size, the baseline), each on the reduced
+   copies the node would make for it, seeded with G2G's full-size prediction (the same for
+   every setting): its path, inliers, time and error against the poses. The translation error
+   is also given as a share of the map window's baseline (the largest distance between two of
+   its cameras): the set's metric scale is an estimate.
+
+Accuracy is compared on the pairs every setting accepted (``verified`` or ``refined``), so a
+setting is not judged on pairs the baseline fell back on.
+
+    python -m benchmarks.bench_fullsize_real --real data/real_fullsize --pairs 8 \
+        --output benchmarks/RESULTS_fullsize.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from benchmarks.bench_fullsize import errors, imaging, jpeg, load
+from benchmarks.common import emit_report, machine_info
+from g2g_model.cameras.lens import Lens
+from g2g_model.data.format import TrajectoryReader
+from g2g_model.data.mining import WindowPair, read_index
+from g2g_model.estimation.groups import Group
+from g2g_model.estimation.pipeline import G2GPipeline
+from g2g_model.localization.verification import PATH_G2G, StructureVerifier, VerifierConfig
+
+#: A setting is "within 10 % of full size" when its median errors on the commonly accepted
+#: pairs are at most this factor of full size's and it accepts at least 1 / this share of them.
+WITHIN = 1.10
+
+
+def pick(pairs: List[WindowPair], count: int) -> List[WindowPair]:
+    """``count`` pairs spread evenly over the index (its gaps and its places on the orbit)."""
+    if count >= len(pairs):
+        return list(pairs)
+    return [pairs[int(i)] for i in np.linspace(0, len(pairs) - 1, count).round()]
+
+
+def baseline(poses: np.ndarray) -> float:
+    c = poses[:, :3, 3]
+    return float(np.max(np.linalg.norm(c[:, None] - c[None], axis=-1)))
+
+
+def summarize(rows: List[dict], keys: List[int]) -> Dict[int, dict]:
+    """Per setting: medians / means over the pairs every setting accepted."""
+    common = [r for r in rows if all(r["verify"][k]["path"] != PATH_G2G for k in keys)]
+    out = {}
+    for k in keys:
+        e = np.array([[r["verify"][k]["rot"], r["verify"][k]["trans"],
+                       r["verify"][k]["trans"] / r["baseline"]] for r in common]
+                     ).reshape(-1, 3)
+        out[k] = {"common": len(common), "errors": e,
+                  "accepted": sum(r["verify"][k]["path"] != PATH_G2G for r in rows),
+                  "inliers": [r["verify"][k]["inliers"] for r in rows],
+                  "time": [r["verify"][k]["time"] for r in rows],
+                  "paths": [r["verify"][k]["path"] for r in rows]}
+    return out
+
+
+def run(real: Path, indices: List[str], count: int, max_pxs: List[int], reloc_default: int
+        ) -> str:
+    start_load = load()
+    reader = TrajectoryReader(real / "fox")
+    cam_name = reader.cameras[0]
+    spec = reader.rig[cam_name]
+    lens = Lens.pinhole(spec.K, spec.width, spec.height, cam_name)
+    world_T_cam = reader.world_T_cam(cam_name)
+    pipeline = G2GPipeline.default("relocalization")
+    size = pipeline.image_size
+    cams = {k: imaging(k, size, lens) for k in max_pxs}
+    g2g_cam = imaging(reloc_default, size, lens)
+    msgs: Dict[int, object] = {}
+
+    def message(i: int):
+        if i not in msgs:
+            msgs[i] = jpeg(reader.image(cam_name, i))
+        return msgs[i]
+
+    rows = []
+    for index in indices:
+        for pair in pick(read_index(real / index, WindowPair), count):
+            fa = list(range(pair.start_a, pair.start_a + pair.window))
+            fb = list(range(pair.start_b, pair.start_b + pair.window))
+
+            def group(cam, frames, full=False):
+                images = [reader.image(cam_name, f) if full else cam.image(message(f))
+                          for f in frames]
+                return Group(images, spec.K if full else cam.K, world_T_cam[frames])
+
+            truth = world_T_cam[fb[0]]
+            row = {"pair": f"W{pair.window} {pair.start_a}->{pair.start_b}",
+                   "baseline": baseline(world_T_cam[fa]), "verify": {}}
+            preds = {}
+            for what, full in (("full", True), ("reduced", False)):
+                a, b = group(g2g_cam, fa, full), group(g2g_cam, fb, full)
+                pipeline.predict(a, b)                       # warm
+                t0 = time.perf_counter()
+                pred = pipeline.predict(a, b)
+                row[f"g2g_{what}_time"] = time.perf_counter() - t0
+                row[f"g2g_{what}"] = errors(truth, pred.world_T_b[0])
+                preds[what] = np.asarray(pred.world_T_b)
+            for k in max_pxs:
+                cam = cams[k]
+                a, b = group(cam, fa, k == 0), group(cam, fb, k == 0)
+                verifier = StructureVerifier(VerifierConfig(max_image_px=k))
+                t0 = time.perf_counter()
+                first = verifier(a, b, preds["full"])
+                elapsed = time.perf_counter() - t0
+                rot, trans = errors(truth, first.map_T_b0)
+                row["verify"][k] = {"path": first.path, "inliers": int(first.inliers),
+                                    "time": elapsed, "rot": rot, "trans": trans}
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "verify"}
+                             | {str(k): v for k, v in row["verify"].items()}), flush=True)
+    return report(rows, max_pxs, reloc_default, size, g2g_cam, cams, start_load, reader,
+                  indices, count)
+
+
+def report(rows, max_pxs, reloc_default, size, g2g_cam, cams, start_load, reader, indices,
+           count) -> str:
+    spec = reader.rig[reader.cameras[0]]
+    meta = reader.meta
+    summary = summarize(rows, max_pxs)
+    base = summary[max_pxs[0]]
+    lines = machine_info() + [
+        f"- load average at the start: {start_load}; at the end: {load()}", "",
+        f"Data: {meta['dataset_source']['repo']} `{meta['dataset_source']['path']}` at "
+        f"{meta['dataset_source']['commit'][:12]} ({reader.num_frames} photographs "
+        f"{spec.width} x {spec.height}, rectified once from `{meta['lens']}`; COLMAP poses "
+        f"in OpenCV axes at an assumed {meta['metres_per_unit']} m per unit). "
+        f"{len(rows)} window pairs ({count} per index of {', '.join(indices)}, spread over "
+        "each index), JPEG quality 90. G2G: the embedded relocalization default at "
+        f"{size[1]} x {size[0]}, reduced copies of the relocalize node's default "
+        f"({reloc_default}: {g2g_cam.size[0]} x {g2g_cam.size[1]}).", "",
+        "Relocalization verification, first localization (fresh verifier), per "
+        "`verify_max_image_px`. Errors: median / mean over the "
+        f"{base['common']} pairs every setting accepted (translation also as a share of the map "
+        "window's baseline); time: median over all pairs, ratio to full size in the same run.",
+        "",
+        "| verify_max_image_px (image) | accepted | rotation (deg) | translation (m) | "
+        "translation / baseline | inliers (median) | time (ms) | time ratio |",
+        "|---|---|---|---|---|---|---|---|"]
+    for k in max_pxs:
+        s = summary[k]
+        e = s["errors"]
+        name = "0, full size" if k == 0 else str(k)
+        w, h = cams[k].size
+        lines.append(
+            f"| {name} ({w} x {h}) | {s['accepted']} / {len(rows)} | "
+            f"{np.median(e[:, 0]):.3f} / {e[:, 0].mean():.3f} | "
+            f"{np.median(e[:, 1]):.4f} / {e[:, 1].mean():.4f} | "
+            f"{np.median(e[:, 2]):.4f} / {e[:, 2].mean():.4f} | "
+            f"{statistics.median(s['inliers']):.0f} | "
+            f"{1e3 * statistics.median(s['time']):.0f} | "
+            f"{statistics.median(s['time']) / statistics.median(base['time']):.3f} |")
+    lines += ["", "Against full size on the commonly accepted pairs (error ratios; within 10 %: "
+              f"<= {WITHIN:g} x, and at least {1 / WITHIN:.0%} of its acceptances):", ""]
+    b_med, b_mean = np.median(base["errors"], axis=0), base["errors"].mean(axis=0)
+    for k in max_pxs[1:]:
+        s = summary[k]
+        med = np.median(s["errors"], axis=0) / np.maximum(b_med, 1e-12)
+        mean = s["errors"].mean(axis=0) / np.maximum(b_mean, 1e-12)
+        accepted = s["accepted"] >= base["accepted"] / WITHIN
+        verdicts = [what + (" within" if accepted and max(r[:2]) <= WITHIN else " NOT within")
+                    for what, r in (("medians", med), ("means", mean))]
+        lines.append(f"- {k}: median rotation {med[0]:.2f} x, translation {med[1]:.2f} x; mean "
+                     f"rotation {mean[0]:.2f} x, translation {mean[1]:.2f} x; accepted "
+                     f"{s['accepted']} vs {base['accepted']}: " + ", ".join(verdicts))
+    g_full = np.array([r["g2g_full"] for r in rows])
+    g_small = np.array([r["g2g_reduced"] for r in rows])
+    t_full = statistics.median(r["g2g_full_time"] for r in rows)
+    t_small = statistics.median(r["g2g_reduced_time"] for r in rows)
+    lines += ["", "G2G prediction (the query's first camera), median / mean over all pairs:", "",
+              "| input | rotation (deg) | translation (m) | time (ms) |", "|---|---|---|---|",
+              f"| full size | {np.median(g_full[:, 0]):.2f} / {g_full[:, 0].mean():.2f} | "
+              f"{np.median(g_full[:, 1]):.3f} / {g_full[:, 1].mean():.3f} | {1e3 * t_full:.0f} |",
+              f"| reduced copies ({g2g_cam.size[0]} x {g2g_cam.size[1]}) | "
+              f"{np.median(g_small[:, 0]):.2f} / {g_small[:, 0].mean():.2f} | "
+              f"{np.median(g_small[:, 1]):.3f} / {g_small[:, 1].mean():.3f} | "
+              f"{1e3 * t_small:.0f} |",
+              "", "Per pair (path / inliers / rotation deg / translation m per setting):", "",
+              "| pair | baseline (m) | " + " | ".join(str(k) for k in max_pxs) + " |",
+              "|---|---|" + "---|" * len(max_pxs)]
+    for r in rows:
+        cells = [f"{v['path']} / {v['inliers']} / {v['rot']:.2f} / {v['trans']:.3f}"
+                 for v in (r["verify"][k] for k in max_pxs)]
+        lines.append(f"| {r['pair']} | {r['baseline']:.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--real", type=Path, default=Path("data/real_fullsize"),
+                        help="the set of tools/make_real_fullsize.py")
+    parser.add_argument("--index", nargs="+", default=["pairs_w3.json", "pairs_w5.json"])
+    parser.add_argument("--pairs", type=int, default=8, help="window pairs per index")
+    parser.add_argument("--max-px", type=int, nargs="+", default=[0, 480, 640, 960],
+                        help="verify_max_image_px settings (the first, 0, is the baseline)")
+    parser.add_argument("--reloc-max-px", type=int, default=None,
+                        help="relocalization's verify_max_image_px for G2G's reduced copies "
+                             "(default: the relocalize node's)")
+    parser.add_argument("--output", default=None)
+    opts = parser.parse_args(argv)
+    if opts.max_px[0] != 0:
+        parser.error("the first --max-px is the baseline and must be 0 (full size)")
+    if not (opts.real / "fox").is_dir():
+        parser.error(f"{opts.real}/fox: missing (build it with tools/make_real_fullsize.py)")
+    reloc_max_px = opts.reloc_max_px
+    if reloc_max_px is None:
+        from g2g_ros.nodes.relocalize_params import RelocalizeParams
+
+        reloc_max_px = RelocalizeParams.verify_max_image_px
+    emit_report("Full-size real images benchmark", "benchmarks.bench_fullsize_real", argv,
+                run(opts.real, opts.index, opts.pairs, opts.max_px, reloc_max_px),
+                opts.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
