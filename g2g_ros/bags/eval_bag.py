@@ -51,15 +51,17 @@ EVAL_GRAPHS = ("rig_odometry", "relocalize")
 
 
 def _wait_specs(graph: str, reloc_image: str, wait_timeout: float, startup_timeout: float,
-                with_odometry: bool = False):
+                with_odometry: bool = False, rig_images: Tuple[str, ...] = ()):
     """What says that the graph's nodes are done with an image group (evaluation replay);
-    ``reloc_image``: the image topic relocalize listens to."""
+    ``reloc_image``: the image topic relocalize listens to; ``rig_images``: those rig
+    odometry listens to (empty: every image topic of the bag), so that a bag with cameras the
+    node does not use (``-p rig_odometry.cameras:=[...]``) waits for subscribers on its own."""
     from g2g_ros.bags.player import WaitSpec
 
     specs = []
     if graph == "rig_odometry" or with_odometry:
         specs.append(WaitSpec("odometry", "nav_msgs/msg/Odometry", wait_timeout,
-                              startup_timeout))
+                              startup_timeout, tuple(rig_images)))
     if graph == "relocalize":
         specs.append(WaitSpec("relocalize/processed", "std_msgs/msg/Header", wait_timeout,
                               startup_timeout, (reloc_image,)))
@@ -114,7 +116,10 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     reloc = nodes.get("relocalize", {})
     reloc_image = camera_topics(str(reloc.get("reloc_camera") or node_cameras(reloc)[0]),
                                 reloc)[0] if reloc else ""
-    wait = _wait_specs(graph, reloc_image, wait_timeout, startup_timeout, setup.with_odometry)
+    rig = nodes.get("rig_odometry", {})
+    rig_images = tuple(camera_topics(c, rig)[0] for c in node_cameras(rig)) if rig else ()
+    wait = _wait_specs(graph, reloc_image, wait_timeout, startup_timeout, setup.with_odometry,
+                       rig_images)
     prefer_large_shm_profile()  # the player below and the nodes' processes
     context = rclpy.Context()
     rclpy.init(context=context)

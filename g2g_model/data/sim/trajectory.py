@@ -180,6 +180,26 @@ def make_traversals(scene: Scene, num: int, frames: int,
     return out
 
 
+def frames_for_length(scene: Scene, length_m: float, cfg: MotionConfig | None = None,
+                      traversal: int = 0) -> int:
+    """A frame count whose traversal ``traversal`` of ``scene`` covers at least ``length_m``
+    metres of path (a few frames more than the fewest at most): pass it as ``frames`` to
+    :func:`make_traversals` / ``SimConfig`` for a traversal of a guaranteed length. A
+    traversal's speed profile depends on its frame count, so each guess is measured: the
+    first at the fastest step (too few frames), the next ones adding the missing metres at the
+    measured mean step."""
+    cfg = cfg or MotionConfig()
+    if not length_m > 0:
+        raise ValueError(f"length_m must be > 0, got {length_m}")
+    frames = max(2, int(np.ceil(length_m / cfg.step_m[1])) + 1)
+    while True:
+        poses = make_traversals(scene, traversal + 1, frames, cfg)[traversal].world_T_body
+        length = float(np.linalg.norm(np.diff(poses[:, :3, 3], axis=0), axis=1).sum())
+        if length >= length_m:
+            return frames
+        frames += max(1, int(np.ceil((length_m - length) / (length / (frames - 1)))))
+
+
 def _walk(path: np.ndarray, frames: int, height: float, cfg: MotionConfig,
           rng: np.random.Generator, index: int) -> Traversal:
     s_path = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
