@@ -156,8 +156,12 @@ def run_scale(name: str, scale: Scale, size: int, data: Path, wait_timeout: floa
     bag, frames = make_bag(name, scale, size, data)
     out = data / f"{name}_eval_{time.strftime('%Y%m%d_%H%M%S')}"
     cmd = eval_command(bag, out, scale, wait_timeout)
+    # A DDS domain of its own (unless one is set), so that no other replay on this machine
+    # talks to the node.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+        ROS_DOMAIN_ID=os.environ.get("ROS_DOMAIN_ID", str(1 + os.getpid() % 100)),
+        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, "-m", "g2g_ros.bags.eval_bag", *cmd[1:]], cwd=ROOT,
                          env=env, capture_output=True, text=True)
