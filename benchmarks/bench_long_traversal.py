@@ -125,12 +125,17 @@ def step_errors(gt_poses: np.ndarray, odo_poses: np.ndarray) -> Dict[str, float]
                      - np.arctan2(gt_steps[:, 1, 0], gt_steps[:, 0, 0]))
     yaw = (yaw + 180.0) % 360.0 - 180.0
     odo_length = np.linalg.norm(odo_steps[:, :3, 3], axis=1)
+    length_err = np.abs(odo_length - length)
+    off = np.zeros(len(length), bool)
+    off[moved] = pct > 10
     return {"steps": int(len(gt_steps)), "step_mean_m": float(length.mean()),
             "trans_mean_m": float(trans.mean()), "trans_median_m": float(np.median(trans)),
             "pct_mean": float(pct.mean()), "pct_median": float(np.median(pct)),
             "pct_p90": float(np.percentile(pct, 90)), "over_10pct": int((pct > 10).sum()),
             "rot_mean_deg": float(rot.mean()), "rot_median_deg": float(np.median(rot)),
             "length_bias_pct": float(100 * (odo_length.sum() / length.sum() - 1)),
+            "length_err_m": float(length_err.sum()),
+            "length_err_off_m": float(length_err[off].sum()),
             "yaw_bias_deg_per_100m": float(100 * yaw.sum() / length.sum()),
             "yaw_abs_mean_deg": float(np.abs(yaw).mean())}
 
@@ -178,6 +183,8 @@ def scale_lines(name: str, scale: Scale, size: int, frames: int, res: Dict[str, 
     replay, odo = report["replay"], report["rig_odometry"]
     kitti = odo["kitti"] or {"per_length": {}}
     cams = f"{', '.join(scale.cameras)} of the bag's" if scale.cameras else "all"
+    paths = ", ".join(f"{k[len('steps '):]} {v}" for k, v in sorted(diag.items())
+                      if k.startswith("steps "))
     lines = [f"Scene `{scale.scene}` seed {scale.seed}, rig `{scale.rig}` at {size} x {size} "
              f"(JPEG in the bag), node parameters `--rig {scale.node_rig}`, cameras: {cams}; "
              f"motion {scale.motion.step_m[0]:g}-{scale.motion.step_m[1]:g} m per frame at "
@@ -187,7 +194,8 @@ def scale_lines(name: str, scale: Scale, size: int, frames: int, res: Dict[str, 
              f"{replay['wait_timeouts']} wait timeouts; the node's diagnostics: "
              f"groups_processed {diag.get('groups_processed', '?')}, groups_dropped "
              f"{diag.get('groups_dropped', '?')}, rejected_steps "
-             f"{diag.get('rejected_steps', '?')}; odometry outputs {odo['outputs']}; "
+             f"{diag.get('rejected_steps', '?')}, steps by path: {paths or '?'}; "
+             f"odometry outputs {odo['outputs']}; "
              f"{wall / 60:.1f} min wall for the replay "
              f"({1e3 * wall / max(1, replay['groups']):.0f} ms per group).", "",
              "| segment (m) | segments | RTE (%) | RRE (deg / 100 m) |", "|---|---|---|---|"]
@@ -210,6 +218,8 @@ def scale_lines(name: str, scale: Scale, size: int, frames: int, res: Dict[str, 
               f"{st['rot_median_deg']:.3f} deg |",
               f"| path length bias (sum of output steps vs truth) | "
               f"{st['length_bias_pct']:+.2f} % |",
+              f"| summed absolute step-length error / of it, the steps off > 10 % | "
+              f"{st['length_err_m']:.1f} m / {st['length_err_off_m']:.1f} m |",
               f"| heading error: summed per 100 m / mean absolute per step | "
               f"{st['yaw_bias_deg_per_100m']:+.2f} deg / {st['yaw_abs_mean_deg']:.3f} deg |",
               f"| end-point error | {res['end_error_m']:.2f} m ({res['end_error_pct']:.2f} % "
