@@ -2,8 +2,9 @@
 
 Each benchmark prints its figures with the machine description; the committed results and the
 exact commands that produced them are in `benchmarks/RESULTS_*.md`. The node benchmark runs for
-2 minutes per rate (5 and 10 Hz), the memory soak (needs `make demo` first) for 8 minutes;
-`--quick` gives them 60 s per rate and 3 minutes.
+2 minutes per rate (5 and 10 Hz), the memory soak (needs `make demo` first) for 8 minutes, the
+long traversals about 25 minutes (2 cores); `--quick` gives them 60 s per rate, 3 minutes and
+50 m traversals.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ import sys
 
 BENCHMARKS = ["bench_sim", "bench_compact", "bench_g2g", "bench_covisibility",
               "bench_backbones", "bench_nodes", "bench_soak", "bench_replay_dds",
-              "bench_real_reloc"]
+              "bench_real_reloc", "bench_long_traversal"]
 QUICK = {"bench_nodes": ["--duration", "60"], "bench_soak": ["--duration", "180"],
-         "bench_replay_dds": ["--repeats", "1"]}
+         "bench_replay_dds": ["--repeats", "1"], "bench_long_traversal": ["--length", "50"]}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true",
-                        help="short node benchmark and soak (60 s per rate, 3 min)")
+                        help="short node benchmark, soak and traversals (60 s per rate, "
+                        "3 min, 50 m)")
     parser.add_argument("--only", nargs="*", choices=BENCHMARKS, default=None)
     opts = parser.parse_args(argv)
     failed = []
