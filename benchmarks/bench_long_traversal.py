@@ -15,8 +15,8 @@ how many groups the node processed.
 Scales:
 
 * ``car``: the ``car5`` rig (forward stereo pair, side and rear cameras, ``--rig sim``
-  parameters with the bag's cameras) driving laps of the ``hall`` scene at a car's 1-3 m per
-  frame at 10 Hz;
+  parameters with the bag's cameras and ``max_spread_m: 10``, see :data:`SCALES`) driving
+  laps of the ``hall`` scene at a car's 1-3 m per frame at 10 Hz;
 * ``segway``: the ``ladybug6`` rig (five ring cameras and one looking up, 0.04 m radius, named
   as NCLT's), ``--rig nclt`` parameters (its five ring cameras cam1-cam5; the up-looking cam0,
   as NCLT's, is not used) moving through a ``large`` scene (rooms and doors) at 0.2-0.4 m per
