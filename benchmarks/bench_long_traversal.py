@@ -17,8 +17,8 @@ Scales:
 * ``car``: the ``car5`` rig (forward stereo pair, side and rear cameras, ``--rig sim``
   parameters with the bag's cameras and ``max_spread_m: 10``, see :data:`SCALES`) driving
   laps of the ``hall`` scene at a car's 1-3 m per frame at 10 Hz;
-* ``segway``: the ``ladybug6`` rig (five ring cameras and one looking up, 0.04 m radius, named
-  as NCLT's), ``--rig nclt`` parameters (its five ring cameras cam1-cam5; the up-looking cam0,
+* ``segway``: the ``ladybug6`` rig (five ring cameras cam1-cam5 on a 4 cm ring and one looking
+  up, portrait images), ``--rig nclt`` parameters (its five ring cameras; the up-looking one,
   as NCLT's, is not used) moving through a ``large`` scene (rooms and doors) at 0.2-0.4 m per
   frame at 5 Hz (1-2 m/s).
 
@@ -75,8 +75,9 @@ SCALES: Dict[str, Scale] = {
 }
 
 
-def make_bag(name: str, scale: Scale, size: int, data: Path) -> Tuple[Path, int]:
-    """Render (resumable) and convert ``scale``'s traversal: ``(bag, frames)``."""
+def make_bag(name: str, scale: Scale, size: int, data: Path) -> Tuple[Path, int, str]:
+    """Render (resumable) and convert ``scale``'s traversal: ``(bag, frames, image sizes)``."""
+    from g2g_model.data.format import TrajectoryReader
     from g2g_model.data.sim.generate import SimConfig, generate_trajectory
     from g2g_model.data.sim.scene import make_scene
     from g2g_model.data.sim.trajectory import frames_for_length
@@ -94,7 +95,9 @@ def make_bag(name: str, scale: Scale, size: int, data: Path) -> Tuple[Path, int]
         convert_trajectory(traj, bag, compressed=True, progress=False)
     print(f"{name}: {frames} frames rendered and converted in {time.perf_counter() - t0:.0f} s "
           f"-> {bag}", flush=True)
-    return bag, frames
+    rig = TrajectoryReader(traj).rig
+    sizes = sorted({f"{rig[c].width} x {rig[c].height}" for c in rig.names})
+    return bag, frames, ", ".join(sizes)
 
 
 def eval_command(bag: Path, out: Path, scale: Scale, wait_timeout: float) -> List[str]:
@@ -158,7 +161,7 @@ def score(bag: Path, out: Path) -> Dict[str, object]:
 def run_scale(name: str, scale: Scale, size: int, data: Path, wait_timeout: float
               ) -> Tuple[str, List[str]]:
     """Render, convert, replay and score one scale: ``(command, report lines)``."""
-    bag, frames = make_bag(name, scale, size, data)
+    bag, frames, sizes = make_bag(name, scale, size, data)
     out = data / f"{name}_eval_{time.strftime('%Y%m%d_%H%M%S')}"
     cmd = eval_command(bag, out, scale, wait_timeout)
     # A DDS domain of its own (unless one is set), so that no other replay on this machine
@@ -174,10 +177,10 @@ def run_scale(name: str, scale: Scale, size: int, data: Path, wait_timeout: floa
     if run.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stderr[-4000:]}")
     res = score(bag, out)
-    return " ".join(cmd), scale_lines(name, scale, size, frames, res, wall)
+    return " ".join(cmd), scale_lines(name, scale, sizes, frames, res, wall)
 
 
-def scale_lines(name: str, scale: Scale, size: int, frames: int, res: Dict[str, object],
+def scale_lines(name: str, scale: Scale, sizes: str, frames: int, res: Dict[str, object],
                 wall: float) -> List[str]:
     report, st, diag = res["report"], res["steps"], res["diagnostics"]
     replay, odo = report["replay"], report["rig_odometry"]
@@ -185,7 +188,7 @@ def scale_lines(name: str, scale: Scale, size: int, frames: int, res: Dict[str, 
     cams = f"{', '.join(scale.cameras)} of the bag's" if scale.cameras else "all"
     paths = ", ".join(f"{k[len('steps '):]} {v}" for k, v in sorted(diag.items())
                       if k.startswith("steps "))
-    lines = [f"Scene `{scale.scene}` seed {scale.seed}, rig `{scale.rig}` at {size} x {size} "
+    lines = [f"Scene `{scale.scene}` seed {scale.seed}, rig `{scale.rig}` at {sizes} "
              f"(JPEG in the bag), node parameters `--rig {scale.node_rig}`, cameras: {cams}; "
              f"motion {scale.motion.step_m[0]:g}-{scale.motion.step_m[1]:g} m per frame at "
              f"{scale.motion.rate_hz:g} Hz; {frames} frames, ground-truth path "
