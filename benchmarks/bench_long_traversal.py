@@ -15,7 +15,7 @@ how many groups the node processed.
 Scales:
 
 * ``car``: the ``car5`` rig (forward stereo pair, side and rear cameras, ``--rig sim``
-  parameters with the bag's cameras and ``max_spread_m: 10``, see :data:`SCALES`) driving
+  parameters with the bag's cameras) driving
   laps of the ``hall`` scene at a car's 1-3 m per frame at 10 Hz;
 * ``segway``: the ``ladybug6`` rig (five ring cameras cam1-cam5 on a 4 cm ring and one looking
   up, portrait images), ``--rig nclt`` parameters (its five ring cameras; the up-looking one,
@@ -65,11 +65,7 @@ class Scale:
 
 
 SCALES: Dict[str, Scale] = {
-    # max_spread_m: the default 1 m rejects every car step (the shipped G2G's per-camera
-    # estimates of a 1-3 m step disagree by 1.7 m and more; the rejected step keeps its
-    # keyframe, so the next disagrees further); 10 m lets the verification see the steps.
-    "car": Scale("hall", "car5", CAR_MOTION, 500.0, 20015, "sim", (100.0, 200.0, 300.0, 400.0),
-                 params=("rig_odometry.max_spread_m:=10.0",)),
+    "car": Scale("hall", "car5", CAR_MOTION, 500.0, 20015, "sim", (100.0, 200.0, 300.0, 400.0)),
     "segway": Scale("large", "ladybug6", SEGWAY_MOTION, 200.0, 20011, "nclt",
                     (50.0, 100.0, 150.0, 200.0), ("cam1", "cam2", "cam3", "cam4", "cam5")),
 }

@@ -101,8 +101,9 @@ class RigOdometry:
         base_T_cam: rig extrinsics per camera name.
         keyframe_stride: use every k-th synchronized group (1 = every group).
         step_covariance: per-step pose variance added to the covariance (x y z roll pitch yaw).
-        max_spread_m: a step whose estimates put camera B0 further than this from the answer
-            is rejected.
+        max_spread_m: a step taken from G2G (no verifier, verification deferred or fallen
+            back) whose estimates put camera B0 further than this from the answer is rejected;
+            a step the verifier verified or refined is not.
         verifier: optional geometric verification of each motion, ``verifier(group_prev,
             group_now, delta) -> MotionVerification``
             (:class:`g2g_model.localization.rig_motion.RigMotionVerifier`); its motion and
@@ -182,11 +183,6 @@ class RigOdometry:
             spread = estimate_spread(a0_T_b0, estimates)
         except ValueError as exc:
             raise ValueError(f"model returned invalid estimates: {exc}") from exc
-        if spread > self.max_spread_m:
-            self.rejected += 1
-            # Keep the previous keyframe: the next group is compared against it again.
-            raise ValueError(f"the motion estimates disagree by {spread:.2f} m "
-                             f"(> max_spread_m={self.max_spread_m}); group rejected")
         delta = (self.base_T_cam[prev.cameras[0]] @ a0_T_b0 @
                  invert_pose(self.base_T_cam[frames.cameras[0]]))
         step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
@@ -200,6 +196,16 @@ class RigOdometry:
             stationary = check.stationary
             if check.path != "g2g":
                 delta, step_cov = check.delta, check.covariance
+        # The spread judges G2G's own answer: a step the geometry verified or refined does not
+        # rest on it (G2G's per-camera estimates of a car's 1-3 m step disagree by 1.7 m, and
+        # a rejected step keeps the keyframe, so every later group was further off and
+        # rejected too: the odometry stalled).
+        if path == "g2g" and spread > self.max_spread_m:
+            self.rejected += 1
+            # Keep the previous keyframe: the next group is compared against it again.
+            raise ValueError(f"the motion estimates disagree by {spread:.2f} m "
+                             f"(> max_spread_m={self.max_spread_m}); group rejected"
+                             + (f" (verification: {reason})" if reason else ""))
         dt = (frames.stamp_ns - prev.stamp_ns) * 1e-9
         # The step's covariance is in the previous base frame: rotate it into odom.
         rot = np.kron(np.eye(2), self.odom_T_base[:3, :3])

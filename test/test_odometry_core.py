@@ -108,6 +108,36 @@ def test_disagreeing_cameras_are_rejected_and_state_kept():
     assert odo.rejected == 1
 
 
+@pytest.mark.parametrize("verdict", ["refined", "g2g"])
+def test_the_spread_gate_judges_only_steps_taken_from_g2g(verdict):
+    """G2G's estimates of a long step disagree (a car's 1-3 m steps: by 1.7 m); a step the
+    geometry refined is kept and the odometry moves on, one that fell back to G2G is rejected
+    with the verifier's reason and the keyframe stays."""
+    def estimate(a, b):
+        return np.stack([make_pose(np.eye(3), [0, 0, 2.0]), make_pose(np.eye(3), [0, 0, 0.1])])
+
+    solved = make_pose(np.eye(3), [2.0, 0.0, 0.0])
+
+    def verifier(group_prev, group_now, delta):
+        if verdict == "refined":
+            return MotionVerification("refined", solved, np.eye(6) * 1e-4, 120, "refined")
+        return MotionVerification("g2g", delta, np.eye(6), 0, "12 inliers (< 30)")
+
+    odo = RigOdometry(per_camera(estimate), BASE_T_CAM, max_spread_m=1.0, verifier=verifier)
+    odo.process(_frames(1))
+    for k in (2, 3):
+        if verdict == "g2g":
+            with pytest.raises(ValueError, match=r"disagree by .*verification: 12 inliers"):
+                odo.process(_frames(k))
+            np.testing.assert_array_equal(odo.odom_T_base, np.eye(4))
+            assert odo.rejected == k - 1
+        else:
+            upd = odo.process(_frames(k))
+            assert upd.path == "refined" and upd.spread_m > 1.0
+            np.testing.assert_allclose(upd.odom_T_base[:3, 3], [2.0 * (k - 1), 0, 0])
+            assert odo.rejected == 0
+
+
 def test_every_estimate_counts_not_one_per_camera():
     # Both directions give more estimates than B has cameras (2 + 2 here): the step is their
     # mean (the pipeline's answer), and one bad estimate of the second direction is enough to

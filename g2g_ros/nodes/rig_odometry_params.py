@@ -34,8 +34,9 @@ class RigOdometryParams(VerifyParams, CameraParams):
     queue_size: int = param(10, "per-camera synchronizer queue", value_range=(1, 1000))
     keyframe_stride: int = param(1, "use every k-th synchronized group", at_configure=False,
                                  value_range=(1, 1000))
-    max_spread_m: float = param(1.0, "reject a step whose motion estimates (each camera; "
-                                "both directions) disagree by more",
+    max_spread_m: float = param(1.0, "reject a step taken from G2G alone whose motion "
+                                "estimates (each camera; both directions) disagree by more "
+                                "(a geometrically verified step is kept)",
                                 at_configure=False, value_range=(0.001, 100.0))
     checkpoint: str = param("", "G2G checkpoint; empty = embedded default")
     backbone_weights: str = param("", BACKBONE_WEIGHTS_DESCRIPTION)
