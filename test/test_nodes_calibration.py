@@ -42,7 +42,8 @@ class Rig:
         self.static = TransformBroadcaster(listener.node, static=True)
 
     def ready(self) -> bool:
-        return all(p.get_subscription_count() > 0 for p in self.image.values())
+        return all(p.get_subscription_count() > 0
+                   for p in (*self.image.values(), *self.info.values()))
 
     def send_tf_static(self) -> None:
         self.static.send([matrix_to_transform_stamped(self.reader.rig[c].T_body_cam,
@@ -83,8 +84,14 @@ def test_unusable_camera_info_is_refused_reported_and_the_last_valid_kept(sim_tr
     try:
         assert listener.spin_until(rig.ready, timeout=90), node.output()
         rig.send_tf_static()
-        rig.send(0)
-        assert listener.spin_until(lambda: len(odoms) >= 1, timeout=60), node.output()[-3000:]
+        # A first group sent while the node has not yet matched every publisher is lost
+        # (seen under load: no odometry in 60 s, "no images" from every camera): send it
+        # again until the node answers.
+        for _ in range(12):
+            rig.send(0)
+            if listener.spin_until(lambda: len(odoms) >= 1, timeout=5):
+                break
+        assert odoms, node.output()[-3000:]
         nan_k = [float("nan")] + [0.0] * 8
         cases = [
             (dict(k=[0.0] * 9), "focal lengths"),
