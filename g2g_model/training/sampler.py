@@ -30,6 +30,16 @@ class _IndexList:
         return self.n
 
 
+def bucket_members(order: Sequence[int], buckets: Sequence[Hashable]
+                   ) -> Dict[Hashable, List[int]]:
+    """The pair indices of ``order`` per bucket label (``buckets[i]``: pair i's), each in
+    ``order``'s order, buckets in the order they first appear: a batch takes one bucket's."""
+    members: Dict[Hashable, List[int]] = {}
+    for i in order:
+        members.setdefault(buckets[i], []).append(i)
+    return members
+
+
 class CurriculumSampler:
     """Batches of dataset indices.
 
@@ -73,9 +83,7 @@ class CurriculumSampler:
 
     def _bucketed(self, order: List[int]) -> List[int]:
         """``order`` re-cut into full one-bucket batches in a seeded random order (flattened)."""
-        members: Dict[Hashable, List[int]] = {}
-        for i in order:
-            members.setdefault(self.buckets[i], []).append(i)
+        members = bucket_members(order, self.buckets)
         bs = self.batch_size
         batches = [m[k:k + bs] for m in members.values() for k in range(0, len(m) - bs + 1, bs)]
         if not batches:  # no bucket fills a batch: the largest one, repeated by next_batch

@@ -48,7 +48,7 @@ from g2g_model.training.run_files import (
     LOG_FILE, PLOT_FILE, STATE_FILE, check_resume_config, check_resume_inputs, export_model,
     input_digests, restore_rng_state, rng_state,
 )
-from g2g_model.training.sampler import CurriculumSampler
+from g2g_model.training.sampler import CurriculumSampler, bucket_members
 from g2g_model.training.task_modules import PairTrainModule, pretrain_task, step_generator
 from g2g_model.training.trajectory_groups import TrajectoryStore, group_key
 
@@ -120,10 +120,10 @@ class Trainer:
             self.noise = NOISE_PRESETS[cfg.noise]
             # A batch stacks its groups: pairs of other group sizes (4- and 5-camera rigs)
             # go into separate batches.
-            sizes = [(len(ta), len(tb)) for ta, tb in self.targets]
+            self.pair_sizes = [(len(ta), len(tb)) for ta, tb in self.targets]
             self.samplers = {"pairs": CurriculumSampler(self.dataset.scores, cfg.optim.batch_size,
                                                         self.info.rank, self.info.world_size,
-                                                        cfg.seed, buckets=sizes)}
+                                                        cfg.seed, buckets=self.pair_sizes)}
             self.table = self._build_cache() if cfg.cache.enabled else None
         curriculum_cfg = cfg.curriculum
         if cfg.task == "pretrain" and curriculum_cfg.enabled:
@@ -302,12 +302,8 @@ class Trainer:
         gen = torch.Generator().manual_seed(self.config.seed)
         feats = []
         indices = list(range(min(max_pairs, len(self.dataset))))
-        # A batch stacks its groups: pairs of one group size (rig size) per batch.
-        by_size: dict = {}
-        for i in indices:
-            by_size.setdefault((len(self.targets[i][0]), len(self.targets[i][1])), []).append(i)
         bs = self.config.optim.batch_size
-        for members in by_size.values():
+        for members in bucket_members(indices, self.pair_sizes).values():  # one rig size each
             for start in range(0, len(members), bs):
                 fa, fb, _, _ = self._pair_batch(members[start:start + bs], gen)
                 feats += [fa.flatten(0, 1).cpu(), fb.flatten(0, 1).cpu()]
