@@ -173,7 +173,10 @@ def render(results: List[Dict[str, object]], argv: List[str]) -> str:
                          f"{_fmt(row.get('trans_err_median'))} |")
         lines += ["", "Published fixes: the evidence the node publishes (path, inliers, pose "
                   "source) and the verifier run again on the same windows (verifier_evidence.py"
-                  "):", "",
+                  "). The published alignment names the map window G2G ran on; a fix whose "
+                  "geometry came from the second window (verify_second_window) is run again on "
+                  "that first window, where it found none: such a row has 0 inliers again and "
+                  "its evidence columns are not the fix's.", "",
                   "| fix | error m / deg | path, published inliers | inliers again | spread | "
                   "residual px med / p90 | position sd mm | G2G gap m | B0 alone gap m "
                   "(inliers) | B0 alone error m | true-window error m | window span m | "
