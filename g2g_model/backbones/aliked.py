@@ -295,8 +295,6 @@ class AlikedCellTrunk(nn.Module):
     a stride-16 feature map: the shape of the MobileNetV2 trunk's, so that the rotation matcher
     (:mod:`g2g_model.estimation.rotation_matching`) can match cells of either."""
 
-    stride = 16
-
     def __init__(self, variant: str = "t16", load_weights: bool = True) -> None:
         super().__init__()
         self.net = ALIKED(variant, load_weights=load_weights)
