@@ -54,15 +54,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_real_val import git_ls, git_show  # noqa: E402
+from make_real_val import git_ls, git_show, write_window_pairs  # noqa: E402
 
 from g2g_model.cameras.lens import Rectifier  # noqa: E402
 from g2g_model.data.convert_tum import T_BODY_OPTICAL  # noqa: E402
 from g2g_model.data.format import TrajectoryReader, TrajectoryWriter, is_complete  # noqa: E402
-from g2g_model.data.frustum_pairs import (  # noqa: E402
-    frustum_overlap_matrix, frustum_window_pairs,
-)
-from g2g_model.data.mining import write_index  # noqa: E402
 from g2g_model.data.nerf_transforms import opencv_cam_to_world, transforms_lens  # noqa: E402
 from g2g_model.data.rig import CameraSpec, Rig  # noqa: E402
 from g2g_model.geometry import invert_pose  # noqa: E402
@@ -180,25 +176,12 @@ def convert(repo: Path, commit: str, traj: Path, metres_per_unit: float, overwri
 
 
 def build_pairs(out: Path, min_score: float) -> dict:
-    reader = TrajectoryReader(out / TRAJ_NAME)
-    cam = reader.rig[CAMERA_NAME]
-    poses = reader.world_T_cam(CAMERA_NAME)
+    """Window pairs scored with the overlap proxy at the capture's median distance from the
+    point the cameras look at (an orbit around one object)."""
+    poses = TrajectoryReader(out / TRAJ_NAME).world_T_cam(CAMERA_NAME)
     depth = float(np.median(np.linalg.norm(poses[:, :3, 3] - look_at_point(poses), axis=1)))
-    overlap = frustum_overlap_matrix(cam.K, cam.width, cam.height, poses, depth_m=depth)
-    np.save(out / "overlap_proxy.npy", overlap.astype(np.float32))
-    summary = {"proxy_depth_m": round(depth, 4)}
-    for window, gaps in PAIR_GAPS.items():
-        pairs = frustum_window_pairs(overlap, TRAJ_NAME, CAMERA_NAME, window, gaps,
-                                     min_score=min_score)
-        if not pairs:
-            raise ValueError(f"no window pair of {window} frames scores >= {min_score}")
-        write_index(pairs, out / f"pairs_w{window}.json")
-        scores = [p.score for p in pairs]
-        summary[f"pairs_w{window}"] = {"pairs": len(pairs), "gaps": list(gaps),
-                                       "score_min": min(scores),
-                                       "score_mean": round(float(np.mean(scores)), 3),
-                                       "score_max": max(scores)}
-    return summary
+    return {"proxy_depth_m": round(depth, 4),
+            **write_window_pairs(out, TRAJ_NAME, CAMERA_NAME, PAIR_GAPS, depth, min_score)}
 
 
 def main(argv=None) -> int:

@@ -100,14 +100,24 @@ def stage(frames_repo: Path, gt_repo: Path, dest: Path) -> list[str]:
 
 
 def build_pairs(out: Path) -> dict:
-    reader = TrajectoryReader(out / TRAJ_NAME)
-    cam = reader.rig[CAMERA_NAME]
-    overlap = frustum_overlap_matrix(cam.K, cam.width, cam.height,
-                                     reader.world_T_cam(CAMERA_NAME), depth_m=PROXY_DEPTH_M)
+    return write_window_pairs(out, TRAJ_NAME, CAMERA_NAME, PAIR_SETS, PROXY_DEPTH_M)
+
+
+def write_window_pairs(out: Path, traj_name: str, camera: str, pair_sets: dict,
+                       depth_m: float, min_score: float = 0.0) -> dict:
+    """The pose-only overlap proxy of one camera's frames (``overlap_proxy.npy``) and its
+    window pairs (``pairs_w{W}.json`` per ``pair_sets`` entry ``W: gaps``); their summary."""
+    reader = TrajectoryReader(out / traj_name)
+    cam = reader.rig[camera]
+    overlap = frustum_overlap_matrix(cam.K, cam.width, cam.height, reader.world_T_cam(camera),
+                                     depth_m=depth_m)
     np.save(out / "overlap_proxy.npy", overlap.astype(np.float32))
     summary = {}
-    for window, gaps in PAIR_SETS.items():
-        pairs = frustum_window_pairs(overlap, TRAJ_NAME, CAMERA_NAME, window, gaps)
+    for window, gaps in pair_sets.items():
+        pairs = frustum_window_pairs(overlap, traj_name, camera, window, gaps,
+                                     min_score=min_score)
+        if not pairs:
+            raise ValueError(f"no window pair of {window} frames scores >= {min_score}")
         write_index(pairs, out / f"pairs_w{window}.json")
         scores = [p.score for p in pairs]
         summary[f"pairs_w{window}"] = {"pairs": len(pairs), "gaps": list(gaps),
