@@ -88,7 +88,7 @@ def cmd_overlap(args: argparse.Namespace) -> dict:
             depth_cache[(p, cam)] = load_depth_stack(reader(p), cam)
         return depth_cache[(p, cam)]
 
-    bar = tqdm(jobs, desc="overlap", unit="traj-pair")
+    bar = tqdm(jobs, desc="overlap", unit="traj-pair", disable=None)
     for parent, ta, tb in bar:
         ra, rb = reader(ta), reader(tb)
         for r in (ra, rb):
@@ -127,7 +127,7 @@ def cmd_mine(args: argparse.Namespace) -> dict:
     files = sorted(args.root.rglob(f"{OVERLAP_DIR}/*__*__*__*.npy"))
     if not files:
         raise SystemExit(f"no overlap matrices under {args.root}; run `g2g-data overlap` first")
-    for path in tqdm(files, desc="mine", unit="matrix"):
+    for path in tqdm(files, desc="mine", unit="matrix", disable=None):
         ta, tb, ca, cb = _parse_overlap_name(path)
         mat = np.load(path).astype(np.float32)
         if min(mat.shape) < args.window:
@@ -193,7 +193,7 @@ def cmd_stats(args: argparse.Namespace) -> dict:
 def cmd_convert_nclt(args: argparse.Namespace) -> dict:
     from g2g_model.data.convert_nclt import convert_nclt
 
-    bar = tqdm(desc=f"nclt {args.date}", unit="frame")
+    bar = tqdm(desc=f"nclt {args.date}", unit="frame", disable=None)
 
     def tick(n: int, total: int) -> None:
         bar.total = total
@@ -209,7 +209,7 @@ def cmd_convert_nclt(args: argparse.Namespace) -> dict:
 def cmd_convert_zjh(args: argparse.Namespace) -> dict:
     from g2g_model.data.convert_zjh import convert_zjh
 
-    bar = tqdm(desc=f"zjh {args.floor}/{args.traj}", unit="frame")
+    bar = tqdm(desc=f"zjh {args.floor}/{args.traj}", unit="frame", disable=None)
 
     def tick(n: int, total: int) -> None:
         bar.total = total

@@ -87,14 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(args.out, s, k, cfg, args.overwrite) for s in seeds for k in range(cfg.traversals)]
     t0 = time.perf_counter()
     results = []
-    bar = tqdm(total=len(jobs), desc="trajectories", unit="traj")
+    bar = tqdm(total=len(jobs), desc="trajectories", unit="traj", disable=None)
     if args.workers > 1:
         with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
             for res in pool.imap_unordered(_job, jobs):
                 results.append(res)
                 bar.update(1)
     else:
-        frames_bar = tqdm(total=len(jobs) * cfg.frames, desc="frames", unit="frame")
+        frames_bar = tqdm(total=len(jobs) * cfg.frames, desc="frames", unit="frame",
+                          disable=None)
         for out, seed, k, job_cfg, overwrite in jobs:
             res = generate_trajectory(out, seed, k, job_cfg, overwrite=overwrite,
                                       on_frame=lambda i: frames_bar.update(1))
