@@ -105,7 +105,10 @@ class RigOdometry:
             back) whose estimates put camera B0 further than this from the answer is rejected;
             a step the verifier verified or refined is not.
         verifier: optional geometric verification of each motion, ``verifier(group_prev,
-            group_now, delta) -> MotionVerification``
+            group_now, delta) -> MotionVerification``; a verifier with a true ``takes_before``
+            also gets ``before=(group, step)``: the keyframe before the previous one and the
+            step from it, when the geometry measured that step's length and two geometries
+            did not dispute it
             (:class:`g2g_model.localization.rig_motion.RigMotionVerifier`); its motion and
             covariance replace G2G's when it verifies or refines.
         defer: optional ``defer() -> reason or None``, asked before each verification: a
@@ -139,6 +142,7 @@ class RigOdometry:
         self.odom_T_base = np.eye(4) if odom_T_base is None else np.asarray(odom_T_base, float)
         self.covariance = np.zeros((6, 6))
         self._previous: Optional[RigFrames] = None
+        self._before: Optional[Tuple[RigFrames, np.ndarray]] = None
         self._seen = 0
         self._deferred_in_row = 0
         self.rejected = 0
@@ -148,6 +152,7 @@ class RigOdometry:
         new chain from the kept pose (after a pause of the input, when the group before the
         pause and the one after may no longer overlap)."""
         self._previous = None
+        self._before = None
         self._seen = 0
         self._deferred_in_row = 0
 
@@ -187,15 +192,20 @@ class RigOdometry:
                  invert_pose(self.base_T_cam[frames.cameras[0]]))
         step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
         deferred = self.verifier is not None and self._deferral()
-        stationary = False
+        stationary, measured = False, False
         if deferred:
             reason = f"verification deferred: {deferred}"
         elif self.verifier is not None:
-            check = self.verifier(self._group(prev), group, delta)
+            before = {}
+            if self._before is not None and getattr(self.verifier, "takes_before", False):
+                before = {"before": (self._group(self._before[0]), self._before[1])}
+            check = self.verifier(self._group(prev), group, delta, **before)
             path, inliers, reason = check.path, check.inliers, check.reason
             stationary = check.stationary
             if check.path != "g2g":
                 delta, step_cov = check.delta, check.covariance
+                measured = not (getattr(check, "length_from_g2g", False)
+                                or getattr(check, "disputed", False))
         # The spread judges G2G's own answer: a step the geometry verified or refined does not
         # rest on it (G2G's per-camera estimates of a car's 1-3 m step disagree by 1.7 m, and
         # a rejected step keeps the keyframe, so every later group was further off and
@@ -213,6 +223,8 @@ class RigOdometry:
         covariance = self.covariance + rot @ step_cov @ rot.T
         if not deferred and not stationary:  # a keyframe: the odometry moves on from it
             self.odom_T_base, self.covariance, self._previous = odom_T_base, covariance, frames
+            # The keyframe map of the next step needs this one's length from the geometry.
+            self._before = (prev, delta.copy()) if measured else None
         return OdometryUpdate(
             stamp_ns=frames.stamp_ns, odom_T_base=odom_T_base.copy(), delta=delta,
             linear_velocity=delta[:3, 3] / dt,

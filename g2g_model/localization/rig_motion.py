@@ -37,7 +37,9 @@ from g2g_model.localization.local_features import LocalFeatures, per_frame_intri
 from g2g_model.localization.rig_epipolar import (
     G2G_STEP_COVARIANCE, camera_matrix, motion_covariance,
 )
+from g2g_model.localization.rig_keyframe_map import evidence_inliers, keyframe_map_motion
 from g2g_model.localization.rig_overlap import overlap_motion
+from g2g_model.localization.rig_pairs import overlapping_pairs, view_cone_deg  # noqa: F401
 from g2g_model.localization.verdict import PATH_G2G, Fallback, judge
 from g2g_model.localization.verification import (
     StructureVerifier, VerifierConfig, new_local_features,
@@ -46,6 +48,8 @@ from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matr
 
 # A geometric rotation this certain is kept even when the step's length is not observable.
 MAX_ROTATION_SD_DEG = 0.5
+# Step lengths of two geometries further apart than this share of the longer are disputed.
+DISPUTED_LENGTH = 0.1
 # Rig odometry's verification settings where they differ from relocalization's (the
 # rig_odometry node's defaults, g2g-eval's): features of images downscaled to a long side of
 # 320 px, at most 1,000 per image, and only the camera pairs whose views can overlap when the
@@ -81,10 +85,14 @@ class MotionVerification:
     g2g_disagreement: Optional[Tuple[float, float]] = None
     stationary: bool = False  # the images did not move: identity motion (module docstring)
     # Which geometry made the motion: "overlap" (the rig's overlapping cameras, absolute
-    # pose), "relative" (generalized relative pose between keyframes), "one camera pair",
-    # "standstill"; "" on the "g2g" path.
+    # pose), "relative" (generalized relative pose between keyframes), "keyframe map" (points
+    # of the last two keyframes, absolute pose), "one camera pair", "standstill"; "" on the
+    # "g2g" path.
     method: str = ""
     length_from_g2g: bool = False  # the rotation and direction are geometric, the length G2G's
+    # Two geometries gave lengths more than DISPUTED_LENGTH apart (rig_keyframe_map): the
+    # better supported was taken, but its length is not carried into the next step's map.
+    disputed: bool = False
 
 
 class RigMotionVerifier:
@@ -96,6 +104,8 @@ class RigMotionVerifier:
     (:class:`VerifierConfig`, by default :func:`rig_verifier_config`); its ``reprojection_px``
     is the epipolar threshold here.
     """
+
+    takes_before = True  # RigOdometry hands it the keyframe before the previous one
 
     def __init__(self, config: Optional[VerifierConfig] = None,
                  features: Optional[LocalFeatures] = None):
@@ -109,16 +119,23 @@ class RigMotionVerifier:
         """Bytes held by the verifier's caches (at most ``cache_mb``)."""
         return self.structure.cache_bytes()
 
-    def __call__(self, group_a, group_b, delta: np.ndarray) -> MotionVerification:
+    def __call__(self, group_a, group_b, delta: np.ndarray,
+                 before: Optional[Tuple[object, np.ndarray]] = None) -> MotionVerification:
+        """``before``: optional ``(group, step)``, the rig at the keyframe before ``group_a``
+        and the step from it to ``group_a`` (base_before_T_base_a) where the geometry measured
+        its length: the keyframe map (:mod:`.rig_keyframe_map`; ``VerifierConfig.keyframe_map``)
+        then also solves the step, and the better supported of the two is taken."""
         delta = np.asarray(delta, float)
         fallback = MotionVerification(PATH_G2G, delta.copy())
+        if not self.config.keyframe_map:
+            before = None
         try:
-            return self._verify(group_a, group_b, delta)
+            return self._verify(group_a, group_b, delta, before)
         except Fallback as why:
             fallback.reason = str(why)
             return fallback
 
-    def _verify(self, group_a, group_b, delta: np.ndarray) -> MotionVerification:
+    def _verify(self, group_a, group_b, delta: np.ndarray, before) -> MotionVerification:
         import poselib
 
         cfg = self.config
@@ -149,8 +166,10 @@ class RigMotionVerifier:
             still = self._standstill(matches, cams_a, cams_b, delta, matched)
             if still is not None:
                 return still
-        # The relative pose first; the overlap (rig_overlap) only where it cannot give the
-        # step: it failed, or it took the length from G2G (straight motion, one camera pair).
+        # The relative pose and, with a measured previous step, the keyframe map
+        # (rig_keyframe_map); the overlap (rig_overlap) only where neither gives the step's
+        # length: both failed, or the relative pose took it from G2G (straight motion, one
+        # camera pair) and there is no keyframe map.
         try:
             if matched < cfg.min_inliers:
                 raise Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")
@@ -158,17 +177,55 @@ class RigMotionVerifier:
         except Fallback as failed:
             why, relative = str(failed), None
         else:
-            if not relative.length_from_g2g:
-                return relative
-            why = "its length is G2G's"
+            why = "its length is G2G's" if relative.length_from_g2g else ""
+        candidates = [] if relative is None or relative.length_from_g2g else [relative]
+        points, notes = [], ""
+        if before is not None:
+            try:
+                step = keyframe_map_motion(self.structure, before[0], before[1], group_a,
+                                           group_b, delta, cfg.max_turn_deg)
+            except Fallback as no_map:
+                notes = f"; keyframe map: {no_map}"
+            else:
+                points.append(step)
+                candidates.append(MotionVerification(
+                    step.path, step.delta, step.covariance, step.inliers,
+                    f"keyframe map: {step.reason}", step.apart, method="keyframe map"))
+        if len(candidates) > 1:
+            return self._better_supported(candidates, matches, ext_a, ext_b, cams_a, cams_b,
+                                          points)
+        if candidates:
+            chosen = candidates[0]
+            if why:
+                chosen.reason += f"; relative pose: {why}"
+            chosen.reason += notes
+            return chosen
         overlap = self._overlap(group_a, group_b, delta)
         if isinstance(overlap, MotionVerification):
-            overlap.reason = f"overlap: {overlap.reason}; relative pose: {why}"
+            overlap.reason = f"overlap: {overlap.reason}; relative pose: {why}{notes}"
             return overlap
         if relative is None:
-            raise Fallback(f"{why}{overlap}")
-        relative.reason += overlap
+            raise Fallback(f"{why}{overlap}{notes}")
+        relative.reason += overlap + notes
         return relative
+
+    def _better_supported(self, candidates: List[MotionVerification], matches, ext_a, ext_b,
+                          cams_a, cams_b, points) -> MotionVerification:
+        """The candidate step that more of all the geometries' matches support
+        (:func:`~g2g_model.localization.rig_keyframe_map.evidence_inliers`); its reason names
+        the other and both counts."""
+        px = self.config.reprojection_px
+        counts = [evidence_inliers(c.delta, matches, ext_a, ext_b, cams_a, cams_b, points, px)
+                  for c in candidates]
+        order = sorted(range(len(candidates)), key=lambda k: -sum(counts[k]))
+        best, other = candidates[order[0]], candidates[order[1]]
+        apart = float(np.linalg.norm(best.delta[:3, 3] - other.delta[:3, 3]))
+        lengths = [float(np.linalg.norm(c.delta[:3, 3])) for c in (best, other)]
+        best.disputed = abs(lengths[0] - lengths[1]) > DISPUTED_LENGTH * max(lengths)
+        (e1, r1), (e2, r2) = counts[order[0]], counts[order[1]]
+        best.reason += (f"; chosen over the {other.method} step {apart:.2f} m away: supported "
+                        f"by {e1} + {r1} against {e2} + {r2} keyframe + map matches")
+        return best
 
     def _overlap(self, group_a, group_b, delta: np.ndarray):
         """The step from the rig's overlapping cameras (:mod:`.rig_overlap`) as a
@@ -180,12 +237,12 @@ class RigMotionVerifier:
         if not pairs:
             return ""
         try:
-            solved, cov, inliers, path, reason, apart = overlap_motion(
-                self.structure, group_a, group_b, delta, pairs,
-                overlapping_pairs(group_a, group_b, self.config.max_turn_deg))
+            step = overlap_motion(self.structure, group_a, group_b, delta, pairs,
+                                  overlapping_pairs(group_a, group_b, self.config.max_turn_deg))
         except Fallback as why:
             return f"; overlap: {why}"
-        return MotionVerification(path, solved, cov, inliers, reason, apart, method="overlap")
+        return MotionVerification(step.path, step.delta, step.covariance, step.inliers,
+                                  step.reason, step.apart, method="overlap")
 
     def _relative(self, matches, matched: int, ext_a, cams_a, ext_b, cams_b,
                   delta: np.ndarray) -> MotionVerification:
@@ -310,42 +367,12 @@ class RigMotionVerifier:
             f"); " + reason, apart, stationary=True, method="standstill")
 
 
-def view_cone_deg(K: np.ndarray, image: np.ndarray) -> float:
-    """Half-angle (degrees) of the smallest cone about the optical axis that holds the whole
-    image: the angle of its farthest corner."""
-    h, w = image.shape[:2]
-    corners = np.array([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], float)
-    rays = corners @ np.linalg.inv(np.asarray(K, float)).T
-    return float(np.degrees(np.arctan(np.linalg.norm(rays[:, :2], axis=1).max())))
-
-
 def _length_from_g2g(cov: np.ndarray) -> np.ndarray:
     """``cov`` of a motion whose rotation and direction come from geometry and whose length
     from G2G: G2G's position covariance, uncorrelated with the rotation."""
     cov = cov.copy()
     cov[:3, :3], cov[:3, 3:], cov[3:, :3] = G2G_STEP_COVARIANCE[:3, :3], 0.0, 0.0
     return cov
-
-
-def overlapping_pairs(group_a, group_b, max_turn_deg: float) -> List[Tuple[int, int]]:
-    """``(i, j)``: camera i of the previous keyframe and camera j of the current one whose
-    views can overlap when the rig turns by at most ``max_turn_deg`` between them: the angle
-    between their optical axes (in the body frame, from the extrinsics) is at most the sum of
-    their view cones' half-angles (from the intrinsics and image sizes) plus that turn. Every
-    camera is paired with itself; 180 pairs every camera with every camera."""
-    out = []
-    sides = []
-    for group in (group_a, group_b):
-        ks = per_frame_intrinsics(group.intrinsics, len(group.images))
-        sides.append((np.asarray(group.cam_to_world, float)[:, :3, 2],
-                      [view_cone_deg(k, im) for k, im in zip(ks, group.images)]))
-    (axes_a, cone_a), (axes_b, cone_b) = sides
-    angle = np.degrees(np.arccos(np.clip(axes_a @ axes_b.T, -1.0, 1.0)))
-    for i in range(len(axes_a)):
-        for j in range(len(axes_b)):
-            if max_turn_deg >= 180 or angle[i, j] <= cone_a[i] + cone_b[j] + max_turn_deg:
-                out.append((i, j))
-    return out
 
 
 def _sd(block: np.ndarray) -> float:

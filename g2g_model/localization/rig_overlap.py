@@ -19,6 +19,7 @@ between two keyframes barely observes it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, Tuple
 
 import numpy as np
@@ -31,11 +32,29 @@ from g2g_model.localization.verification import StructureVerifier
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
 
-Step = Tuple[np.ndarray, np.ndarray, int, str, str, Tuple[float, float]]
+@dataclass
+class PointStep:
+    """A rig step solved from triangulated points: ``delta`` (base_prev_T_base_now), its
+    ``[6, 6]`` covariance, ``inliers``, the verdict ``path``, ``reason``, ``apart`` ((m, deg)
+    from G2G) and the 2D-3D matches it was solved from (per camera of the current keyframe:
+    pixels ``p2d``, points ``p3d`` in the previous body frame, PoseLib's cam_T_base ``exts``,
+    ``intrinsics``), by which another candidate step can be scored
+    (:func:`~g2g_model.localization.rig_keyframe_map.reprojection_inliers`)."""
+
+    delta: np.ndarray
+    covariance: np.ndarray
+    inliers: int
+    path: str
+    reason: str
+    apart: Tuple[float, float]
+    p2d: List[np.ndarray]
+    p3d: List[np.ndarray]
+    exts: list
+    intrinsics: np.ndarray
 
 
 def overlap_motion(structure: StructureVerifier, group_a, group_b, delta: np.ndarray,
-                   pairs: List[Tuple[int, int]], followed: List[Tuple[int, int]]) -> Step:
+                   pairs: List[Tuple[int, int]], followed: List[Tuple[int, int]]) -> PointStep:
     """The rig step from ``group_a`` (previous keyframe) to ``group_b`` (current one), both
     with ``cam_to_world`` = base_T_cam and the same cameras: ``(base_prev_T_base_now, its
     [6, 6] covariance, inliers, verdict path, reason, (m, deg) from G2G)``. ``delta``: G2G's
@@ -45,19 +64,30 @@ def overlap_motion(structure: StructureVerifier, group_a, group_b, delta: np.nda
     looked for in camera j (those whose views can overlap between keyframes). The covariance is
     the body origin's (x y z, then rotations about the previous base axes). Raises
     :class:`Fallback` when there is no trusted pose."""
-    cfg = structure.config
     if not pairs:
         raise Fallback("no cameras of the rig overlap")
     if len(group_a.images) != len(group_b.images):
         raise Fallback("the keyframes have different cameras")
+    return window_motion(structure, group_a, group_b, delta, pairs, followed,
+                         "overlapping camera pairs")
+
+
+def window_motion(structure: StructureVerifier, group_a, group_b, delta: np.ndarray,
+                  pairs: List[Tuple[int, int]], followed: List[Tuple[int, int]],
+                  what: str) -> PointStep:
+    """:func:`overlap_motion` for any window of posed frames ``group_a`` (``cam_to_world`` in
+    the previous body frame; e.g. the rig at the previous keyframe and at the one before):
+    ``pairs`` of its frames are triangulated, ``followed`` ``(window frame, camera of
+    group_b)``; ``what`` names the pairs in the reason."""
+    cfg = structure.config
     k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
     k_b = per_frame_intrinsics(group_b.intrinsics, len(group_b.images))
     tracks = structure.triangulated_keypoints(group_a.images, k_a,
                                               np.asarray(group_a.cam_to_world, float), pairs)
     num_points = sum(len(idx) for idx, _ in tracks)
     if num_points < cfg.min_inliers:
-        raise Fallback(f"{num_points} points triangulated by {len(pairs)} overlapping camera "
-                       f"pairs (< {cfg.min_inliers})")
+        raise Fallback(f"{num_points} points triangulated by {len(pairs)} {what} "
+                       f"(< {cfg.min_inliers})")
     local = structure.local
     base_T_cam = np.asarray(group_b.cam_to_world, float)
     feats_a = [local.describe(image) for image in group_a.images]
@@ -78,8 +108,9 @@ def overlap_motion(structure: StructureVerifier, group_a, group_b, delta: np.nda
     matched = sum(len(p) for p in p2d)
     if matched < cfg.min_inliers:
         raise Fallback(f"{matched} of the {num_points} points triangulated by {len(pairs)} "
-                       f"overlapping camera pairs found again (< {cfg.min_inliers})")
+                       f"{what} found again (< {cfg.min_inliers})")
     solved, cov, inliers = absolute_pose(p2d, p3d, exts, cams, k_b, delta, cfg)
     path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
-    return solved, cov, inliers, path, (f"{num_points} points of {len(pairs)} overlapping "
-                                        f"camera pairs; {reason}"), apart
+    return PointStep(solved, cov, inliers, path,
+                     f"{num_points} points of {len(pairs)} {what}; {reason}", apart, p2d, p3d,
+                     exts, k_b)

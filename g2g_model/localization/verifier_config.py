@@ -44,6 +44,10 @@ class VerifierConfig:
     overlap: bool = True                # rig odometry: where the relative pose fails or takes
     #                                     G2G's length, solve the step from the points that the
     #                                     rig's overlapping cameras triangulate (rig_overlap)
+    keyframe_map: bool = True           # rig odometry: also solve each step from the points of
+    #                                     the last two keyframes, the previous step's length
+    #                                     carried forward; the better supported step is taken
+    #                                     (rig_keyframe_map)
     # Relocalization: the whole window's solution is refined on the query instants within this
     # odometry travel of the first (0: off); drift inside a long window bends the group (the
     # real TUM replay: wrong fixes 0.19-0.21 m over 2.2 m windows; 2.8 cm within 0.5 m).

@@ -1,0 +1,88 @@
+"""The rig step from a map of the last two keyframes, and the evidence that picks a step.
+
+The generalized relative pose between two keyframes (:mod:`.rig_motion`) measures the step's
+length only through the rig's extrinsics: it cannot when the rig drives straight, and at car
+scale it can settle on a wrong length: its robust cost along the length has several minima of
+nearly equal height (a simulated car, 2026-11-29: 37 of 255 steps of about 2 m off by more than
+10 %, most published short). Here the previous step, once the geometry has measured it, carries
+its scale forward: the keyframe before the previous one is placed in the previous body frame
+by that step, the cameras of the two keyframes that look the same way (and the rig's own
+overlapping cameras) triangulate metric points, those points are followed into the current
+keyframe, and the current body pose is solved by generalized absolute pose
+(:func:`~g2g_model.localization.rig_overlap.window_motion`, relocalization's solver). The
+length then rests on the previous step's, also on a straight stretch, and a wrong minimum of
+the relative pose does not decide it.
+
+Where two geometries give a step (the relative pose and this map), the step that more of both
+geometries' matches support wins: the relative pose's keyframe matches whose Sampson error is
+under its threshold plus the map's 2D-3D matches that reproject within theirs, both counted
+under each candidate (:func:`evidence_inliers`). Each candidate fits its own matches; the wrong
+one rarely fits the other's.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import numpy as np
+
+from g2g_model.estimation.groups import Group
+from g2g_model.geometry import invert_pose
+from g2g_model.localization.local_features import per_frame_intrinsics
+from g2g_model.localization.rig_epipolar import sampson_errors
+from g2g_model.localization.rig_overlap import PointStep, window_motion
+from g2g_model.localization.rig_pairs import overlapping_pairs
+from g2g_model.localization.verification import StructureVerifier
+
+WHAT = "camera pairs of the last two keyframes"
+
+
+def keyframe_map_motion(structure: StructureVerifier, before, step: np.ndarray, group_a, group_b,
+                        delta: np.ndarray, max_turn_deg: float) -> PointStep:
+    """The step from ``group_a`` (previous keyframe) to ``group_b`` (current one) through the
+    points the keyframe ``before`` and ``group_a`` triangulate (all three ``cam_to_world`` =
+    base_T_cam); ``step``: base_before_T_base_a, measured by the geometry. ``delta``: G2G's step
+    (seed and prior). Raises :class:`~g2g_model.localization.verdict.Fallback`."""
+    n = len(before.images)
+    k_before = per_frame_intrinsics(before.intrinsics, n)
+    k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
+    window = Group(list(before.images) + list(group_a.images), np.concatenate([k_before, k_a]),
+                   np.concatenate([invert_pose(np.asarray(step, float))
+                                   @ np.asarray(before.cam_to_world, float),
+                                   np.asarray(group_a.cam_to_world, float)]))
+    pairs = [(i, n + j) for i, j in overlapping_pairs(before, group_a, max_turn_deg)]
+    pairs += [(n + i, n + j) for i, j in overlapping_pairs(group_a, group_a, 0.0) if i < j]
+    followed = [(n + i, j) for i, j in overlapping_pairs(group_a, group_b, max_turn_deg)]
+    followed += [(i, j) for i, j in overlapping_pairs(before, group_b,
+                                                      min(180.0, 2 * max_turn_deg))]
+    return window_motion(structure, window, group_b, delta, pairs, followed, WHAT)
+
+
+def reprojection_inliers(delta: np.ndarray, points: PointStep, threshold_px: float) -> int:
+    """How many of ``points``' 2D-3D matches reproject within ``threshold_px`` in front of their
+    camera when the current body is at ``delta`` (base_prev_T_base_now)."""
+    base_now_T_prev = invert_pose(np.asarray(delta, float))
+    count = 0
+    for x, X, ext, K in zip(points.p2d, points.p3d, points.exts, points.intrinsics):
+        if not len(x):
+            continue
+        cam = (X @ base_now_T_prev[:3, :3].T + base_now_T_prev[:3, 3]) @ np.asarray(ext.R).T \
+            + np.asarray(ext.t)
+        h = cam @ np.asarray(K, float).T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            err = np.linalg.norm(h[:, :2] / h[:, 2:3] - x, axis=1)
+        count += int(np.sum((cam[:, 2] > 0) & (err < threshold_px)))
+    return count
+
+
+def evidence_inliers(delta: np.ndarray, matches, ext_a, ext_b, cams_a, cams_b,
+                     point_steps: Sequence[PointStep], reprojection_px: float) -> Tuple[int, int]:
+    """``(epipolar, reprojection)`` inliers of a candidate step ``delta``: the keyframe matches
+    (PoseLib ``PairwiseMatches``) within the relative pose's threshold (``reprojection_px / 2``
+    of Sampson error) and the 2D-3D matches of every ``point_steps`` within
+    ``reprojection_px``."""
+    epipolar = 0
+    if matches:
+        errors = sampson_errors(delta, matches, None, ext_a, ext_b, cams_a, cams_b)
+        epipolar = int(np.sum(errors < reprojection_px / 2))
+    return epipolar, sum(reprojection_inliers(delta, p, reprojection_px) for p in point_steps)

@@ -1,0 +1,147 @@
+"""A rig step's length carried from the previous step by the points of the last two keyframes
+(g2g_model.localization.rig_keyframe_map): a rendered rig without overlapping cameras driving
+straight, the real verifier, and RigOdometry handing it the keyframe before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from g2g_model.data.rig import R_BODY_CAM_FORWARD, pinhole_K
+from g2g_model.data.sim.occupancy import build_occupancy
+from g2g_model.data.sim.renderer import Renderer
+from g2g_model.data.sim.scene import make_scene
+from g2g_model.data.sim.trajectory import make_traversals
+from g2g_model.estimation.groups import Group
+from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
+from g2g_model.localization.rig_keyframe_map import evidence_inliers, reprojection_inliers
+from g2g_model.localization.rig_motion import MotionVerification, RigMotionVerifier, \
+    rig_verifier_config
+from g2g_model.localization.verdict import PATH_G2G
+from g2g_ros.odometry_core import RigFrames, RigOdometry
+
+SIZE = 320
+STEP_M = 1.2
+
+
+def yawed(deg: float) -> np.ndarray:
+    c, s = np.cos(np.radians(deg)), np.sin(np.radians(deg))
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+# A camera looking left-forward and one looking back (90 deg views: nothing in common), so no
+# overlap path: base_T_cam, body REP-103, cameras OpenCV.
+RIG = np.stack([make_pose(yawed(yaw) @ R_BODY_CAM_FORWARD, position) for yaw, position in (
+    (30.0, [0.1, 0.2, 0.0]), (180.0, [-0.2, 0.0, 0.0]))])
+K = pinhole_K(SIZE, SIZE, 90.0)
+
+
+@pytest.fixture(scope="module")
+def straight_drive():
+    """The rig at three poses 1.2 m apart on a straight line of a simulated hall: ``(groups,
+    step)``."""
+    scene = make_scene(20005, 0, "hall")
+    occupancy = build_occupancy(scene)
+    walk = make_traversals(scene, 1, 40)[0].world_T_body
+    step = make_pose(np.eye(3), [STEP_M, 0.0, 0.0])
+    ahead = np.linspace(0.0, 2 * STEP_M, 9)
+    for start in walk:
+        if occupancy.clearance_at(start[:2, 3] + np.outer(ahead, start[:2, 0])).min() > 0.8:
+            break
+    else:
+        raise AssertionError("no straight stretch in the scene")
+    renderer = Renderer(scene)
+    groups = []
+    for k in range(3):
+        rgb, _ = renderer.render((start @ np.linalg.matrix_power(step, k))[None] @ RIG, K,
+                                 SIZE, SIZE)
+        groups.append(Group(list(rgb), np.stack([K] * len(RIG)), RIG))
+    return groups, step
+
+
+def g2g_guess(truth: np.ndarray) -> np.ndarray:
+    """A G2G-like step: 30 % short and 1 deg off."""
+    guess = truth @ make_pose(yawed(1.0), [0.0, 0.0, 0.0])
+    guess[:3, 3] *= 0.7
+    return guess
+
+
+def share_off(truth: np.ndarray, delta: np.ndarray) -> float:
+    return float(np.linalg.norm(relative_pose(truth, delta)[:3, 3]) / np.linalg.norm(truth[:3, 3]))
+
+
+def test_a_straight_step_takes_its_length_from_the_previous_one(straight_drive):
+    """Without overlapping cameras a straight step's length is not observable between two
+    keyframes (the relative pose keeps G2G's, 30 % short); with the keyframe before and the
+    previous step the points of both keyframes give it within a few per cent."""
+    (g0, g1, g2), step = straight_drive
+    alone = RigMotionVerifier()(g1, g2, g2g_guess(step))
+    assert alone.path == PATH_G2G or share_off(step, alone.delta) > 0.1, alone.reason
+    mapped = RigMotionVerifier()(g1, g2, g2g_guess(step), before=(g0, step))
+    assert mapped.path != PATH_G2G and mapped.method == "keyframe map", mapped.reason
+    assert mapped.reason.startswith("keyframe map: "), mapped.reason
+    assert share_off(step, mapped.delta) < 0.05, (mapped.delta, mapped.reason)
+    assert rotation_angle_deg(relative_pose(step, mapped.delta)[:3, :3]) < 0.5
+    assert np.all(np.linalg.eigvalsh(mapped.covariance) > 0)
+    # The parameter turns it off: the relative pose alone decides, as without a keyframe.
+    off = RigMotionVerifier(rig_verifier_config(keyframe_map=False))(
+        g1, g2, g2g_guess(step), before=(g0, step))
+    assert off.method != "keyframe map" and "keyframe map" not in off.reason, off.reason
+
+
+def test_the_map_scales_with_the_previous_step(straight_drive):
+    """The map carries the previous step's length: a previous step told 10 % too long gives a
+    step about 10 % too long (scale is carried, not invented), and the evidence counts prefer
+    the true step to a 50 % shorter one."""
+    (g0, g1, g2), step = straight_drive
+    verifier = RigMotionVerifier()
+    longer = step.copy()
+    longer[:3, 3] *= 1.1
+    result = verifier(g1, g2, g2g_guess(step), before=(g0, longer))
+    assert result.method == "keyframe map", result.reason
+    ratio = np.linalg.norm(result.delta[:3, 3]) / STEP_M
+    assert 1.05 < ratio < 1.15, ratio
+    from g2g_model.localization.rig_keyframe_map import keyframe_map_motion
+
+    points = keyframe_map_motion(verifier.structure, g0, step, g1, g2, g2g_guess(step), 30.0)
+    short = step.copy()
+    short[:3, 3] *= 0.5
+    assert reprojection_inliers(step, points, 4.0) > 2 * reprojection_inliers(short, points, 4.0)
+    assert evidence_inliers(step, [], None, None, None, None, [points], 4.0)[0] == 0
+
+
+def test_rig_odometry_hands_the_verifier_the_keyframe_before_a_measured_step():
+    """``before`` reaches a verifier that takes it only after a step whose length the geometry
+    measured (not after G2G's, one whose length was G2G's, or one two geometries disputed),
+    with that step."""
+    base_T_cam = {"cam0": np.eye(4)}
+    seen = []
+    answers = iter(["refined", "refined", "g2g", "refined", "length", "refined", "disputed",
+                    "refined"])
+
+    class Spy:
+        takes_before = True
+
+        def __call__(self, a, b, delta, before=None):
+            seen.append(None if before is None else before[1][:3, 3].copy())
+            path = next(answers)
+            out = MotionVerification("g2g" if path == "g2g" else "refined",
+                                     make_pose(np.eye(3), [1.0 + len(seen), 0, 0]),
+                                     np.eye(6) * 1e-4, 99, path)
+            out.length_from_g2g = path == "length"
+            out.disputed = path == "disputed"
+            return out
+
+    odo = RigOdometry(lambda a, b: (np.eye(4), np.eye(4)[None]), base_T_cam, verifier=Spy())
+    image = np.zeros((8, 8, 3), np.uint8)
+    for k in range(9):
+        odo.process(RigFrames(stamp_ns=(k + 1) * 10**8, cameras=["cam0"], images=[image],
+                              intrinsics=np.eye(3)[None]))
+    assert seen[0] is None
+    np.testing.assert_allclose(seen[1], [2.0, 0, 0])   # after the first refined step
+    np.testing.assert_allclose(seen[2], [3.0, 0, 0])
+    assert seen[3] is None                               # after a step left to G2G
+    assert seen[4] is not None
+    assert seen[5] is None                               # after a step whose length was G2G's
+    assert seen[6] is not None
+    assert seen[7] is None                               # after a disputed length
