@@ -204,8 +204,7 @@ class RigOdometry:
             stationary = check.stationary
             if check.path != "g2g":
                 delta, step_cov = check.delta, check.covariance
-                measured = not (getattr(check, "length_from_g2g", False)
-                                or getattr(check, "disputed", False))
+                measured = getattr(check, "carries_length", False)
         # The spread judges G2G's own answer: a step the geometry verified or refined does not
         # rest on it (G2G's per-camera estimates of a car's 1-3 m step disagree by 1.7 m, and
         # a rejected step keeps the keyframe, so every later group was further off and

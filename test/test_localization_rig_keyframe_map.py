@@ -87,6 +87,11 @@ def test_a_straight_step_takes_its_length_from_the_previous_one(straight_drive):
     off = RigMotionVerifier(rig_verifier_config(keyframe_map=False))(
         g1, g2, g2g_guess(step), before=(g0, step))
     assert off.method != "keyframe map" and "keyframe map" not in off.reason, off.reason
+    # A keyframe before with other cameras (one missing) gives no map, and says so.
+    fewer = Group(g0.images[:1], g0.intrinsics[:1], g0.cam_to_world[:1])
+    other = RigMotionVerifier()(g1, g2, g2g_guess(step), before=(fewer, step))
+    assert other.method != "keyframe map", other.reason
+    assert "keyframe map: the last two keyframes have different cameras" in other.reason
 
 
 def test_the_map_scales_with_the_previous_step(straight_drive):

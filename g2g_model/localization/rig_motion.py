@@ -94,6 +94,12 @@ class MotionVerification:
     # better supported was taken, but its length is not carried into the next step's map.
     disputed: bool = False
 
+    @property
+    def carries_length(self) -> bool:
+        """Whether the geometry measured this step's length undisputed: the next step's
+        keyframe map may carry it (``RigMotionVerifier(..., before=...)``)."""
+        return self.path != PATH_G2G and not self.length_from_g2g and not self.disputed
+
 
 class RigMotionVerifier:
     """``verifier(group_a, group_b, delta) -> MotionVerification``.
