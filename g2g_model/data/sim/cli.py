@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-size", type=int, default=224,
                    help="image side (about sqrt(width * height) for non-square rig presets)")
     p.add_argument("--motion", choices=CHOICES["motion"], default="walk",
-                   help="motion preset: walk (0.1-0.3 m per frame), stop_go (0-1 m), car (0-3 m)")
+                   help="motion preset: walk (0.1-0.3 m per frame), stop_go (0-1 m), car (a "
+                        "vehicle wanting 0-3 m)")
     p.add_argument("--textures", choices=CHOICES["textures"], default="procedural",
                    help="photo: about half the materials are photographs")
     p.add_argument("--lighting", choices=CHOICES["lighting"], default="lamps",

@@ -9,7 +9,8 @@ frame at 10 Hz with a smoothly varying speed, a heading that follows the path wi
 rate, a body height drawn per scene in 0.5-1.5 m, a small vertical bob and small roll / pitch.
 ``MOTION_PRESETS`` adds faster motion: ``speed_profile="stop_go"`` makes every traversal's speed
 span its whole ``step_m`` range, standing still included (a smooth random profile, clipped at
-both ends); ``car`` goes from standing still to 3 m per frame with turns of up to 30 deg.
+both ends); ``car`` is a vehicle (``MotionConfig.vehicle``: it heads where it goes, brakes for
+bends, accelerates like a car) that wants up to 3 m per frame with turns of up to 30 deg.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ class MotionConfig:
     speed_profile: str = "steady"   # "steady": about one speed; "stop_go": 0 to top speed
     bob_m: float = 0.01             # vertical bob amplitude (one per step)
     tilt_deg: float = 1.5           # roll / pitch noise (sigma before smoothing)
+    # A vehicle: it heads where it goes (no sideways slip), slows down for bends so that its
+    # heading turns at most max_turn_deg per frame, and changes its step by at most accel_m
+    # per frame (0.1 m per frame per frame: 10 m/s^2 at 10 Hz).
+    vehicle: bool = False
+    accel_m: float = 0.1
 
     def __post_init__(self) -> None:
         if self.speed_profile not in ("steady", "stop_go"):
@@ -48,6 +54,8 @@ class MotionConfig:
                              f"got {self.speed_profile!r}")
         if not 0.0 <= self.step_m[0] <= self.step_m[1]:
             raise ValueError(f"step_m must be 0 <= min <= max, got {self.step_m}")
+        if not self.accel_m > 0:
+            raise ValueError(f"accel_m must be > 0, got {self.accel_m}")
 
 
 MOTION_PRESETS: dict[str, MotionConfig] = {
@@ -56,10 +64,12 @@ MOTION_PRESETS: dict[str, MotionConfig] = {
     # (a standstill stands still).
     "stop_go": MotionConfig(step_m=(0.0, 1.0), max_turn_deg=30.0, speed_profile="stop_go",
                             bob_m=0.0),
-    # A car: standing still to 3 m per frame (30 m/s at 10 Hz), turns up to 30 deg per frame,
-    # 1 m of clearance, cameras 1.2-2 m high, no bob (hall, street, courtyard).
+    # A car: a vehicle wanting standing still to 3 m per frame (30 m/s at 10 Hz), turns up to
+    # 30 deg per frame, 1 m of clearance, cameras 1.2-2 m high, no bob (hall, street,
+    # courtyard).
     "car": MotionConfig(step_m=(0.0, 3.0), radius_m=1.0, height_m=(1.2, 2.0), max_turn_deg=30.0,
-                        places_per_room=6, speed_profile="stop_go", bob_m=0.0, tilt_deg=0.5),
+                        places_per_room=6, speed_profile="stop_go", bob_m=0.0, tilt_deg=0.5,
+                        vehicle=True),
 }
 
 
@@ -211,15 +221,13 @@ def _walk(path: np.ndarray, frames: int, height: float, cfg: MotionConfig,
         wiggle = ndimage.gaussian_filter1d(rng.normal(0, 1, frames + 20), 5.0)[10:frames + 10]
         wiggle = wiggle / (np.abs(wiggle).max() + 1e-9)
         steps = np.clip(base * (1.0 + 0.4 * wiggle), lo, hi)
-    s = np.concatenate([[0.0], np.cumsum(steps[:-1])])
+    if cfg.vehicle:
+        s = _vehicle_positions(path, s_path, steps, cfg)
+    else:
+        s = np.concatenate([[0.0], np.cumsum(steps[:-1])])
     s = np.minimum(s, s_path[-1])
     xy = np.stack([np.interp(s, s_path, path[:, 0]), np.interp(s, s_path, path[:, 1])], -1)
-    ahead = np.stack([np.interp(s + 0.3, s_path, path[:, 0]),
-                      np.interp(s + 0.3, s_path, path[:, 1])], -1)
-    behind = np.stack([np.interp(s - 0.3, s_path, path[:, 0]),
-                       np.interp(s - 0.3, s_path, path[:, 1])], -1)
-    tangent = ahead - behind
-    target = np.arctan2(tangent[:, 1], tangent[:, 0])
+    target = _path_heading(path, s_path, s)
     yaw = np.empty(frames)
     yaw[0] = target[0]
     max_turn = np.radians(cfg.max_turn_deg)
@@ -242,6 +250,42 @@ def _walk(path: np.ndarray, frames: int, height: float, cfg: MotionConfig,
     period = int(round(1e9 / cfg.rate_hz))
     stamps = START_NS + index * 10**12 + period * np.arange(frames, dtype=np.int64)
     return Traversal(timestamps_ns=stamps, world_T_body=poses)
+
+
+def _path_heading(path: np.ndarray, s_path: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Heading (rad) of the path at arc lengths ``s``: its direction over +-0.3 m."""
+    ahead = np.stack([np.interp(s + 0.3, s_path, path[:, 0]),
+                      np.interp(s + 0.3, s_path, path[:, 1])], -1)
+    behind = np.stack([np.interp(s - 0.3, s_path, path[:, 0]),
+                       np.interp(s - 0.3, s_path, path[:, 1])], -1)
+    tangent = ahead - behind
+    return np.arctan2(tangent[:, 1], tangent[:, 0])
+
+
+def _vehicle_positions(path: np.ndarray, s_path: np.ndarray, steps: np.ndarray,
+                       cfg: MotionConfig) -> np.ndarray:
+    """Arc lengths ``[frames]`` of a vehicle that wants to move ``steps`` per frame: at most
+    ``max_turn_deg`` of heading per frame (the speed allowed by the bend ahead, reached with
+    ``accel_m`` per frame per frame at most, like a driver braking before a corner), and its
+    step changes by at most ``accel_m`` per frame. In a hairpin it creeps (2 cm per frame)."""
+    creep = 0.02
+    grid = np.arange(0.0, s_path[-1] + 0.05, 0.05)
+    heading = np.unwrap(_path_heading(path, s_path, grid))
+    bend = np.abs(np.gradient(heading, grid))                       # rad per metre
+    bend = ndimage.maximum_filter1d(bend, 7)                        # the whole bend
+    limit = np.clip(np.radians(cfg.max_turn_deg) / np.maximum(bend, 1e-9), creep, cfg.step_m[1])
+    # Braking before a bend and accelerating after it: v^2 <= v_next^2 + 2 a ds both ways.
+    reach = 2 * cfg.accel_m * np.diff(grid)
+    for k in range(len(grid) - 2, -1, -1):
+        limit[k] = min(limit[k], np.sqrt(limit[k + 1] ** 2 + reach[k]))
+    for k in range(1, len(grid)):
+        limit[k] = min(limit[k], np.sqrt(limit[k - 1] ** 2 + reach[k - 1]))
+    s, prev = np.zeros(len(steps)), 0.0
+    for i in range(1, len(steps)):
+        wish = float(np.clip(steps[i - 1], prev - cfg.accel_m, prev + cfg.accel_m))
+        prev = max(0.0, min(wish, float(np.interp(s[i - 1], grid, limit))))
+        s[i] = s[i - 1] + prev
+    return s
 
 
 def _stop_go_steps(rng: np.random.Generator, frames: int, lo: float, hi: float) -> np.ndarray:
