@@ -6,10 +6,9 @@ scale it can settle on a wrong length: its robust cost along the length has seve
 nearly equal height (a simulated car, 2026-11-29: 37 of 255 steps of about 2 m off by more than
 10 %, most published short). Here the previous step, once the geometry has measured it, carries
 its scale forward: the keyframe before the previous one is placed in the previous body frame
-by that step, each camera triangulates metric points between the two keyframes (as do the
-rig's own overlapping cameras; pairing every camera with its neighbours too cost a third more
-and was no more accurate on the car traversal), those points are followed into the current
-keyframe, and the current body pose is solved by generalized absolute pose
+by that step, the cameras of the two keyframes whose views can overlap (each camera with itself
+and its neighbours, as for the relative pose) and the rig's own overlapping cameras
+triangulate metric points, those points are followed into the current keyframe, and the current body pose is solved by generalized absolute pose
 (:func:`~g2g_model.localization.rig_overlap.window_motion`, relocalization's solver). The
 length then rests on the previous step's, also on a straight stretch, and a wrong minimum of
 the relative pose does not decide it.
@@ -55,7 +54,7 @@ def keyframe_map_motion(structure: StructureVerifier, before, step: np.ndarray, 
                    np.concatenate([invert_pose(np.asarray(step, float))
                                    @ np.asarray(before.cam_to_world, float),
                                    np.asarray(group_a.cam_to_world, float)]))
-    pairs = [(i, n + i) for i in range(n)]
+    pairs = [(i, n + j) for i, j in overlapping_pairs(before, group_a, max_turn_deg)]
     pairs += [(n + i, n + j) for i, j in overlapping_pairs(group_a, group_a, 0.0) if i < j]
     followed = [(n + i, j) for i, j in overlapping_pairs(group_a, group_b, max_turn_deg)]
     followed += [(i, j) for i, j in overlapping_pairs(before, group_b,
