@@ -184,6 +184,8 @@ def scale_lines(name: str, scale: Scale, sizes: str, frames: int, res: Dict[str,
     cams = f"{', '.join(scale.cameras)} of the bag's" if scale.cameras else "all"
     paths = ", ".join(f"{k[len('steps '):]} {v}" for k, v in sorted(diag.items())
                       if k.startswith("steps "))
+    geometry = ", ".join(f"{k[len('geometry '):]} {v}" for k, v in sorted(diag.items())
+                         if k.startswith("geometry "))
     lines = [f"Scene `{scale.scene}` seed {scale.seed}, rig `{scale.rig}` at {sizes} "
              f"(JPEG in the bag), node parameters `--rig {scale.node_rig}`, cameras: {cams}; "
              f"motion {scale.motion.step_m[0]:g}-{scale.motion.step_m[1]:g} m per frame at "
@@ -193,7 +195,8 @@ def scale_lines(name: str, scale: Scale, sizes: str, frames: int, res: Dict[str,
              f"{replay['wait_timeouts']} wait timeouts; the node's diagnostics: "
              f"groups_processed {diag.get('groups_processed', '?')}, groups_dropped "
              f"{diag.get('groups_dropped', '?')}, rejected_steps "
-             f"{diag.get('rejected_steps', '?')}, steps by path: {paths or '?'}; "
+             f"{diag.get('rejected_steps', '?')}, steps by path: {paths or '?'}, by "
+             f"geometry: {geometry or '?'}; "
              f"odometry outputs {odo['outputs']}; "
              f"{wall / 60:.1f} min wall for the replay "
              f"({1e3 * wall / max(1, replay['groups']):.0f} ms per group).", "",

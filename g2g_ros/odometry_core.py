@@ -72,6 +72,8 @@ class OdometryUpdate:
     reason: str = ""                  # why this path
     deferred: bool = False            # G2G's motion from the last keyframe, not a keyframe
     stationary: bool = False          # the images did not move: identity, the keyframe kept
+    method: str = ""                  # which geometry made a verified / refined motion
+    #                                   (MotionVerification.method: relative, keyframe map, ...)
 
 
 def rotation_vector(rotation: np.ndarray) -> np.ndarray:
@@ -192,7 +194,7 @@ class RigOdometry:
                  invert_pose(self.base_T_cam[frames.cameras[0]]))
         step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
         deferred = self.verifier is not None and self._deferral()
-        stationary, measured = False, False
+        stationary, measured, method = False, False, ""
         if deferred:
             reason = f"verification deferred: {deferred}"
         elif self.verifier is not None:
@@ -205,6 +207,7 @@ class RigOdometry:
             if check.path != "g2g":
                 delta, step_cov = check.delta, check.covariance
                 measured = getattr(check, "carries_length", False)
+                method = getattr(check, "method", "")
         # The spread judges G2G's own answer: a step the geometry verified or refined does not
         # rest on it (G2G's per-camera estimates of a car's 1-3 m step disagree by 1.7 m, and
         # a rejected step keeps the keyframe, so every later group was further off and
@@ -230,7 +233,7 @@ class RigOdometry:
             angular_velocity=rotation_vector(delta[:3, :3]) / dt,
             covariance=covariance.copy(), spread_m=spread, cameras=list(frames.cameras),
             path=path, inliers=inliers, reason=reason, deferred=bool(deferred),
-            stationary=stationary,
+            stationary=stationary, method=method,
         )
 
     def _deferral(self) -> Optional[str]:

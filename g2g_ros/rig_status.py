@@ -49,6 +49,7 @@ def publish_rig_status(node) -> None:
               "groups_processed": node.groups_processed,
               "last_step": node.last_step,
               **{f"steps {k}": v for k, v in sorted(node.steps_by_path.items())},
+              **{f"geometry {k}": v for k, v in sorted(node.steps_by_geometry.items())},
               "groups_deferred_verification": node.groups_deferred,
               "groups_skipped_stride": node.groups_skipped,
               "groups_dropped": dropped,

@@ -73,6 +73,11 @@ def test_rig_odometry_end_to_end_with_faults(sim_traj, tmp_path):
         keys = {kv.key for kv in diags[-1].status[0].values}
         assert {"cam0 rate_hz", "sync groups_emitted", "latency g2g_ms",
                 "untrained_model"} <= keys
+        # Every verified or refined step is counted by the geometry that made it.
+        values = {kv.key: kv.value for kv in diags[-1].status[0].values}
+        geometric = sum(int(values.get(f"steps {p}", 0)) for p in ("verified", "refined"))
+        by_geometry = sum(int(v) for k, v in values.items() if k.startswith("geometry "))
+        assert geometric >= 1 and geometric == by_geometry, values
         player.stop()
 
         # Phase 2: cam2 sends a wrong encoding -> degraded groups of 4 cameras, reported.

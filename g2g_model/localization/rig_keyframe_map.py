@@ -8,7 +8,8 @@ nearly equal height (a simulated car, 2026-11-29: 37 of 255 steps of about 2 m o
 its scale forward: the keyframe before the previous one is placed in the previous body frame
 by that step, the cameras of the two keyframes whose views can overlap (each camera with itself
 and its neighbours, as for the relative pose) and the rig's own overlapping cameras
-triangulate metric points, those points are followed into the current keyframe, and the current body pose is solved by generalized absolute pose
+triangulate metric points, those points are followed into the current keyframe, and the
+current body pose is solved by generalized absolute pose
 (:func:`~g2g_model.localization.rig_overlap.window_motion`, relocalization's solver). The
 length then rests on the previous step's, also on a straight stretch, and a wrong minimum of
 the relative pose does not decide it.

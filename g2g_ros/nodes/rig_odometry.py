@@ -59,6 +59,7 @@ class RigOdometryNode(ManagedNode):
         self.pipeline = self.verifier = None
         self.odometry: Optional[RigOdometry] = None
         self.steps_by_path: Dict[str, int] = collections.Counter()
+        self.steps_by_geometry: Dict[str, int] = collections.Counter()  # verified / refined
         self.last_step = ""  # path, inliers and reason of the last keyframe step
         self.rig = self.calibrations = None
         self.sync: Optional[RigSynchronizer] = None
@@ -302,6 +303,8 @@ class RigOdometryNode(ManagedNode):
             self.groups_deferred += 1
         elif not update.is_initial:
             self.steps_by_path[update.path] += 1
+            if update.method:
+                self.steps_by_geometry[update.method] += 1
             self.last_step = f"{update.path}, {update.inliers} inliers" + (
                 f": {update.reason}" if update.reason else "")
         self.last_update_wall = time.monotonic()
