@@ -7,11 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from g2g_model.data.rig import R_BODY_CAM_FORWARD, pinhole_K
-from g2g_model.data.sim.occupancy import build_occupancy
-from g2g_model.data.sim.renderer import Renderer
-from g2g_model.data.sim.scene import make_scene
-from g2g_model.data.sim.trajectory import make_traversals
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
 from g2g_model.localization.rig_keyframe_map import evidence_inliers, reprojection_inliers
@@ -19,44 +14,20 @@ from g2g_model.localization.rig_motion import MotionVerification, RigMotionVerif
     rig_verifier_config
 from g2g_model.localization.verdict import PATH_G2G
 from g2g_ros.odometry_core import RigFrames, RigOdometry
+from rig_fixtures import rig, straight_drive, yawed  # noqa: E402
 
 SIZE = 320
 STEP_M = 1.2
-
-
-def yawed(deg: float) -> np.ndarray:
-    c, s = np.cos(np.radians(deg)), np.sin(np.radians(deg))
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
-
 # A camera looking left-forward and one looking back (90 deg views: nothing in common), so no
 # overlap path: base_T_cam, body REP-103, cameras OpenCV.
-RIG = np.stack([make_pose(yawed(yaw) @ R_BODY_CAM_FORWARD, position) for yaw, position in (
-    (30.0, [0.1, 0.2, 0.0]), (180.0, [-0.2, 0.0, 0.0]))])
-K = pinhole_K(SIZE, SIZE, 90.0)
+RIG = rig([(30.0, [0.1, 0.2, 0.0]), (180.0, [-0.2, 0.0, 0.0])])
 
 
 @pytest.fixture(scope="module")
-def straight_drive():
+def straight_drive3():
     """The rig at three poses 1.2 m apart on a straight line of a simulated hall: ``(groups,
     step)``."""
-    scene = make_scene(20005, 0, "hall")
-    occupancy = build_occupancy(scene)
-    walk = make_traversals(scene, 1, 40)[0].world_T_body
-    step = make_pose(np.eye(3), [STEP_M, 0.0, 0.0])
-    ahead = np.linspace(0.0, 2 * STEP_M, 9)
-    for start in walk:
-        if occupancy.clearance_at(start[:2, 3] + np.outer(ahead, start[:2, 0])).min() > 0.8:
-            break
-    else:
-        raise AssertionError("no straight stretch in the scene")
-    renderer = Renderer(scene)
-    groups = []
-    for k in range(3):
-        rgb, _ = renderer.render((start @ np.linalg.matrix_power(step, k))[None] @ RIG, K,
-                                 SIZE, SIZE)
-        groups.append(Group(list(rgb), np.stack([K] * len(RIG)), RIG))
-    return groups, step
+    return straight_drive(RIG, SIZE, STEP_M, 2), make_pose(np.eye(3), [STEP_M, 0.0, 0.0])
 
 
 def g2g_guess(truth: np.ndarray) -> np.ndarray:
@@ -70,11 +41,11 @@ def share_off(truth: np.ndarray, delta: np.ndarray) -> float:
     return float(np.linalg.norm(relative_pose(truth, delta)[:3, 3]) / np.linalg.norm(truth[:3, 3]))
 
 
-def test_a_straight_step_takes_its_length_from_the_previous_one(straight_drive):
+def test_a_straight_step_takes_its_length_from_the_previous_one(straight_drive3):
     """Without overlapping cameras a straight step's length is not observable between two
     keyframes (the relative pose keeps G2G's, 30 % short); with the keyframe before and the
     previous step the points of both keyframes give it within a few per cent."""
-    (g0, g1, g2), step = straight_drive
+    (g0, g1, g2), step = straight_drive3
     alone = RigMotionVerifier()(g1, g2, g2g_guess(step))
     assert alone.path == PATH_G2G or share_off(step, alone.delta) > 0.1, alone.reason
     mapped = RigMotionVerifier()(g1, g2, g2g_guess(step), before=(g0, step))
@@ -94,11 +65,11 @@ def test_a_straight_step_takes_its_length_from_the_previous_one(straight_drive):
     assert "keyframe map: the last two keyframes have different cameras" in other.reason
 
 
-def test_the_map_scales_with_the_previous_step(straight_drive):
+def test_the_map_scales_with_the_previous_step(straight_drive3):
     """The map carries the previous step's length: a previous step told 10 % too long gives a
     step about 10 % too long (scale is carried, not invented), and the evidence counts prefer
     the true step to a 50 % shorter one."""
-    (g0, g1, g2), step = straight_drive
+    (g0, g1, g2), step = straight_drive3
     verifier = RigMotionVerifier()
     longer = step.copy()
     longer[:3, 3] *= 1.1

@@ -6,53 +6,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from g2g_model.data.rig import R_BODY_CAM_FORWARD, pinhole_K
-from g2g_model.data.sim.occupancy import build_occupancy
-from g2g_model.data.sim.renderer import Renderer
-from g2g_model.data.sim.scene import make_scene
-from g2g_model.data.sim.trajectory import make_traversals
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
 from g2g_model.localization.rig_motion import RigMotionVerifier, rig_verifier_config
 from g2g_model.localization.verdict import PATH_G2G
+from rig_fixtures import rig, straight_drive, yawed  # noqa: E402
 
 SIZE = 320
 STEP_M = 1.5
-
-
-def yawed(deg: float) -> np.ndarray:
-    c, s = np.cos(np.radians(deg)), np.sin(np.radians(deg))
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
-
 # Left and right cameras 0.4 m apart, turned 15 deg outwards (90 deg views: they overlap by
 # 60 deg), and one looking back: base_T_cam, body REP-103, cameras OpenCV.
-RIG = np.stack([make_pose(yawed(yaw) @ R_BODY_CAM_FORWARD, position) for yaw, position in (
-    (15.0, [0.1, 0.2, 0.0]), (-15.0, [0.1, -0.2, 0.0]), (180.0, [-0.2, 0.0, 0.0]))])
-K = pinhole_K(SIZE, SIZE, 90.0)
+RIG = rig([(15.0, [0.1, 0.2, 0.0]), (-15.0, [0.1, -0.2, 0.0]), (180.0, [-0.2, 0.0, 0.0])])
 
 
 @pytest.fixture(scope="module")
 def straight_step():
     """The rig rendered at a pose of a simulated walk and 1.5 m straight ahead of it (the
     first pose with room around that whole stretch): ``(group before, group after, truth)``."""
-    scene = make_scene(20005, 0, "hall")
-    occupancy = build_occupancy(scene)
-    walk = make_traversals(scene, 1, 40)[0].world_T_body
-    truth = make_pose(np.eye(3), [STEP_M, 0.0, 0.0])
-    ahead = np.linspace(0.0, STEP_M, 7)
-    for start in walk:
-        path = start[:2, 3] + np.outer(ahead, start[:2, 0])
-        if occupancy.clearance_at(path).min() > 0.8:
-            break
-    else:
-        raise AssertionError("no straight stretch in the scene")
-    renderer = Renderer(scene)
-    groups = []
-    for pose in (start, start @ truth):
-        rgb, _ = renderer.render(pose[None] @ RIG, K, SIZE, SIZE)
-        groups.append(Group(list(rgb), np.stack([K] * len(RIG)), RIG))
-    return groups[0], groups[1], truth
+    before, after = straight_drive(RIG, SIZE, STEP_M, 1)
+    return before, after, make_pose(np.eye(3), [STEP_M, 0.0, 0.0])
 
 
 def cameras(group: Group, which) -> Group:
