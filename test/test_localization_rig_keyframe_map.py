@@ -121,3 +121,26 @@ def test_rig_odometry_hands_the_verifier_the_keyframe_before_a_measured_step():
     assert seen[5] is None                               # after a step whose length was G2G's
     assert seen[6] is not None
     assert seen[7] is None                               # after a disputed length
+
+
+def test_the_relative_pose_is_kept_where_the_map_agrees_and_a_dispute_widens_the_covariance():
+    """Lengths within 10 %: the relative pose's step, undisputed, its covariance untouched.
+    Further apart: the better supported step (here a tie: the first), ``disputed``, with its
+    position covariance widened to span the other step."""
+    verifier = RigMotionVerifier()
+
+    def step(x: float, method: str) -> MotionVerification:
+        return MotionVerification("refined", make_pose(np.eye(3), [x, 0.0, 0.0]),
+                                  np.eye(6) * 1e-6, 100, method, method=method)
+
+    agreed = verifier._better_supported([step(2.0, "relative"), step(1.9, "keyframe map")],
+                                        [], None, None, None, None, [])
+    assert agreed.method == "relative" and not agreed.disputed and agreed.carries_length
+    assert "the keyframe map agrees on the length (1.90 m)" in agreed.reason
+    np.testing.assert_array_equal(agreed.covariance, np.eye(6) * 1e-6)
+    disputed = verifier._better_supported([step(2.0, "relative"), step(1.0, "keyframe map")],
+                                          [], None, None, None, None, [])
+    assert disputed.disputed and not disputed.carries_length
+    assert "chosen over the keyframe map step 1.00 m away" in disputed.reason
+    assert disputed.covariance[0, 0] == pytest.approx(1.0 + 1e-6)
+    assert disputed.covariance[1, 1] == pytest.approx(1e-6)

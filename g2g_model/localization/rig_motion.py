@@ -222,7 +222,8 @@ class RigMotionVerifier:
         while the map's carries the previous step's rotation error forward (at Segway scale,
         publishing the map's steps turned the heading by -1.03 deg per 100 m against -0.25).
         Otherwise the step that more of all the geometries' matches support
-        (:func:`~g2g_model.localization.rig_keyframe_map.evidence_inliers`), ``disputed``; its
+        (:func:`~g2g_model.localization.rig_keyframe_map.evidence_inliers`), ``disputed``, its
+        position covariance widened by the outer product of the two steps' difference; its
         reason names the other and both counts."""
         lengths = [float(np.linalg.norm(c.delta[:3, 3])) for c in candidates]
         if abs(lengths[0] - lengths[1]) <= DISPUTED_LENGTH * max(lengths):
@@ -234,8 +235,13 @@ class RigMotionVerifier:
                   for c in candidates]
         order = sorted(range(len(candidates)), key=lambda k: -sum(counts[k]))
         best, other = candidates[order[0]], candidates[order[1]]
-        apart = float(np.linalg.norm(best.delta[:3, 3] - other.delta[:3, 3]))
+        gap = best.delta[:3, 3] - other.delta[:3, 3]
+        apart = float(np.linalg.norm(gap))
         best.disputed = True
+        # Either may be the wrong one: the position covariance spans the other step too (its
+        # own claims millimetres even when the length is wrong by metres).
+        best.covariance = best.covariance.copy()
+        best.covariance[:3, :3] += np.outer(gap, gap)
         (e1, r1), (e2, r2) = counts[order[0]], counts[order[1]]
         best.reason += (f"; chosen over the {other.method} step {apart:.2f} m away: supported "
                         f"by {e1} + {r1} against {e2} + {r2} keyframe + map matches")
