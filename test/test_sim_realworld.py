@@ -236,3 +236,25 @@ def test_generate_with_every_option_and_resume_old_meta(tmp_path):
                                           "--lighting", "random", "--exposure", "jitter"])
     assert (args.motion, args.textures, args.lighting, args.exposure) == (
         "car", "photo", "random", "jitter")
+
+
+def test_car_rigs_stay_inside_the_scene_and_a_wide_rig_is_refused_before_rendering(tmp_path):
+    """The car preset's clearance keeps every camera of the widest car rig inside the street
+    (a car turning in place at a dead end used to put its rear cameras through the wall, and
+    the render failed frames into it); a motion too narrow for its rig is refused up front,
+    naming both figures."""
+    import dataclasses
+
+    cfg = MOTION_PRESETS["car"]
+    scene = make_scene(270, 0, "street")
+    rig = make_rig(270, "car6", 32)
+    for t in make_traversals(scene, 3, 100, cfg):
+        centres = (t.world_T_body[:, None] @ rig.T_body_cams()[None])[..., :3, 3]
+        assert np.all(scene.room_of(centres.reshape(-1, 3)) >= 0)
+    narrow = dataclasses.replace(cfg, radius_m=1.0)
+    sim = SimConfig(scene_preset="street", rig_preset="car6", traversals=3, frames=100,
+                    image_size=32, with_depth=False)
+    with pytest.raises(ValueError, match=r"cameras outside the scene .* reach 2\.\d\d m .* "
+                                         r"radius_m is 1\.0 m"):
+        generate_trajectory(str(tmp_path), seed=270, traversal=1, cfg=sim, motion=narrow)
+    assert not any(tmp_path.rglob("*.png"))

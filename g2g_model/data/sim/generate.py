@@ -131,6 +131,18 @@ def render_traversal(seed: int, traversal: int, cfg: SimConfig,
     trav = make_traversals(cfg.scene(seed, 0), cfg.traversals, cfg.frames, motion)[traversal]
     renderer = Renderer(cfg.scene(seed, traversal))
     rig = make_rig(seed, cfg.rig_preset, cfg.image_size)
+    # Every camera inside the scene at every frame, checked before any rendering: a rig wider
+    # than the motion's clearance used to fail frames into a long render.
+    centres = (trav.world_T_body[:, None] @ rig.T_body_cams()[None])[..., :3, 3]
+    outside = np.flatnonzero((cfg.scene(seed, 0).room_of(centres.reshape(-1, 3)) < 0)
+                             .reshape(centres.shape[:2]).any(1))
+    if len(outside):
+        reach = float(np.linalg.norm(rig.T_body_cams()[:, :2, 3], axis=1).max())
+        radius = (motion or MotionConfig()).radius_m
+        raise ValueError(
+            f"scene {seed} traversal {traversal}: rig '{cfg.rig_preset}' has cameras outside "
+            f"the scene at {len(outside)} frames (first {int(outside[0])}); its cameras reach "
+            f"{reach:.2f} m from the body and the motion's clearance radius_m is {radius} m")
     exposure = None
     if cfg.exposure == "jitter":
         exposure = exposure_schedule(seed, traversal, cfg.frames, len(rig))

@@ -65,9 +65,10 @@ MOTION_PRESETS: dict[str, MotionConfig] = {
     "stop_go": MotionConfig(step_m=(0.0, 1.0), max_turn_deg=30.0, speed_profile="stop_go",
                             bob_m=0.0),
     # A car: a vehicle wanting standing still to 3 m per frame (30 m/s at 10 Hz), turns up to
-    # 30 deg per frame, 1 m of clearance, cameras 1.2-2 m high, no bob (hall, street,
-    # courtyard).
-    "car": MotionConfig(step_m=(0.0, 3.0), radius_m=1.0, height_m=(1.2, 2.0), max_turn_deg=30.0,
+    # 30 deg per frame, 2.5 m of clearance (the car rigs' cameras sit up to 2.4 m from the body
+    # origin, and a car turns in place at a dead end), cameras 1.2-2 m high, no bob (hall,
+    # street, courtyard).
+    "car": MotionConfig(step_m=(0.0, 3.0), radius_m=2.5, height_m=(1.2, 2.0), max_turn_deg=30.0,
                         places_per_room=6, speed_profile="stop_go", bob_m=0.0, tilt_deg=0.5,
                         vehicle=True),
 }
