@@ -8,8 +8,8 @@
 4. evaluate the query bag with g2g-eval-bag, its command line parsed by its own parser
    (:data:`DEMO_EVAL_FLAGS`, :func:`g2g_ros.bags.eval_bag.evaluate_args`; the command is printed):
    the relocalize and rig_odometry nodes (g2g-bringup's graph, use_sim_time) get the bag over
-   DDS with /clock, each image group waiting until rig_odometry has published its odometry and
-   relocalize has reported it done on relocalize/processed -- relocalize localizes every 0.5 s
+   DDS with /clock, each image group waiting until rig_odometry and relocalize have reported it
+   done on rig_odometry/processed and relocalize/processed -- relocalize localizes every 0.5 s
    of *bag* time, ``localize_pacing: stamps`` -- so results do not depend on machine speed; the
    operator's initial pose is sent before the replay and takes effect at the first image. The
    outputs are recorded and scored against the bag's ground truth, and the pairs the nodes

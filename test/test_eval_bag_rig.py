@@ -209,3 +209,22 @@ def test_rig_mismatch_stops_g2g_bag_play_eval(mono, tmp_path):
     finally:
         listener.close()
         node.stop()
+
+
+def test_groups_without_odometry_are_answered_on_processed(tmp_path):
+    """With ``keyframe_stride`` 2 every other group publishes no odometry; the replay waits on
+    ``rig_odometry/processed`` (one Header per group, its outcome in ``frame_id``), so no
+    group waits out the timeout (waiting on ``odometry`` it did, 20 s each)."""
+    frames = 6
+    traj, = tiny_trajectories(tmp_path / "sim", seed=20004, frames=frames, rig="ring5")
+    bag = tmp_path / "five.mcap"
+    convert_trajectory(traj, bag, progress=False)
+    t0 = time.monotonic()
+    _, report = evaluate_args([str(bag), "--graph", "rig_odometry", "--out",
+                               str(tmp_path / "eval"), "-p", "rig_odometry.keyframe_stride:=2",
+                               "--startup-timeout", "40", "--wait-timeout", "20", "--quiet"])
+    elapsed = time.monotonic() - t0
+    assert report["replay"]["wait_timeouts"] == 0, report["replay"]
+    assert report["replay"]["waited_groups"] == frames, report["replay"]
+    assert report["rig_odometry"]["outputs"] == frames // 2, report["rig_odometry"]
+    assert elapsed < 20 * (frames // 2), elapsed

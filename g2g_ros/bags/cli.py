@@ -175,8 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "publishes odom->base_link itself)")
     p.add_argument("--eval", action="store_true",
                    help="wait for the nodes to finish each group before the next")
-    p.add_argument("--wait-topic", default="odometry")
-    p.add_argument("--wait-type", default="nav_msgs/msg/Odometry",
+    p.add_argument("--wait-topic", default="rig_odometry/processed",
+                   help="a topic stamped at or after each group once the node is done with it "
+                        "(default: rig_odometry's, one per group, also for groups that "
+                        "publish no odometry)")
+    p.add_argument("--wait-type", default="std_msgs/msg/Header",
                    help="type of --wait-topic (g2g_msgs/msg/EstimatorStatus for a status "
                         "topic: waits for groups_processed to increase)")
     p.add_argument("--also-wait", nargs="+", action="append", default=None,

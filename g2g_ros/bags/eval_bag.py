@@ -60,7 +60,10 @@ def _wait_specs(graph: str, reloc_image: str, wait_timeout: float, startup_timeo
 
     specs = []
     if graph == "rig_odometry" or with_odometry:
-        specs.append(WaitSpec("odometry", "nav_msgs/msg/Odometry", wait_timeout,
+        # Every group rig odometry finishes with, also one that publishes no odometry
+        # (keyframe_stride, a rejected step): waiting on odometry, each such group waited
+        # the full wait_timeout.
+        specs.append(WaitSpec("rig_odometry/processed", "std_msgs/msg/Header", wait_timeout,
                               startup_timeout, tuple(rig_images)))
     if graph == "relocalize":
         specs.append(WaitSpec("relocalize/processed", "std_msgs/msg/Header", wait_timeout,

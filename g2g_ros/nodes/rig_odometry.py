@@ -2,7 +2,9 @@
 
 Synchronized rig at t_prev and t -> G2G -> body motion through the rig extrinsics -> composed
 odometry, published as ``nav_msgs/Odometry`` on ``odometry`` and TF ``odom -> base_link``, stamped
-with the image group's stamp. Status on ``~/status`` and ``/diagnostics``.
+with the image group's stamp. Status on ``~/status`` and ``/diagnostics``; one
+``std_msgs/Header`` per finished group on ``~/processed`` (its stamp, the outcome in
+``frame_id``).
 
 Services: ``~/reset`` (std_srvs/Trigger), ``~/reset_to_pose`` (g2g_msgs/SetPose).
 
@@ -25,7 +27,7 @@ from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_ros.calibration import format_rig_log_lines, rig_from_tf
 from g2g_ros.camera_calibrations import image_needs, node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
-from g2g_ros.conversions import pose_to_matrix
+from g2g_ros.conversions import pose_to_matrix, to_stamp
 from g2g_ros.held_group import HeldGroup
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import describe_model, load_pipeline
@@ -65,7 +67,7 @@ class RigOdometryNode(ManagedNode):
         self.sync: Optional[RigSynchronizer] = None
         self.tf_buffer: Optional[TFBuffer] = None
         self.tf_listener: Optional[TransformListener] = None
-        self.odom_pub = None
+        self.odom_pub = self.processed_pub = None
         self.tf_broadcaster: Optional[TransformBroadcaster] = None
         self.srvs: List = []
         # Created by activate(); its subscriptions are destroyed by the base at deactivate.
@@ -151,7 +153,15 @@ class RigOdometryNode(ManagedNode):
 
         # Outputs: lifecycle publishers, silent unless the node is active; all are owned (the
         # base destroys them at cleanup).
+        from std_msgs.msg import Header
+
         self.odom_pub = self.owned(self.create_lifecycle_publisher(Odometry, "odometry", 10))
+        # One Header per group the worker finished with (stamp: the group's; frame_id: the
+        # outcome), also those that publish no odometry (skipped by keyframe_stride, rejected,
+        # dropped): what an evaluation replay waits for.
+        self._header = Header
+        self.processed_pub = self.owned(self.create_lifecycle_publisher(Header, "~/processed",
+                                                                        50))
         self.tf_broadcaster = self.owned(TransformBroadcaster(self, lifecycle=True))
         self.srvs = [self.owned(self.create_service(Trigger, "~/reset", self._srv_reset)),
                      self.owned(self.create_service(SetPose, "~/reset_to_pose",
@@ -199,6 +209,7 @@ class RigOdometryNode(ManagedNode):
         self.held.drop()
         self.srvs, self.inputs, self.tf_listener, self.tf_broadcaster = [], None, None, None
         self.odom_pub = self.pipeline = self.verifier = self.odometry = self.rig = self.sync = None
+        self.processed_pub = None
         self.calibrations = None
         self.tf_buffer = None
         self._feature_cache = {}
@@ -274,6 +285,21 @@ class RigOdometryNode(ManagedNode):
         self._process_calibrated(group)
 
     def _process_calibrated(self, group) -> None:
+        """:meth:`_step` on one group, then its outcome on ``~/processed`` (also when it
+        raised: the worker reports the error)."""
+        outcome = "failed"
+        try:
+            outcome = self._step(group)
+        except Exception as exc:
+            outcome = f"failed: {exc}"
+            raise
+        finally:
+            pub = self.processed_pub
+            if pub is not None:
+                pub.publish(self._header(stamp=to_stamp(group.stamp_ns), frame_id=outcome))
+
+    def _step(self, group) -> str:
+        """One synchronized group through the odometry; returns what became of it."""
         t0 = time.perf_counter()
         if self.odometry is None:
             self.odometry = RigOdometry(
@@ -287,13 +313,13 @@ class RigOdometryNode(ManagedNode):
             self.drops["too_few_cameras"] += 1
             self.report_input("group", f"only {len(cams)} usable cameras "
                               f"(min_cameras {self.min_cameras}); group dropped")
-            return
+            return f"dropped: only {len(cams)} usable cameras"
         self.stages.set("convert", 1e3 * (time.perf_counter() - t0))
         with self.state_lock:
             update = self.odometry.process(RigFrames(group.stamp_ns, cams, images, np.stack(ks)))
         if update is None:
             self.groups_skipped += 1
-            return
+            return "skipped: keyframe_stride"
         t1 = time.perf_counter()
         self._publish(update)
         self.stages.set("publish", 1e3 * (time.perf_counter() - t1))
@@ -311,6 +337,7 @@ class RigOdometryNode(ManagedNode):
         self.last_cameras = cams
         self.problems.clear("group")
         self.problems.clear("odometry")
+        return f"processed: {update.path}" + (" (deferred)" if update.deferred else "")
 
     def _behind(self) -> Optional[str]:
         """Why the current step's verification is deferred (a newer group waits), or None."""
