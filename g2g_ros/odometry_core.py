@@ -109,8 +109,8 @@ class RigOdometry:
         verifier: optional geometric verification of each motion, ``verifier(group_prev,
             group_now, delta) -> MotionVerification``; a verifier with a true ``takes_before``
             also gets ``before=(group, step)``: the keyframe before the previous one and the
-            step from it, when the geometry measured that step's length and two geometries
-            did not dispute it
+            step from it, when the geometry measured that step's length, two geometries did
+            not dispute it, and ``defer`` does not say the caller is behind
             (:class:`g2g_model.localization.rig_motion.RigMotionVerifier`); its motion and
             covariance replace G2G's when it verifies or refines.
         defer: optional ``defer() -> reason or None``, asked before each verification: a
@@ -199,7 +199,10 @@ class RigOdometry:
             reason = f"verification deferred: {deferred}"
         elif self.verifier is not None:
             before = {}
-            if self._before is not None and getattr(self.verifier, "takes_before", False):
+            # The keyframe map costs a step about 85 ms more: a node already behind (a newer
+            # group queued, deferral used up) verifies without it, so it keeps up at 5 Hz.
+            if (self._before is not None and getattr(self.verifier, "takes_before", False)
+                    and not (self.defer is not None and self.defer())):
                 before = {"before": (self._group(self._before[0]), self._before[1])}
             check = self.verifier(self._group(prev), group, delta, **before)
             path, inliers, reason = check.path, check.inliers, check.reason

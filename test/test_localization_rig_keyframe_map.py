@@ -144,3 +144,29 @@ def test_the_relative_pose_is_kept_where_the_map_agrees_and_a_dispute_widens_the
     assert "chosen over the keyframe map step 1.00 m away" in disputed.reason
     assert disputed.covariance[0, 0] == pytest.approx(1.0 + 1e-6)
     assert disputed.covariance[1, 1] == pytest.approx(1e-6)
+
+
+def test_a_node_behind_verifies_without_the_keyframe_map():
+    """When the caller is behind (``defer`` gives a reason) and deferral is used up
+    (``max_deferred`` 0), the step is verified without ``before``: the map's cost yields to
+    keeping up."""
+    seen = []
+    behind = [False]
+
+    class Spy:
+        takes_before = True
+
+        def __call__(self, a, b, delta, before=None):
+            seen.append(before is not None)
+            return MotionVerification("refined", make_pose(np.eye(3), [1.0, 0, 0]),
+                                      np.eye(6) * 1e-4, 99, "refined")
+
+    odo = RigOdometry(lambda a, b: (np.eye(4), np.eye(4)[None]), {"cam0": np.eye(4)},
+                      verifier=Spy(), defer=lambda: "1 newer group queued" if behind[0] else None,
+                      max_deferred=0)
+    image = np.zeros((8, 8, 3), np.uint8)
+    for k, late in enumerate([False, False, False, True, False]):
+        behind[0] = late
+        odo.process(RigFrames(stamp_ns=(k + 1) * 10**8, cameras=["cam0"], images=[image],
+                              intrinsics=np.eye(3)[None]))
+    assert seen == [False, True, False, True]
