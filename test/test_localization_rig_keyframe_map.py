@@ -9,7 +9,8 @@ import pytest
 
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
-from g2g_model.localization.rig_keyframe_map import evidence_inliers, reprojection_inliers
+from g2g_model.localization.rig_keyframe_map import evidence_inliers, pick_step, \
+    reprojection_inliers
 from g2g_model.localization.rig_motion import MotionVerification, RigMotionVerifier, \
     rig_verifier_config
 from g2g_model.localization.verdict import PATH_G2G
@@ -127,19 +128,17 @@ def test_the_relative_pose_is_kept_where_the_map_agrees_and_a_dispute_widens_the
     """Lengths within 10 %: the relative pose's step, undisputed, its covariance untouched.
     Further apart: the better supported step (here a tie: the first), ``disputed``, with its
     position covariance widened to span the other step."""
-    verifier = RigMotionVerifier()
-
     def step(x: float, method: str) -> MotionVerification:
         return MotionVerification("refined", make_pose(np.eye(3), [x, 0.0, 0.0]),
                                   np.eye(6) * 1e-6, 100, method, method=method)
 
-    agreed = verifier._better_supported([step(2.0, "relative"), step(1.9, "keyframe map")],
-                                        [], None, None, None, None, [])
+    agreed = pick_step([step(2.0, "relative"), step(1.9, "keyframe map")],
+                       [], None, None, None, None, [], 4.0)
     assert agreed.method == "relative" and not agreed.disputed and agreed.carries_length
     assert "the keyframe map agrees on the length (1.90 m)" in agreed.reason
     np.testing.assert_array_equal(agreed.covariance, np.eye(6) * 1e-6)
-    disputed = verifier._better_supported([step(2.0, "relative"), step(1.0, "keyframe map")],
-                                          [], None, None, None, None, [])
+    disputed = pick_step([step(2.0, "relative"), step(1.0, "keyframe map")],
+                         [], None, None, None, None, [], 4.0)
     assert disputed.disputed and not disputed.carries_length
     assert "chosen over the keyframe map step 1.00 m away" in disputed.reason
     assert disputed.covariance[0, 0] == pytest.approx(1.0 + 1e-6)

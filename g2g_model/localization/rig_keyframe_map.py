@@ -37,6 +37,8 @@ from g2g_model.localization.verdict import Fallback
 from g2g_model.localization.verification import StructureVerifier
 
 WHAT = "camera pairs of the last two keyframes"
+# Step lengths of two geometries further apart than this share of the longer are disputed.
+DISPUTED_LENGTH = 0.1
 
 
 def keyframe_map_motion(structure: StructureVerifier, before, step: np.ndarray, group_a, group_b,
@@ -91,3 +93,33 @@ def evidence_inliers(delta: np.ndarray, matches, ext_a, ext_b, cams_a, cams_b,
         errors = sampson_errors(delta, matches, None, ext_a, ext_b, cams_a, cams_b)
         epipolar = int(np.sum(errors < reprojection_px / 2))
     return epipolar, sum(reprojection_inliers(delta, p, reprojection_px) for p in point_steps)
+
+
+def pick_step(candidates, matches, ext_a, ext_b, cams_a, cams_b, point_steps: Sequence[PointStep],
+              reprojection_px: float):
+    """Of the relative pose's step (``candidates[0]``) and the keyframe map's (``[1]``), both
+    ``MotionVerification``: the relative pose's where the map agrees on the step's length
+    within :data:`DISPUTED_LENGTH` (its rotation is the keyframes' own, while the map's carries
+    the previous step's rotation error forward: at Segway scale, publishing the map's steps
+    turned the heading by -1.03 deg per 100 m against -0.25). Otherwise the step that more of
+    all the geometries' matches support (:func:`evidence_inliers`), ``disputed``, its position
+    covariance widened by the outer product of the two steps' difference; its reason names the
+    other and both counts."""
+    lengths = [float(np.linalg.norm(c.delta[:3, 3])) for c in candidates]
+    if abs(lengths[0] - lengths[1]) <= DISPUTED_LENGTH * max(lengths):
+        candidates[0].reason += f"; the keyframe map agrees on the length ({lengths[1]:.2f} m)"
+        return candidates[0]
+    counts = [evidence_inliers(c.delta, matches, ext_a, ext_b, cams_a, cams_b, point_steps,
+                               reprojection_px) for c in candidates]
+    order = sorted(range(len(candidates)), key=lambda k: -sum(counts[k]))
+    best, other = candidates[order[0]], candidates[order[1]]
+    gap = best.delta[:3, 3] - other.delta[:3, 3]
+    best.disputed = True
+    # Either may be the wrong one: the position covariance spans the other step too (its own
+    # claims millimetres even when the length is wrong by metres).
+    best.covariance = best.covariance.copy()
+    best.covariance[:3, :3] += np.outer(gap, gap)
+    (e1, r1), (e2, r2) = counts[order[0]], counts[order[1]]
+    best.reason += (f"; chosen over the {other.method} step {float(np.linalg.norm(gap)):.2f} m "
+                    f"away: supported by {e1} + {r1} against {e2} + {r2} keyframe + map matches")
+    return best

@@ -37,7 +37,7 @@ from g2g_model.localization.local_features import LocalFeatures, per_frame_intri
 from g2g_model.localization.rig_epipolar import (
     G2G_STEP_COVARIANCE, camera_matrix, motion_covariance,
 )
-from g2g_model.localization.rig_keyframe_map import evidence_inliers, keyframe_map_motion
+from g2g_model.localization.rig_keyframe_map import keyframe_map_motion, pick_step
 from g2g_model.localization.rig_overlap import overlap_motion
 from g2g_model.localization.rig_pairs import overlapping_pairs, view_cone_deg  # noqa: F401
 from g2g_model.localization.verdict import PATH_G2G, Fallback, judge
@@ -48,8 +48,6 @@ from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matr
 
 # A geometric rotation this certain is kept even when the step's length is not observable.
 MAX_ROTATION_SD_DEG = 0.5
-# Step lengths of two geometries further apart than this share of the longer are disputed.
-DISPUTED_LENGTH = 0.1
 # Rig odometry's verification settings where they differ from relocalization's (the
 # rig_odometry node's defaults, g2g-eval's): features of images downscaled to a long side of
 # 320 px, at most 1,000 per image, and only the camera pairs whose views can overlap when the
@@ -90,7 +88,7 @@ class MotionVerification:
     # "g2g" path.
     method: str = ""
     length_from_g2g: bool = False  # the rotation and direction are geometric, the length G2G's
-    # Two geometries gave lengths more than DISPUTED_LENGTH apart (rig_keyframe_map): the
+    # Two geometries gave lengths more than rig_keyframe_map.DISPUTED_LENGTH apart: the
     # better supported was taken, but its length is not carried into the next step's map.
     disputed: bool = False
 
@@ -198,8 +196,8 @@ class RigMotionVerifier:
                     step.path, step.delta, step.covariance, step.inliers,
                     f"keyframe map: {step.reason}", step.apart, method="keyframe map"))
         if len(candidates) > 1:
-            return self._better_supported(candidates, matches, ext_a, ext_b, cams_a, cams_b,
-                                          points)
+            return pick_step(candidates, matches, ext_a, ext_b, cams_a, cams_b, points,
+                             cfg.reprojection_px)
         if candidates:
             chosen = candidates[0]
             if why:
@@ -214,38 +212,6 @@ class RigMotionVerifier:
             raise Fallback(f"{why}{overlap}{notes}")
         relative.reason += overlap + notes
         return relative
-
-    def _better_supported(self, candidates: List[MotionVerification], matches, ext_a, ext_b,
-                          cams_a, cams_b, points) -> MotionVerification:
-        """The relative pose (``candidates[0]``) where the keyframe map (``[1]``) agrees on the
-        step's length within :data:`DISPUTED_LENGTH`: its rotation is the keyframes' own,
-        while the map's carries the previous step's rotation error forward (at Segway scale,
-        publishing the map's steps turned the heading by -1.03 deg per 100 m against -0.25).
-        Otherwise the step that more of all the geometries' matches support
-        (:func:`~g2g_model.localization.rig_keyframe_map.evidence_inliers`), ``disputed``, its
-        position covariance widened by the outer product of the two steps' difference; its
-        reason names the other and both counts."""
-        lengths = [float(np.linalg.norm(c.delta[:3, 3])) for c in candidates]
-        if abs(lengths[0] - lengths[1]) <= DISPUTED_LENGTH * max(lengths):
-            candidates[0].reason += (f"; the keyframe map agrees on the length ({lengths[1]:.2f}"
-                                     f" m)")
-            return candidates[0]
-        px = self.config.reprojection_px
-        counts = [evidence_inliers(c.delta, matches, ext_a, ext_b, cams_a, cams_b, points, px)
-                  for c in candidates]
-        order = sorted(range(len(candidates)), key=lambda k: -sum(counts[k]))
-        best, other = candidates[order[0]], candidates[order[1]]
-        gap = best.delta[:3, 3] - other.delta[:3, 3]
-        apart = float(np.linalg.norm(gap))
-        best.disputed = True
-        # Either may be the wrong one: the position covariance spans the other step too (its
-        # own claims millimetres even when the length is wrong by metres).
-        best.covariance = best.covariance.copy()
-        best.covariance[:3, :3] += np.outer(gap, gap)
-        (e1, r1), (e2, r2) = counts[order[0]], counts[order[1]]
-        best.reason += (f"; chosen over the {other.method} step {apart:.2f} m away: supported "
-                        f"by {e1} + {r1} against {e2} + {r2} keyframe + map matches")
-        return best
 
     def _overlap(self, group_a, group_b, delta: np.ndarray):
         """The step from the rig's overlapping cameras (:mod:`.rig_overlap`) as a
