@@ -35,8 +35,8 @@ def publish_rig_status(node) -> None:
     if node.last_update_wall is not None:
         node.report_quiet_cameras(node.p["lost_after_s"])
     state, text = rig_state(node)
-    if node.groups_deferred:
-        text += (f" ({node.groups_deferred} groups published with G2G's motion before their "
+    if node.tally.groups_deferred:
+        text += (f" ({node.tally.groups_deferred} groups published with G2G's motion before their "
                  "verification: node behind)")
     newest = node.inputs.newest_age_s() if node.active and node.inputs is not None else None
     # Cameras quiet (bag ended, driver stopped) after images came: STALE, not an error.
@@ -46,12 +46,12 @@ def publish_rig_status(node) -> None:
         drops["sync_incomplete"] = node.sync.stats().groups_dropped
     dropped = sum(drops.values())
     values = {"state": state, "lifecycle_state": node.lifecycle_state,
-              "groups_processed": node.groups_processed,
-              "last_step": node.last_step,
-              **{f"steps {k}": v for k, v in sorted(node.steps_by_path.items())},
-              **{f"geometry {k}": v for k, v in sorted(node.steps_by_geometry.items())},
-              "groups_deferred_verification": node.groups_deferred,
-              "groups_skipped_stride": node.groups_skipped,
+              "groups_processed": node.tally.groups_processed,
+              "last_step": node.tally.last_step,
+              **{f"steps {k}": v for k, v in sorted(node.tally.steps_by_path.items())},
+              **{f"geometry {k}": v for k, v in sorted(node.tally.steps_by_geometry.items())},
+              "groups_deferred_verification": node.tally.groups_deferred,
+              "groups_skipped_stride": node.tally.groups_skipped,
               "groups_dropped": dropped,
               **{f"groups_dropped {k}": v for k, v in sorted(drops.items())},
               "untrained_model": bool(node.pipeline is not None and node.pipeline.untrained),
@@ -74,5 +74,5 @@ def publish_rig_status(node) -> None:
     if node.odometry is not None:
         values["rejected_steps"] = node.odometry.rejected
     publish_estimator_status(node, state, text, values, cameras=node.last_cameras,
-                             processed=node.groups_processed, dropped=dropped,
+                             processed=node.tally.groups_processed, dropped=dropped,
                              diag_name="rig odometry", hardware_id="g2g_rig", stale=stale)

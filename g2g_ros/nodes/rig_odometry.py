@@ -39,6 +39,7 @@ from g2g_ros.qos import sensor_qos
 from g2g_ros.rig_frames import usable_images
 from g2g_ros.rig_status import publish_rig_status
 from g2g_ros.rig_sync import RigSynchronizer
+from g2g_ros.rig_tally import RigTally
 from g2g_ros.spinning import spin_node
 from g2g_ros.tf_broadcaster import TransformBroadcaster
 from g2g_ros.tf_buffer import TFBuffer, TFError
@@ -60,9 +61,6 @@ class RigOdometryNode(ManagedNode):
         # cleanup, and cleanup() forgets the rest.
         self.pipeline = self.verifier = None
         self.odometry: Optional[RigOdometry] = None
-        self.steps_by_path: Dict[str, int] = collections.Counter()
-        self.steps_by_geometry: Dict[str, int] = collections.Counter()  # verified / refined
-        self.last_step = ""  # path, inliers and reason of the last keyframe step
         self.rig = self.calibrations = None
         self.sync: Optional[RigSynchronizer] = None
         self.tf_buffer: Optional[TFBuffer] = None
@@ -72,11 +70,9 @@ class RigOdometryNode(ManagedNode):
         self.srvs: List = []
         # Created by activate(); its subscriptions are destroyed by the base at deactivate.
         self.inputs: Optional[CameraInputs] = None
-        # Every synchronized group ends once: processed, skipped (keyframe_stride) or dropped
-        # (counted by reason here, or by the worker's queue as "group" jobs).
-        self.groups_processed = 0
-        self.groups_skipped = 0
-        self.groups_deferred = 0  # published with G2G's motion, verification deferred
+        # Every synchronized group ends once: counted in the tally, or dropped (counted by
+        # reason here, or by the worker's queue as "group" jobs).
+        self.tally = RigTally()
         self.drops: Dict[str, int] = collections.Counter()
         self.last_update_wall: Optional[float] = None
         self.last_cameras: List[str] = []
@@ -318,26 +314,17 @@ class RigOdometryNode(ManagedNode):
         with self.state_lock:
             update = self.odometry.process(RigFrames(group.stamp_ns, cams, images, np.stack(ks)))
         if update is None:
-            self.groups_skipped += 1
-            return "skipped: keyframe_stride"
+            return self.tally.skipped()
         t1 = time.perf_counter()
         self._publish(update)
         self.stages.set("publish", 1e3 * (time.perf_counter() - t1))
         self.stages.set("total", 1e3 * (time.perf_counter() - t0))
-        self.groups_processed += 1
-        if update.deferred:
-            self.groups_deferred += 1
-        elif not update.is_initial:
-            self.steps_by_path[update.path] += 1
-            if update.method:
-                self.steps_by_geometry[update.method] += 1
-            self.last_step = f"{update.path}, {update.inliers} inliers" + (
-                f": {update.reason}" if update.reason else "")
+        outcome = self.tally.processed(update)
         self.last_update_wall = time.monotonic()
         self.last_cameras = cams
         self.problems.clear("group")
         self.problems.clear("odometry")
-        return f"processed: {update.path}" + (" (deferred)" if update.deferred else "")
+        return outcome
 
     def _behind(self) -> Optional[str]:
         """Why the current step's verification is deferred (a newer group waits), or None."""
