@@ -4,22 +4,22 @@ RootSIFT (OpenCV SIFT, L1-normalised, square-rooted) compared with the L2 norm; 
 mutual nearest neighbours that pass Lowe's ratio test. An image whose long side exceeds
 ``max_image_px`` is described at that size (area-averaged) and its keypoints are returned in the
 original image's pixels, so intrinsics and thresholds stay those of the camera. Descriptions are
-cached per image (keyed by its bytes; bounded in entries and in bytes,
-:mod:`~g2g_model.localization.bounded_cache`), so a map frame or a query frame that takes part in
+cached per image (keyed by its bytes, :mod:`~g2g_model.localization.image_keys`; bounded in
+entries and in bytes, :mod:`~g2g_model.localization.bounded_cache`), so a map frame or a query frame that takes part in
 several verifications is described once.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional, Sequence
 
 import cv2
 import numpy as np
 import torch
 
 from g2g_model.localization.bounded_cache import BoundedCache
+from g2g_model.localization.image_keys import image_keys
 
 FEATURES = ("sift",)
 # Half of OpenCV's default: the simulator's and many indoor images are low in contrast, and
@@ -60,9 +60,8 @@ class LocalFeatures:
 
     @staticmethod
     def image_key(image: np.ndarray) -> bytes:
-        image = np.ascontiguousarray(image)
-        return hashlib.blake2b(image.tobytes(), digest_size=16).digest() + \
-            np.asarray(image.shape, np.int32).tobytes()
+        """The cache key of ``image``'s content (:mod:`~g2g_model.localization.image_keys`)."""
+        return image_keys(image)
 
     def __len__(self) -> int:
         return len(self.cache)
@@ -98,24 +97,82 @@ class LocalFeatures:
         longer fails the ratio test against its copies elsewhere in the image).
 
         Brute force as one matrix product (torch, multi-threaded): ~10x faster than OpenCV's
-        brute-force matcher for 2,000 x 2,000 descriptors, same neighbours."""
+        brute-force matcher for 2,000 x 2,000 descriptors, same neighbours. With ``allowed``,
+        only the rows and columns that have a candidate enter the product: a keypoint without
+        any allowed partner can neither match nor be any keypoint's nearest or second-nearest
+        allowed neighbour, so the result is that of the whole matrix (guided matching of two
+        cameras that barely overlap keeps a few per cent of the rows)."""
         empty = np.zeros((0, 2), int)
         if len(desc_a) < 2 or len(desc_b) < 2:
             return (empty, np.zeros(0)) if with_ratio else empty
+        if allowed is None:
+            return self._nearest(desc_a, desc_b, None, with_ratio)
+        allowed = np.asarray(allowed, bool)
+        rows, cols = _with_two(allowed.any(1)), _with_two(allowed.any(0))
+        if rows is None:
+            return (empty, np.zeros(0)) if with_ratio else empty
+        out = self._nearest(desc_a[rows], desc_b[cols], allowed[np.ix_(rows, cols)], with_ratio)
+        pairs = out[0] if with_ratio else out
+        pairs = np.stack([rows[pairs[:, 0]], cols[pairs[:, 1]]], 1).reshape(-1, 2)
+        return (pairs, out[1]) if with_ratio else pairs
+
+    def match_each(self, descs_a: Sequence[np.ndarray], desc_b: np.ndarray) -> List[np.ndarray]:
+        """``[match(desc_a, desc_b) for desc_a in descs_a]`` with one matrix product for all
+        (several frames' points looked for in one image); the same pairs."""
+        sizes = [len(d) for d in descs_a]
+        out = [np.zeros((0, 2), int) for _ in descs_a]
+        used = [k for k, n in enumerate(sizes) if n >= 2]
+        if len(desc_b) < 2 or not used:
+            return out
+        d2 = self._distances(np.concatenate([descs_a[k] for k in used]), desc_b)
+        best, nearest = torch.topk(d2, 2, dim=1, largest=False)
+        start = 0
+        for k in used:
+            block = slice(start, start + sizes[k])
+            start += sizes[k]
+            out[k] = self._keep(d2[block], best[block], nearest[block], False)
+        return out
+
+    @staticmethod
+    def _distances(desc_a: np.ndarray, desc_b: np.ndarray) -> torch.Tensor:
+        """``[Na, Nb]`` squared L2 distances (one matrix product)."""
         a = torch.from_numpy(np.ascontiguousarray(desc_a, np.float32))
         b = torch.from_numpy(np.ascontiguousarray(desc_b, np.float32))
-        d2 = torch.addmm((a * a).sum(1, keepdim=True) + (b * b).sum(1), a, b.T,
-                         beta=1.0, alpha=-2.0).clamp_(min=0.0)
+        return torch.addmm((a * a).sum(1, keepdim=True) + (b * b).sum(1), a, b.T,
+                           beta=1.0, alpha=-2.0).clamp_(min=0.0)
+
+    def _nearest(self, desc_a: np.ndarray, desc_b: np.ndarray, allowed: Optional[np.ndarray],
+                 with_ratio: bool):
+        """:meth:`match` on whole descriptor sets (at least two each)."""
+        d2 = self._distances(desc_a, desc_b)
         if allowed is not None:
-            d2.masked_fill_(~torch.from_numpy(np.asarray(allowed, bool)), NOT_ALLOWED)
+            d2.masked_fill_(~torch.from_numpy(allowed), NOT_ALLOWED)
         best, nearest = torch.topk(d2, 2, dim=1, largest=False)
-        mutual = d2.argmin(0)[nearest[:, 0]] == torch.arange(len(a))
+        return self._keep(d2, best, nearest, with_ratio)
+
+    def _keep(self, d2: torch.Tensor, best: torch.Tensor, nearest: torch.Tensor,
+              with_ratio: bool):
+        """The mutual nearest neighbours of ``d2`` (rows a, columns b) passing the ratio test,
+        from each row's two nearest (``best`` distances, ``nearest`` columns)."""
+        mutual = d2.argmin(0)[nearest[:, 0]] == torch.arange(len(d2))
         dist = best.sqrt().numpy()
         ratio = dist[:, 0] / np.maximum(dist[:, 1], 1e-9)
         keep = np.flatnonzero((dist[:, 0] < self.ratio * dist[:, 1]) & mutual.numpy()
                               & (best[:, 0].numpy() < NOT_ALLOWED))
         pairs = np.stack([keep, nearest[:, 0].numpy()[keep]], 1).astype(int).reshape(-1, 2)
         return (pairs, ratio[keep].astype(float)) if with_ratio else pairs
+
+
+def _with_two(used: np.ndarray) -> Optional[np.ndarray]:
+    """Indices of the ``used`` entries, topped up to two with unused ones (a keypoint without
+    allowed partners changes nothing: its distances are all NOT_ALLOWED); None if none is
+    used."""
+    idx = np.flatnonzero(used)
+    if not len(idx):
+        return None
+    if len(idx) < 2:
+        idx = np.sort(np.concatenate([idx, np.flatnonzero(~used)[:2 - len(idx)]]))
+    return idx
 
 
 def per_frame_intrinsics(intrinsics, n: int) -> np.ndarray:

@@ -10,29 +10,48 @@ from g2g_model.geometry import invert_pose
 G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
 
 
+class SampsonTerms:
+    """The Sampson errors (pixels) of rig matches as a function of the body motion:
+    ``terms(delta)`` for ``delta`` = base_prev_T_base_now, concatenated over the camera pairs
+    (the matches selected by ``masks``; None: all). What does not depend on the motion (the
+    homogeneous keypoints, the inverse intrinsics, the cameras' extrinsics) is prepared once,
+    so the 13 evaluations of :func:`motion_covariance` cost little more than one."""
+
+    def __init__(self, matches, masks, ext_a, ext_b, cams_a, cams_b):
+        self._pairs = []
+        for k, m in enumerate(matches):
+            mask = np.ones(len(m.x1), bool) if masks is None else np.asarray(masks[k], bool)
+            if not mask.any():
+                continue
+            x1 = np.asarray(m.x1, float)[mask]
+            x2 = np.asarray(m.x2, float)[mask]
+            self._pairs.append((
+                np.vstack([ext_a[m.cam_id1].Rt, [0, 0, 0, 1]]),
+                invert_pose(np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]])),
+                np.linalg.inv(camera_matrix(cams_a[m.cam_id1])).T,
+                np.linalg.inv(camera_matrix(cams_b[m.cam_id2])),
+                np.c_[x1, np.ones(len(x1))], np.c_[x2, np.ones(len(x2))]))
+
+    def __call__(self, delta: np.ndarray) -> np.ndarray:
+        out = []
+        for a_T_body, body_T_b, ka_inv_t, kb_inv, x1, x2 in self._pairs:
+            # camera_a <- camera_b through the bodies: E relates their normalised rays.
+            a_T_b = a_T_body @ delta @ body_T_b
+            t = a_T_b[:3, 3]
+            E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ a_T_b[:3, :3]
+            F = ka_inv_t @ E @ kb_inv
+            Fx2, Ftx1 = x2 @ F.T, x1 @ F
+            num = np.sum(x1 * Fx2, 1)
+            den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
+            out.append(num / np.maximum(den, 1e-12))
+        return np.concatenate(out) if out else np.zeros(0)
+
+
 def sampson_errors(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b
                    ) -> np.ndarray:
     """Sampson errors (pixels) of the matches selected by ``masks`` (None: all) under the body
     motion ``delta`` (base_prev_T_base_now), concatenated over the camera pairs."""
-    out = []
-    for k, m in enumerate(matches):
-        mask = np.ones(len(m.x1), bool) if masks is None else masks[k]
-        if not mask.any():
-            continue
-        # camera_a <- camera_b through the bodies: E relates their normalised rays.
-        a_T_b = np.vstack([ext_a[m.cam_id1].Rt, [0, 0, 0, 1]]) @ delta @ invert_pose(
-            np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]]))
-        R, t = a_T_b[:3, :3], a_T_b[:3, 3]
-        E = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]]) @ R
-        F = np.linalg.inv(camera_matrix(cams_a[m.cam_id1])).T @ E @ np.linalg.inv(
-            camera_matrix(cams_b[m.cam_id2]))
-        x1 = np.c_[np.asarray(m.x1)[mask], np.ones(mask.sum())]
-        x2 = np.c_[np.asarray(m.x2)[mask], np.ones(mask.sum())]
-        Fx2, Ftx1 = x2 @ F.T, x1 @ F
-        num = np.sum(x1 * Fx2, 1)
-        den = np.sqrt(Fx2[:, 0] ** 2 + Fx2[:, 1] ** 2 + Ftx1[:, 0] ** 2 + Ftx1[:, 1] ** 2)
-        out.append(num / np.maximum(den, 1e-12))
-    return np.concatenate(out) if out else np.zeros(0)
+    return SampsonTerms(matches, masks, ext_a, ext_b, cams_a, cams_b)(delta)
 
 
 def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
@@ -40,8 +59,10 @@ def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, c
     """``[6, 6]`` covariance of ``delta`` from the Sampson errors (pixels) of the inlier
     matches: ``sigma^2 (J^T J)^-1``, J by central differences of a perturbation of delta's
     translation and rotation (about the previous base frame's axes)."""
+    terms = SampsonTerms(matches, masks, ext_a, ext_b, cams_a, cams_b)
+
     def sampson(d6: np.ndarray) -> np.ndarray:
-        return sampson_errors(perturbed(delta, d6), matches, masks, ext_a, ext_b, cams_a, cams_b)
+        return terms(perturbed(delta, d6))
 
     r0 = sampson(np.zeros(6))
     eps = np.array([1e-4] * 3 + [1e-5] * 3)

@@ -95,12 +95,13 @@ def window_motion(structure: StructureVerifier, group_a, group_b, delta: np.ndar
     for cam in range(len(group_b.images)):
         now = local.describe(group_b.images[cam])
         x, X = [np.zeros((0, 2))], [np.zeros((0, 3))]
-        for prev, (idx, points) in enumerate(tracks):
-            if not len(idx) or (prev, cam) not in followed:
-                continue
-            found = local.match(feats_a[prev].descriptors[idx], now.descriptors)
+        looked = [prev for prev, (idx, _) in enumerate(tracks)
+                  if len(idx) and (prev, cam) in followed]
+        for prev, found in zip(looked, local.match_each(
+                [feats_a[prev].descriptors[tracks[prev][0]] for prev in looked],
+                now.descriptors)):
             x.append(now.keypoints[found[:, 1]])
-            X.append(points[found[:, 0]])
+            X.append(tracks[prev][1][found[:, 0]])
         p2d.append(np.concatenate(x).astype(float))
         p3d.append(np.concatenate(X).astype(float))
         exts.append(camera_pose(invert_pose(base_T_cam[cam])))
