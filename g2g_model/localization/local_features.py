@@ -5,8 +5,8 @@ mutual nearest neighbours that pass Lowe's ratio test. An image whose long side 
 ``max_image_px`` is described at that size (area-averaged) and its keypoints are returned in the
 original image's pixels, so intrinsics and thresholds stay those of the camera. Descriptions are
 cached per image (keyed by its bytes, :mod:`~g2g_model.localization.image_keys`; bounded in
-entries and in bytes, :mod:`~g2g_model.localization.bounded_cache`), so a map frame or a query frame that takes part in
-several verifications is described once.
+entries and in bytes, :mod:`~g2g_model.localization.bounded_cache`), so a map frame or a query
+frame that takes part in several verifications is described once.
 """
 
 from __future__ import annotations
