@@ -71,7 +71,7 @@ def replay(traj: TrajectoryReader, stride: int, g2g: CachedG2G, setting: dict):
     verifier = RigMotionVerifier(rig_verifier_config(**setting))
     odo = RigOdometry(g2g, base_T_cam, verifier=verifier)
     frames = list(range(0, traj.num_frames, stride))
-    rows, prev = [], None
+    rows, prev, prev_group = [], None, None
     for i in frames:
         images = [traj.image(c, i) for c in cams]
         group = RigFrames(int(traj.timestamps_ns[i]), cams, images, intrinsics)

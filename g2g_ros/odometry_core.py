@@ -199,7 +199,7 @@ class RigOdometry:
             reason = f"verification deferred: {deferred}"
         elif self.verifier is not None:
             before = {}
-            # The keyframe map costs a step about 85 ms more: a node already behind (a newer
+            # The keyframe map costs a step about 50 ms more: a node already behind (a newer
             # group queued, deferral used up) verifies without it, so it keeps up at 5 Hz.
             if (self._before is not None and getattr(self.verifier, "takes_before", False)
                     and not (self.defer is not None and self.defer())):
