@@ -2,7 +2,7 @@
 
 A robot's cameras give 1-6 MP images, but no consumer needs that many pixels: G2G takes its
 backbone's input size (e.g. 112 x 112), the rotation matcher works from that, and the verifiers
-describe images at ``verify_max_image_px`` on the long side. Each image is therefore reduced
+describe images at ``verify_max_image_px`` on the long side (:func:`description_scale`). Each image is therefore reduced
 ONCE, as it is converted, to the smallest size that still serves every consumer
 (:class:`ImageNeeds`), and its K is scaled with it.
 
@@ -34,6 +34,27 @@ from g2g_model.estimation.groups import resize_with_intrinsics, scale_intrinsics
 
 #: Reductions libjpeg applies while decoding (OpenCV's IMREAD_REDUCED_COLOR_2/4/8).
 JPEG_FACTORS = (8, 4, 2)
+#: The widest aspect (long side / short side) whose images are described at ``max_image_px``
+#: on the long side; a wider image keeps the pixels of a 4:3 image of that long side.
+DESCRIBED_ASPECT = 4 / 3
+
+
+def description_scale(width: int, height: int, max_image_px: int) -> float:
+    """The factor (<= 1) an image is described at for a verifier's ``max_image_px`` (0: full
+    size): its long side at most ``max_image_px``, except that an image wider than 4:3 keeps
+    the pixels of a 4:3 image of that long side (``max_image_px`` x ``3/4 max_image_px``).
+
+    The feature budget follows the pixels, not the long side: a 1241 x 376 car camera at a
+    long side of 320 px would be described at 320 x 97, and on real stereo car steps
+    (benchmarks/RESULTS_real_rig_steps.md) 7 of 50 verified steps were then off by more than
+    10 % of their length; at 503 x 152 (the pixels of 320 x 240) none was. Square and 4:3
+    images are described as before."""
+    if not max_image_px:
+        return 1.0
+    long_side, short_side = max(width, height), min(width, height)
+    by_side = max_image_px / long_side
+    by_pixels = (max_image_px * max_image_px / DESCRIBED_ASPECT / (long_side * short_side)) ** 0.5
+    return min(1.0, max(by_side, by_pixels))
 
 
 @dataclass(frozen=True)
@@ -43,8 +64,9 @@ class ImageNeeds:
     Attributes:
         min_hw: (H, W) the model's input; the copy keeps at least this many pixels in each
             direction (G2G resizes every image to it, whatever its aspect).
-        max_image_px: the verifier describes images at this long side; 0: at full size (no
-            reduction then); None: no verifier (the model alone decides).
+        max_image_px: the verifier describes images at this long side
+            (:func:`description_scale`); 0: at full size (no reduction then); None: no
+            verifier (the model alone decides).
     """
 
     min_hw: Tuple[int, int]
@@ -55,7 +77,8 @@ class ImageNeeds:
         if self.max_image_px == 0:
             return 1.0
         model = max(self.min_hw[0] / height, self.min_hw[1] / width)
-        verifier = (self.max_image_px or 0) / max(width, height)
+        verifier = description_scale(width, height, self.max_image_px) \
+            if self.max_image_px else 0.0
         return min(1.0, max(model, verifier))
 
     def size(self, width: int, height: int) -> Tuple[int, int]:

@@ -2,7 +2,9 @@
 
 RootSIFT (OpenCV SIFT, L1-normalised, square-rooted) compared with the L2 norm; matches are
 mutual nearest neighbours that pass Lowe's ratio test. An image whose long side exceeds
-``max_image_px`` is described at that size (area-averaged) and its keypoints are returned in the
+``max_image_px`` is described at that size (area-averaged; an image wider than 4:3 with the
+pixels of a 4:3 image of that long side,
+:func:`~g2g_model.cameras.reduction.description_scale`) and its keypoints are returned in the
 original image's pixels, so intrinsics and thresholds stay those of the camera. Descriptions are
 cached per image (keyed by its bytes, :mod:`~g2g_model.localization.image_keys`; bounded in
 entries and in bytes, :mod:`~g2g_model.localization.bounded_cache`), so a map frame or a query
@@ -18,6 +20,7 @@ import cv2
 import numpy as np
 import torch
 
+from g2g_model.cameras.reduction import description_scale
 from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.image_keys import image_keys
 
@@ -41,7 +44,8 @@ class Features:
 class LocalFeatures:
     """``describe(image) -> Features`` (cached: at most ``cache_size`` images and
     ``cache_bytes`` of keypoints and descriptors) and ``match(desc_a, desc_b) -> [M, 2]``.
-    ``max_image_px``: images with a longer side are described downscaled to it (0: never)."""
+    ``max_image_px``: images with a longer side are described downscaled to it
+    (:func:`~g2g_model.cameras.reduction.description_scale`; 0: never)."""
 
     def __init__(self, feature: str = "sift", max_features: int = 2000, ratio: float = 0.8,
                  cache_size: int = 160, contrast_threshold: float = CONTRAST_THRESHOLD,
@@ -73,8 +77,8 @@ class LocalFeatures:
             return hit
         gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
         height, width = gray.shape[:2]
-        if self.max_image_px and max(height, width) > self.max_image_px:
-            f = self.max_image_px / max(height, width)
+        f = description_scale(width, height, self.max_image_px)
+        if f < 1.0:
             gray = cv2.resize(gray, (max(1, round(width * f)), max(1, round(height * f))),
                               interpolation=cv2.INTER_AREA)
         kps, desc = self._sift.detectAndCompute(gray, None)
