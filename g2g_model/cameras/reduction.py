@@ -2,9 +2,9 @@
 
 A robot's cameras give 1-6 MP images, but no consumer needs that many pixels: G2G takes its
 backbone's input size (e.g. 112 x 112), the rotation matcher works from that, and the verifiers
-describe images at ``verify_max_image_px`` on the long side (:func:`description_scale`). Each image is therefore reduced
-ONCE, as it is converted, to the smallest size that still serves every consumer
-(:class:`ImageNeeds`), and its K is scaled with it.
+describe images at ``verify_max_image_px`` on the long side (:func:`description_scale`). Each
+image is therefore reduced ONCE, as it is converted, to the smallest size that still serves
+every consumer (:class:`ImageNeeds`), and its K is scaled with it.
 
 How the copy is made:
 
