@@ -52,10 +52,8 @@ def scene(request):
     return lens, _blobs(pixels.reshape(-1, 2))
 
 
-# (max_image_px, JPEG factor, reduced size): 1936 x 1216 is wider than 4:3, so the reduced
-# copy keeps the pixels of a 4:3 image of that long side (description_scale).
-SIZES = [(886, 2, (968, 608)), (443, 4, (484, 304)), (221, 8, (241, 152)),
-         (320, 4, (350, 220)), (700, 2, (765, 480))]
+SIZES = [(968, 2, (968, 608)), (484, 4, (484, 304)), (242, 8, (242, 152)),
+         (320, 4, (320, 201)), (700, 2, (700, 440))]
 
 
 @pytest.mark.parametrize("max_px,factor,size", SIZES)
@@ -79,30 +77,28 @@ def test_a_projected_point_lands_where_the_reduced_K_says(scene, transport, max_
 def test_without_the_pixel_centre_shift_a_point_would_miss_by_a_quarter_pixel():
     # Guards the test's power: a K scaled as x' = s x is measurably off at 1/2.
     full = _blobs((K @ (POINTS[0] / POINTS[0][2]))[None, :2])
-    calibrations = CameraCalibrations(needs=ImageNeeds((112, 112), 886))  # 968 x 608: 1/2
+    calibrations = CameraCalibrations(needs=ImageNeeds((112, 112), 968))
     calibrations.set_lens("cam0", Lens.pinhole(K, W, H))
     image, _ = calibrations.image("cam0", _message(full, "jpeg"))
-    assert image.shape[:2] == (608, 968)
     naive = (np.diag([0.5, 0.5, 1.0]) @ K @ (POINTS[0] / POINTS[0][2]))[:2]
     off = _centroid(image, naive, 12) - naive
     assert np.all(np.abs(off + 0.25) < 0.05), off
 
 
 def test_sizes_follow_the_consumers():
-    # 1936 x 1216 is wider than 4:3: the pixels of 320 x 240 (description_scale)
-    assert ImageNeeds((112, 112), 320).size(W, H) == (350, 220)
+    assert ImageNeeds((112, 112), 320).size(W, H) == (320, 201)
     assert ImageNeeds((112, 112), None).size(W, H) == (178, 112)  # the model alone
     assert ImageNeeds((112, 112), 0).size(W, H) == (W, H)  # a verifier at full size
     assert ImageNeeds((224, 224), 64).size(W, H) == (357, 224)  # the model needs more
     assert ImageNeeds((112, 112), 4096).size(W, H) == (W, H)
-    assert jpeg_factor((W, H), (350, 220)) == 4
+    assert jpeg_factor((W, H), (320, 201)) == 4
     assert jpeg_factor((W, H), (W, H)) == 1
     assert jpeg_factor((1930, 1216), (241, 152)) == 2  # 8 and 4 do not divide 1930
 
 
-def test_wide_images_are_described_with_the_pixels_of_a_four_by_three_image():
-    """Square and 4:3 images are described at max_image_px on the long side; a wider one
-    (a 1241 x 376 car camera) keeps the pixels of a 4:3 image of that long side instead of
+def test_wide_images_are_described_with_the_pixels_of_a_sixteen_by_nine_image():
+    """Images up to 16:9 are described at max_image_px on the long side; a wider one (a
+    1241 x 376 car camera) keeps the pixels of a 16:9 image of that long side instead of
     shrinking to 320 x 97; the verifier's features and the node's reduced copy agree."""
     def size(w, h, px):
         s = description_scale(w, h, px)
@@ -110,12 +106,13 @@ def test_wide_images_are_described_with_the_pixels_of_a_four_by_three_image():
 
     assert size(480, 480, 320) == (320, 320)
     assert size(640, 480, 320) == (320, 240)
-    assert size(480, 640, 320) == (240, 320)            # portrait: the same rule
-    assert size(1241, 376, 320) == (503, 153)           # 320 x 240 = 76,800 pixels
-    assert size(376, 1241, 320) == (153, 503)
+    assert size(1920, 1080, 480) == (480, 270)          # 16:9: as before (JPEG at 1/4)
+    assert size(W, H, 480) == (480, 301)
+    assert size(1241, 376, 320) == (436, 132)           # 320 x 180 = 57,600 pixels
+    assert size(376, 1241, 320) == (132, 436)           # portrait: the same rule
     assert size(200, 100, 320) == (200, 100)            # never enlarged
     assert description_scale(1241, 376, 0) == 1.0       # 0: full size
-    assert ImageNeeds((112, 112), 320).size(1241, 376) == (503, 153)
+    assert ImageNeeds((112, 112), 320).size(1241, 376) == (436, 132)
     from g2g_model.localization.local_features import LocalFeatures
 
     rng = np.random.default_rng(0)
