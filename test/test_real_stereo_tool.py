@@ -3,6 +3,7 @@ conversion of a source repository into the dataset format (a small repository ma
 the source's layout)."""
 
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -54,8 +55,10 @@ def _source_repo(tmp_path: Path, frames: int) -> Path:
         for k in range(frames):
             cv2.imwrite(str(clip / sub / f"{k:06d}.png"),
                         rng.integers(0, 255, (40, 120), dtype=np.uint8))
+    # KITTI's field of view on the small images: P scaled by 120 / 1226.
+    small = [P * np.array([[0.0979], [0.0979], [1.0]]) for P in (P0, P1)]
     (clip / "calib.txt").write_text("\n".join(" ".join(f"{v:e}" for v in P.ravel())
-                                              for P in (P0, P1)))
+                                              for P in small))
     poses = [np.hstack([np.eye(3), [[0.0], [0.0], [1.2 * k]]]).ravel() for k in range(frames)]
     (clip / "poses.txt").write_text("\n".join(" ".join(f"{v:e}" for v in p) for p in poses))
     for cmd in (["init", "-q"], ["add", "."],
@@ -76,15 +79,15 @@ def test_a_source_file_that_is_not_the_recorded_one_is_refused(tmp_path, capsys)
 
 
 def test_conversion_into_the_dataset_format(tmp_path, monkeypatch):
-    repo = _source_repo(tmp_path, 3)
+    repo = _source_repo(tmp_path, 14)
     clip = repo / "KITTI_sequence_1"
-    monkeypatch.setattr(make_real_stereo, "FRAMES", 3)
+    monkeypatch.setattr(make_real_stereo, "FRAMES", 14)
     monkeypatch.setattr(make_real_stereo, "CLIPS", {"KITTI_sequence_1": (
         "clip", "06", _sha(clip / "calib.txt"), _sha(clip / "poses.txt"))})
     out = tmp_path / "out"
     assert main(["--visualslam-repo", str(repo), "--commit", "HEAD", "--out", str(out)]) == 0
     traj = TrajectoryReader(out / "clip")
-    assert traj.num_frames == 3 and list(traj.cameras) == ["left", "right"]
+    assert traj.num_frames == 14 and list(traj.cameras) == ["left", "right"]
     # World = the body at the first frame, z up; the car drives along its x axis.
     np.testing.assert_allclose(traj.world_T_body[0], np.eye(4), atol=1e-9)
     np.testing.assert_allclose(traj.world_T_body[2][:3, 3], [2.4, 0.0, 0.0], atol=1e-9)
@@ -92,4 +95,13 @@ def test_conversion_into_the_dataset_format(tmp_path, monkeypatch):
     assert image.shape == (40, 120, 3) and np.array_equal(image[..., 0], image[..., 2])
     source = cv2.imread(str(clip / "image_r" / "000001.png"), cv2.IMREAD_GRAYSCALE)
     np.testing.assert_array_equal(image[..., 0], source)
-    assert (out / "sources.json").exists()
+    sources = json.loads((out / "sources.json").read_text())
+    assert sources["clips"]["clip"]["sha256"]
+    # Relocalization windows of the left camera along the drive, both ways, no shared frame.
+    pairs = json.loads((out / "pairs_w5.json").read_text())
+    assert pairs and sources["window_pairs"]["pairs_w5"] == len(pairs)
+    assert all(p["traj_a"] == "clip" and p["cam_a"] == "left" and
+               abs(p["start_a"] - p["start_b"]) >= 5 for p in pairs)
+    # A second run keeps the trajectory and its record.
+    assert main(["--visualslam-repo", str(repo), "--commit", "HEAD", "--out", str(out)]) == 0
+    assert json.loads((out / "sources.json").read_text())["clips"]["clip"]["sha256"]

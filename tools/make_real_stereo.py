@@ -33,6 +33,11 @@ Usage::
         --out data/real_stereo_kitti
     g2g-data rig-pairs data/real_stereo_kitti --min-distance 1 --max-distance 3 \
         --min-frame-gap 1 --max-frame-gap 3 --out data/real_stereo_kitti/rig_car_steps.csv
+
+It also writes relocalization window pairs of the left camera along each drive
+(``pairs_w3.json``, ``pairs_w5.json``: windows 4-10 m apart, scored by the pose-only overlap
+proxy, :mod:`g2g_model.data.frustum_pairs`), the real outdoor validation of ``g2g-eval --task
+reloc``.
 """
 
 from __future__ import annotations
@@ -54,6 +59,10 @@ from make_real_val import git_show  # noqa: E402
 
 from g2g_model.data.convert_tum import T_BODY_OPTICAL  # noqa: E402
 from g2g_model.data.format import TrajectoryReader, TrajectoryWriter, is_complete  # noqa: E402
+from g2g_model.data.frustum_pairs import (  # noqa: E402
+    frustum_overlap_matrix, frustum_window_pairs,
+)
+from g2g_model.data.mining import write_index  # noqa: E402
 from g2g_model.data.rig import CameraSpec, Rig  # noqa: E402
 from g2g_model.geometry import invert_pose  # noqa: E402
 
@@ -74,6 +83,11 @@ CLIPS = {
                          "7cb2a0b98f2ceb47f0424d965a3d244832419293002be20dc8c7c3ac9c5a90db"),
 }
 FRAMES = 51
+# Relocalization window pairs of the left camera: windows of W frames, G frames apart (1.0-1.2 m
+# per frame: windows 3.5-6 m long, 4-10 m apart), scored by the pose-only overlap proxy at a
+# street's depth.
+PAIR_GAPS = {3: (4, 5, 6), 5: (5, 6, 7, 8)}
+PROXY_DEPTH_M = 15.0
 PERIOD_NS = 100_000_000
 CAMERAS = ("left", "right")
 SUBFOLDERS = ("image_l", "image_r")
@@ -144,6 +158,26 @@ def convert_clip(repo: Path, commit: str, folder: str, traj: Path, overwrite: bo
                        round(float(steps.max()), 3)], "sha256": sha}
 
 
+def window_pairs(out: Path, names, min_score: float = 0.3) -> dict:
+    """``pairs_w{W}.json`` of every clip's left camera (relocalization windows along the
+    drive), merged; their counts."""
+    summary = {}
+    for window, gaps in PAIR_GAPS.items():
+        pairs = []
+        for name in names:
+            reader = TrajectoryReader(out / name)
+            cam = reader.rig["left"]
+            overlap = frustum_overlap_matrix(cam.K, cam.width, cam.height,
+                                             reader.world_T_cam("left"), depth_m=PROXY_DEPTH_M)
+            pairs += frustum_window_pairs(overlap, name, "left", window, gaps,
+                                          min_score=min_score)
+        if not pairs:
+            raise ValueError(f"no window pair of {window} frames scores >= {min_score}")
+        write_index(pairs, out / f"pairs_w{window}.json")
+        summary[f"pairs_w{window}"] = len(pairs)
+    return summary
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--visualslam-repo", type=Path, required=True,
@@ -165,18 +199,19 @@ def main(argv=None) -> int:
             if args.overwrite or not is_complete(traj):
                 clips[name] = convert_clip(args.visualslam_repo, commit, folder, traj,
                                            args.overwrite)
-            else:
-                reader = TrajectoryReader(traj)
-                clips[name] = {"trajectory": name, "frames": reader.num_frames,
-                               "kept": "already complete"}
+            else:  # kept: its record of the earlier conversion stays
+                old = json.loads((args.out / "sources.json").read_text()).get("clips", {}) \
+                    if (args.out / "sources.json").exists() else {}
+                clips[name] = old.get(name) or {"trajectory": name, "kept": "already complete"}
+        pairs = window_pairs(args.out, list(clips))
     except ValueError as exc:
         print(f"make_real_stereo: error: {exc}", file=sys.stderr)
         return 2
     (args.out / "sources.json").write_text(json.dumps(
-        {"dataset": dict(SOURCE, commit=commit), "clips": clips,
+        {"dataset": dict(SOURCE, commit=commit), "clips": clips, "window_pairs": pairs,
          "seconds": round(time.time() - t0, 1)}, indent=1) + "\n")
-    print(json.dumps({name: {k: v for k, v in c.items() if k != "sha256"}
-                      for name, c in clips.items()}, indent=1))
+    print(json.dumps({**{name: {k: v for k, v in c.items() if k != "sha256"}
+                         for name, c in clips.items()}, "window_pairs": pairs}, indent=1))
     return 0
 
 
