@@ -192,6 +192,8 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     clips = {}
+    record = args.out / "sources.json"
+    earlier = json.loads(record.read_text()).get("clips", {}) if record.exists() else {}
     try:
         commit = resolve_commit(args.visualslam_repo, args.commit)
         for folder, (name, *_) in CLIPS.items():
@@ -200,9 +202,8 @@ def main(argv=None) -> int:
                 clips[name] = convert_clip(args.visualslam_repo, commit, folder, traj,
                                            args.overwrite)
             else:  # kept: its record of the earlier conversion stays
-                old = json.loads((args.out / "sources.json").read_text()).get("clips", {}) \
-                    if (args.out / "sources.json").exists() else {}
-                clips[name] = old.get(name) or {"trajectory": name, "kept": "already complete"}
+                clips[name] = earlier.get(name) or {"trajectory": name,
+                                                    "kept": "already complete"}
         pairs = window_pairs(args.out, list(clips))
     except ValueError as exc:
         print(f"make_real_stereo: error: {exc}", file=sys.stderr)
