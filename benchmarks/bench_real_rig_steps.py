@@ -45,6 +45,7 @@ class CachedG2G:
 
     def __init__(self, pipe: G2GPipeline):
         self.pipe, self.cache, self.cpu = pipe, {}, []
+        self.last = None  # the answer of the latest call: G2G's step before verification
 
     def __call__(self, group_a, group_b):
         key = (image_keys(group_a.images[0]), image_keys(group_b.images[0]))
@@ -53,7 +54,8 @@ class CachedG2G:
             pred = self.pipe.predict(group_a, group_b)
             self.cpu.append(time.process_time() - t0)
             self.cache[key] = (pred.a0_T_b0, pred.b0_estimates)
-        return self.cache[key]
+        self.last = self.cache[key]
+        return self.last
 
 
 def step_error(truth: np.ndarray, delta: np.ndarray):
@@ -71,7 +73,7 @@ def replay(traj: TrajectoryReader, stride: int, g2g: CachedG2G, setting: dict):
     verifier = RigMotionVerifier(rig_verifier_config(**setting))
     odo = RigOdometry(g2g, base_T_cam, verifier=verifier)
     frames = list(range(0, traj.num_frames, stride))
-    rows, prev, prev_group = [], None, None
+    rows, prev = [], None
     for i in frames:
         images = [traj.image(c, i) for c in cams]
         group = RigFrames(int(traj.timestamps_ns[i]), cams, images, intrinsics)
@@ -80,11 +82,11 @@ def replay(traj: TrajectoryReader, stride: int, g2g: CachedG2G, setting: dict):
         cpu = time.process_time() - t0
         if prev is not None:
             truth = relative_pose(traj.world_T_body[prev], traj.world_T_body[i])
-            a0_T_b0, _ = g2g(odo._group(prev_group), odo._group(group))
+            a0_T_b0, _ = g2g.last  # asked by this step's odo.process
             cam0 = base_T_cam[cams[0]]
             rows.append((truth, update.delta, cam0 @ a0_T_b0 @ invert_pose(cam0), update.path,
                          update.method or "g2g", cpu))
-        prev, prev_group = i, group
+        prev = i
     return rows
 
 
