@@ -124,3 +124,28 @@ def test_presets_and_validation():
     with pytest.raises(ValueError, match="gt_b"):
         g2g_loss(rot[:, :0], torch.zeros(1, 0, 3), rot, torch.zeros(1, 2, 3),
                  torch.zeros(1, 1, 4, 4), torch.zeros(1, 3, 4, 4))
+
+
+def test_length_term_weighs_the_length_alone():
+    """``g2g_length``: standing still costs more than the right length reversed (the plain L1
+    term says the opposite), the right length in any direction costs the same, and the term
+    is 0 with ``length_weight`` 0."""
+    rot = torch.eye(3, dtype=torch.float64).expand(1, 1, 3, 3)
+    truth = torch.tensor([[[2.0, 0.0, 0.0]]], dtype=torch.float64)
+    gt = poses(rot, truth)
+    empty = gt[:, :0]
+
+    def loss(pred, config):
+        return g2g_loss(rot[:, :0], pred[:, :0], rot, pred, empty, gt, config)["loss"].item()
+
+    plain, length = LOSS_PRESETS["g2g"], LOSS_PRESETS["g2g_length"]
+    still, reversed_ = torch.zeros_like(truth), -truth
+    assert loss(still, plain) < loss(reversed_, plain)
+    assert loss(still, length) > loss(reversed_, length)
+    assert loss(still, length) - loss(still, plain) == pytest.approx(
+        math.log(2.05 / 0.05))
+    assert loss(reversed_, length) == pytest.approx(loss(reversed_, plain))
+    sideways = torch.tensor([[[0.0, 2.0, 0.0]]], dtype=torch.float64)
+    assert loss(sideways, length) == pytest.approx(loss(sideways, plain))
+    with pytest.raises(ValueError, match="length_weight"):
+        LossConfig(length_weight=-1.0)

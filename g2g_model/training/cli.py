@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config and exit (nothing is trained)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar (there is none when stderr is not a terminal)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -63,7 +64,8 @@ def main(argv=None) -> int:
     from g2g_model.training.trainer import Trainer
 
     try:
-        trainer = Trainer(config, resume=not args.no_resume, progress=not args.quiet)
+        trainer = Trainer(config, resume=not args.no_resume,
+                          progress=not args.quiet and sys.stderr.isatty())
     except ValueError as exc:
         print(f"g2g-train: error: {exc}", file=sys.stderr)
         return 2

@@ -69,7 +69,8 @@ def main(argv=None) -> int:
                                   args.verify, args.directions, args.no_rotation_matching)
         results = evaluate_methods(args.task, args.root, args.index, methods, args.out,
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
-                                   device=args.device, progress=not args.quiet,
+                                   device=args.device,
+                                   progress=not args.quiet and sys.stderr.isatty(),
                                    reverse_fraction=args.reverse_fraction)
     except ValueError as exc:
         print(f"g2g-eval: error: {exc}", file=sys.stderr)

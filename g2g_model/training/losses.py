@@ -12,9 +12,14 @@ the L1 form it grows monotonically over 0..180 deg). The total is::
 
     L = weight_a * mean_{i, batch} l_{A_i} + weight_b * mean_{j, batch} l_{B_j}
 
-clamped at ``clamp_max`` (10) so that one degenerate prediction cannot blow up a step (the
-gradient is zero above the clamp). The B0 rotation and translation terms are also returned on
-their own: the curriculum gate watches them.
+With ``length_weight > 0`` each B target adds ``length_weight * |log(|t_hat| + f) - log(|t| +
+f)|`` (``f`` = :data:`LENGTH_FLOOR_M`): an error in the length of the translation on its own,
+relative to the length. The L1 term's optimum for a model unsure of the direction of travel is
+a short translation (each axis's median); this term is indifferent to the direction.
+
+The total is clamped at ``clamp_max`` (10) so that one degenerate prediction cannot blow up a
+step (the gradient is zero above the clamp). The B0 rotation and translation terms are also
+returned on their own: the curriculum gate watches them.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from typing import Dict, Optional
 import torch
 
 ROTATION_DISTANCES = ("chordal_l1", "chordal_frobenius")
+# Lengths below this (m) count as about equal: standing still does not make the log term blow up.
+LENGTH_FLOOR_M = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +44,7 @@ class LossConfig:
     weight_b: float = 1.0
     rotation_distance: str = "chordal_l1"
     clamp_max: Optional[float] = 10.0
+    length_weight: float = 0.0
 
     def __post_init__(self):
         if self.rotation_distance not in ROTATION_DISTANCES:
@@ -44,7 +52,7 @@ class LossConfig:
                 f"rotation_distance must be one of {ROTATION_DISTANCES}, "
                 f"got {self.rotation_distance!r}"
             )
-        for name in ("rot_weight", "trans_weight", "weight_a", "weight_b"):
+        for name in ("rot_weight", "trans_weight", "weight_a", "weight_b", "length_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
@@ -55,6 +63,8 @@ LOSS_PRESETS: Dict[str, LossConfig] = {
     # The released code's default intra-group weight (0.3) and ||.||_1 mean translation term.
     "g2g_official": LossConfig(weight_a=0.3),
     "g2g_frobenius": LossConfig(rotation_distance="chordal_frobenius"),
+    # The length of B's translations weighed on its own (module docstring).
+    "g2g_length": LossConfig(length_weight=1.0),
 }
 
 
@@ -82,6 +92,13 @@ def rotation_distance(
 def translation_distance(t_hat: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """``||t_hat - t||_1`` per vector: ``[..., 3] -> [...]``."""
     return (t_hat - t).abs().sum(dim=-1)
+
+
+def length_distance(t_hat: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``|log(|t_hat| + f) - log(|t| + f)|`` per vector (``f`` = :data:`LENGTH_FLOOR_M`):
+    ``[..., 3] -> [...]``."""
+    return (torch.log(t_hat.norm(dim=-1) + LENGTH_FLOOR_M)
+            - torch.log(t.norm(dim=-1) + LENGTH_FLOOR_M)).abs()
 
 
 def g2g_loss(
@@ -120,6 +137,8 @@ def g2g_loss(
     d_rot_b = rotation_distance(rot_b, gt_b[..., :3, :3], kind)  # [B, NB]
     d_trans_b = translation_distance(trans_b, gt_b[..., :3, 3])  # [B, NB]
     per_b = config.rot_weight * d_rot_b + config.trans_weight * d_trans_b
+    if config.length_weight > 0:
+        per_b = per_b + config.length_weight * length_distance(trans_b, gt_b[..., :3, 3])
     loss_b = per_b.mean()
     zero = rot_b.new_zeros(())
     if rot_a.shape[1] > 0:
