@@ -16,7 +16,11 @@ Scales:
 
 * ``car``: the ``car5`` rig (forward stereo pair, side and rear cameras, ``--rig sim``
   parameters with the bag's cameras) driving
-  laps of the ``hall`` scene at a car's 1-3 m per frame at 10 Hz;
+  laps of the ``hall`` scene at a car's 1-3 m per frame at 10 Hz (``CAR_MOTION``: the body
+  slides sideways and backwards at bends, and its step changes by up to 1.3 m per frame);
+* ``car_vehicle``: the same rig and scene driven as a vehicle (the simulator's ``car`` motion
+  preset: it heads where it goes, brakes before bends, its step changes by at most 0.1 m per
+  frame, up to 3 m per frame at 10 Hz);
 * ``segway``: the ``ladybug6`` rig (five ring cameras cam1-cam5 on a 4 cm ring and one looking
   up, portrait images), ``--rig nclt`` parameters (its five ring cameras; the up-looking one,
   as NCLT's, is not used) moving through a ``large`` scene (rooms and doors) at 0.2-0.4 m per
@@ -42,7 +46,7 @@ import numpy as np
 
 from benchmarks.bench_rig_car_steps import CAR_MOTION
 from benchmarks.common import emit_report, machine_info, machine_line
-from g2g_model.data.sim.trajectory import MotionConfig
+from g2g_model.data.sim.trajectory import MOTION_PRESETS, MotionConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SEGWAY_MOTION = MotionConfig(rate_hz=5.0, step_m=(0.2, 0.4), radius_m=0.35, height_m=(1.0, 1.3),
@@ -66,6 +70,8 @@ class Scale:
 
 SCALES: Dict[str, Scale] = {
     "car": Scale("hall", "car5", CAR_MOTION, 500.0, 20015, "sim", (100.0, 200.0, 300.0, 400.0)),
+    "car_vehicle": Scale("hall", "car5", MOTION_PRESETS["car"], 500.0, 20015, "sim",
+                         (100.0, 200.0, 300.0, 400.0)),
     "segway": Scale("large", "ladybug6", SEGWAY_MOTION, 200.0, 20011, "nclt",
                     (50.0, 100.0, 150.0, 200.0), ("cam1", "cam2", "cam3", "cam4", "cam5")),
 }

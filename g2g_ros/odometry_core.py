@@ -32,6 +32,7 @@ import numpy as np
 
 from g2g_model.geometry import estimate_spread, invert_pose, rotation_angle_deg
 from g2g_model.estimation.groups import Group
+from g2g_model.localization.local_features import per_frame_intrinsics
 
 LOG = logging.getLogger(__name__)
 
@@ -116,13 +117,18 @@ class RigOdometry:
         defer: optional ``defer() -> reason or None``, asked before each verification: a
             reason defers the step (see the module docstring).
         max_deferred: at most this many groups in a row are deferred (0: never).
+        window: optional :class:`~g2g_model.localization.rig_window.KeyframeWindow`: after
+            each verified keyframe step the last keyframes and the points they share are
+            refined together and the newest keyframe's pose (and covariance) is the refined
+            one; a step without geometry starts a new window.
     """
 
     def __init__(self, estimate: EstimateFn, base_T_cam: Dict[str, np.ndarray],
                  keyframe_stride: int = 1, step_covariance: Sequence[float] = (
                      1e-3, 1e-3, 1e-3, 3e-4, 3e-4, 3e-4),
                  max_spread_m: float = 1.0, verifier: Optional[Callable] = None,
-                 defer: Optional[Callable[[], Optional[str]]] = None, max_deferred: int = 0):
+                 defer: Optional[Callable[[], Optional[str]]] = None, max_deferred: int = 0,
+                 window=None):
         if keyframe_stride < 1:
             raise ValueError(f"keyframe_stride must be >= 1, got {keyframe_stride}")
         if len(step_covariance) != 6 or min(step_covariance) < 0:
@@ -136,6 +142,7 @@ class RigOdometry:
         self.verifier = verifier
         self.defer = defer
         self.max_deferred = max_deferred
+        self.window = window
         self.deferred = 0  # groups deferred since construction
         self.reset()
 
@@ -181,6 +188,8 @@ class RigOdometry:
         group = self._group(frames)
         if self._previous is None:
             self._previous = frames
+            if self.window is not None:
+                self.window.restart(self.odom_T_base, self.covariance, self._cameras(frames))
             return OdometryUpdate(frames.stamp_ns, self.odom_T_base.copy(), np.eye(4),
                                   np.zeros(3), np.zeros(3), self.covariance.copy(), 0.0,
                                   list(frames.cameras), is_initial=True)
@@ -194,7 +203,7 @@ class RigOdometry:
                  invert_pose(self.base_T_cam[frames.cameras[0]]))
         step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
         deferred = self.verifier is not None and self._deferral()
-        stationary, measured, method = False, False, ""
+        stationary, measured, method, correspondences = False, False, "", []
         if deferred:
             reason = f"verification deferred: {deferred}"
         elif self.verifier is not None:
@@ -211,6 +220,7 @@ class RigOdometry:
                 delta, step_cov = check.delta, check.covariance
                 measured = getattr(check, "carries_length", False)
                 method = getattr(check, "method", "")
+                correspondences = getattr(check, "correspondences", [])
         # The spread judges G2G's own answer: a step the geometry verified or refined does not
         # rest on it (G2G's per-camera estimates of a car's 1-3 m step disagree by 1.7 m, and
         # a rejected step keeps the keyframe, so every later group was further off and
@@ -227,6 +237,15 @@ class RigOdometry:
         odom_T_base = self.odom_T_base @ delta
         covariance = self.covariance + rot @ step_cov @ rot.T
         if not deferred and not stationary:  # a keyframe: the odometry moves on from it
+            if self.window is not None:
+                refined = self.window.add(odom_T_base, covariance, self._cameras(frames),
+                                          correspondences)
+                if refined is not None:
+                    odom_T_base, covariance = refined.pose, refined.covariance
+                    delta = invert_pose(self.odom_T_base) @ odom_T_base
+                    reason += f"; {refined.reason}"
+                elif self.window.last_note:
+                    reason += f"; window: {self.window.last_note}"
             self.odom_T_base, self.covariance, self._previous = odom_T_base, covariance, frames
             # The keyframe map of the next step needs this one's length from the geometry.
             self._before = (prev, delta.copy()) if measured else None
@@ -238,6 +257,11 @@ class RigOdometry:
             path=path, inliers=inliers, reason=reason, deferred=bool(deferred),
             stationary=stationary, method=method,
         )
+
+    def _cameras(self, frames: RigFrames):
+        """``(base_T_cam, K)`` of each camera of ``frames`` (a refined window's)."""
+        ks = per_frame_intrinsics(frames.intrinsics, len(frames.cameras))
+        return [(self.base_T_cam[c], k) for c, k in zip(frames.cameras, ks)]
 
     def _deferral(self) -> Optional[str]:
         """Why this step's verification is deferred, or None (then it is verified)."""

@@ -9,8 +9,8 @@ import pytest
 
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
-from g2g_model.localization.rig_keyframe_map import evidence_inliers, pick_step, \
-    reprojection_inliers
+from g2g_model.localization.rig_keyframe_map import constant_velocity, evidence_inliers, \
+    pick_step, reprojection_inliers
 from g2g_model.localization.rig_motion import MotionVerification, RigMotionVerifier, \
     rig_verifier_config
 from g2g_model.localization.verdict import PATH_G2G
@@ -127,7 +127,8 @@ def test_rig_odometry_hands_the_verifier_the_keyframe_before_a_measured_step():
 
 
 def test_the_relative_pose_is_kept_where_the_map_agrees_and_a_dispute_widens_the_covariance():
-    """Lengths within 10 %: the relative pose's step, undisputed, its covariance untouched.
+    """Translations within 10 % of the step: the relative pose's step, undisputed, its
+    covariance untouched.
     Further apart: the better supported step (here a tie: the first), ``disputed``, with its
     position covariance widened to span the other step."""
     def step(x: float, method: str) -> MotionVerification:
@@ -137,7 +138,7 @@ def test_the_relative_pose_is_kept_where_the_map_agrees_and_a_dispute_widens_the
     agreed = pick_step([step(2.0, "relative"), step(1.9, "keyframe map")],
                        [], None, None, None, None, [], 4.0)
     assert agreed.method == "relative" and not agreed.disputed and agreed.carries_length
-    assert "the keyframe map agrees on the length (1.90 m)" in agreed.reason
+    assert "the keyframe map agrees on the step (1.90 m, 0.10 m apart)" in agreed.reason
     np.testing.assert_array_equal(agreed.covariance, np.eye(6) * 1e-6)
     disputed = pick_step([step(2.0, "relative"), step(1.0, "keyframe map")],
                          [], None, None, None, None, [], 4.0)
@@ -145,6 +146,39 @@ def test_the_relative_pose_is_kept_where_the_map_agrees_and_a_dispute_widens_the
     assert "chosen over the keyframe map step 1.00 m away" in disputed.reason
     assert disputed.covariance[0, 0] == pytest.approx(1.0 + 1e-6)
     assert disputed.covariance[1, 1] == pytest.approx(1e-6)
+    # The same length, reversed: a dispute, not an agreement.
+    reversed_ = pick_step([step(2.0, "relative"), step(-2.0, "keyframe map")],
+                          [], None, None, None, None, [], 4.0)
+    assert reversed_.disputed and "chosen over the keyframe map step 4.00 m away" in \
+        reversed_.reason
+
+
+def test_a_dispute_goes_to_the_step_nearer_the_previous_steps_velocity():
+    """With a predicted translation, the disputed step nearer to it wins (without one, the tie
+    in support goes to the relative pose's); the prediction is the previous step scaled by the
+    ratio of the keyframes' time intervals, or unscaled without stamps."""
+    def step(x: float, method: str) -> MotionVerification:
+        return MotionVerification("refined", make_pose(np.eye(3), [x, 0.0, 0.0]),
+                                  np.eye(6) * 1e-6, 100, method, method=method)
+
+    picked = pick_step([step(2.0, "relative"), step(-1.4, "keyframe map")],
+                       [], None, None, None, None, [], 4.0, np.array([-1.5, 0.0, 0.0]))
+    assert picked.method == "keyframe map" and picked.disputed
+    assert "0.10 m from the previous step's velocity (the other 3.50 m)" in picked.reason
+    picked = pick_step([step(2.0, "relative"), step(-1.4, "keyframe map")],
+                       [], None, None, None, None, [], 4.0, np.array([1.8, 0.1, 0.0]))
+    assert picked.method == "relative"
+
+    def at(stamp_ns):
+        return Group([np.zeros((8, 8, 3), np.uint8)], np.eye(3)[None], np.eye(4)[None],
+                     stamps=[stamp_ns])
+
+    previous = make_pose(np.eye(3), [1.0, 0.5, 0.0])
+    np.testing.assert_allclose(constant_velocity(at(0), previous, at(100), at(300)),
+                               [2.0, 1.0, 0.0])
+    unstamped = Group([np.zeros((8, 8, 3), np.uint8)], np.eye(3)[None], np.eye(4)[None])
+    np.testing.assert_allclose(constant_velocity(unstamped, previous, at(100), at(300)),
+                               [1.0, 0.5, 0.0])
 
 
 def test_a_node_behind_verifies_without_the_keyframe_map():

@@ -49,9 +49,22 @@ class SampsonTerms:
 
 def sampson_errors(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b
                    ) -> np.ndarray:
-    """Sampson errors (pixels) of the matches selected by ``masks`` (None: all) under the body
-    motion ``delta`` (base_prev_T_base_now), concatenated over the camera pairs."""
+    """Sampson errors (pixels, signed) of the matches selected by ``masks`` (None: all) under
+    the body motion ``delta`` (base_prev_T_base_now), concatenated over the camera pairs."""
     return SampsonTerms(matches, masks, ext_a, ext_b, cams_a, cams_b)(delta)
+
+
+def explained_matches(delta: np.ndarray, matches, ext_a, ext_b, cams_a, cams_b,
+                      threshold_px: float):
+    """Per camera pair, the matches whose Sampson error under ``delta`` (base_prev_T_base_now)
+    is below ``threshold_px``: ``[(cam_id1, cam_id2, x1 [M, 2], x2 [M, 2]), ...]``."""
+    out = []
+    for m in matches:
+        keep = np.abs(SampsonTerms([m], None, ext_a, ext_b, cams_a, cams_b)(delta)) < threshold_px
+        if keep.any():
+            out.append((m.cam_id1, m.cam_id2, np.asarray(m.x1, float)[keep],
+                        np.asarray(m.x2, float)[keep]))
+    return out
 
 
 def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,

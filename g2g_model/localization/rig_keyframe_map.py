@@ -23,7 +23,7 @@ one rarely fits the other's.
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -37,7 +37,8 @@ from g2g_model.localization.verdict import Fallback
 from g2g_model.localization.verification import StructureVerifier
 
 WHAT = "camera pairs of the last two keyframes"
-# Step lengths of two geometries further apart than this share of the longer are disputed.
+# Steps of two geometries whose translations lie further apart than this share of the longer
+# one's length are disputed.
 DISPUTED_LENGTH = 0.1
 
 
@@ -91,27 +92,55 @@ def evidence_inliers(delta: np.ndarray, matches, ext_a, ext_b, cams_a, cams_b,
     epipolar = 0
     if matches:
         errors = sampson_errors(delta, matches, None, ext_a, ext_b, cams_a, cams_b)
-        epipolar = int(np.sum(errors < reprojection_px / 2))
+        epipolar = int(np.sum(np.abs(errors) < reprojection_px / 2))
     return epipolar, sum(reprojection_inliers(delta, p, reprojection_px) for p in point_steps)
 
 
+def constant_velocity(before, step: np.ndarray, group_a, group_b) -> np.ndarray:
+    """The translation of the step from ``group_a`` to ``group_b`` if the body moves on as it
+    did from ``before`` to ``group_a`` (``step``: base_before_T_base_a), in base_a's frame:
+    ``step``'s translation scaled by the ratio of the keyframes' time intervals (their
+    ``stamps``; 1 without them)."""
+    t = np.asarray(step, float)[:3, 3]
+    stamps = [g.stamps[0] if getattr(g, "stamps", None) else None
+              for g in (before, group_a, group_b)]
+    if None in stamps or not stamps[1] > stamps[0]:
+        return t.copy()
+    return t * float(stamps[2] - stamps[1]) / float(stamps[1] - stamps[0])
+
+
 def pick_step(candidates, matches, ext_a, ext_b, cams_a, cams_b, point_steps: Sequence[PointStep],
-              reprojection_px: float):
+              reprojection_px: float, predicted: Optional[np.ndarray] = None):
     """Of the relative pose's step (``candidates[0]``) and the keyframe map's (``[1]``), both
-    ``MotionVerification``: the relative pose's where the map agrees on the step's length
-    within :data:`DISPUTED_LENGTH` (its rotation is the keyframes' own, while the map's carries
-    the previous step's rotation error forward: at Segway scale, publishing the map's steps
-    turned the heading by -1.03 deg per 100 m against -0.25). Otherwise the step that more of
-    all the geometries' matches support (:func:`evidence_inliers`), ``disputed``, its position
-    covariance widened by the outer product of the two steps' difference; its reason names the
-    other and both counts."""
+    ``MotionVerification``: the relative pose's where the two translations lie within
+    :data:`DISPUTED_LENGTH` of the longer one's length of each other (its rotation is the
+    keyframes' own, while the map's carries the previous step's rotation error forward: at
+    Segway scale, publishing the map's steps turned the heading by -1.03 deg per 100 m against
+    -0.25). The vectors are compared, not only their lengths: on a repeated texture one
+    geometry can settle on the step reversed, of about the same length (a simulated car in the
+    hall, 2026-11-29). Otherwise the step that more of all the geometries' matches support
+    (:func:`evidence_inliers`), ``disputed``, its position covariance widened by the outer
+    product of the two steps' difference; its reason names the other and both counts. With a
+    ``predicted`` translation (:func:`constant_velocity`) the step nearer to it wins instead:
+    on a repeated texture both geometries fit their own matches about equally well (a simulated
+    car in the hall: the wrong step had more support in 4 of 18 disputes), while a body's step
+    changes little from one keyframe to the next."""
     lengths = [float(np.linalg.norm(c.delta[:3, 3])) for c in candidates]
-    if abs(lengths[0] - lengths[1]) <= DISPUTED_LENGTH * max(lengths):
-        candidates[0].reason += f"; the keyframe map agrees on the length ({lengths[1]:.2f} m)"
+    apart = float(np.linalg.norm(candidates[0].delta[:3, 3] - candidates[1].delta[:3, 3]))
+    if apart <= DISPUTED_LENGTH * max(lengths):
+        candidates[0].reason += (f"; the keyframe map agrees on the step ({lengths[1]:.2f} m, "
+                                 f"{apart:.2f} m apart)")
         return candidates[0]
     counts = [evidence_inliers(c.delta, matches, ext_a, ext_b, cams_a, cams_b, point_steps,
                                reprojection_px) for c in candidates]
-    order = sorted(range(len(candidates)), key=lambda k: -sum(counts[k]))
+    if predicted is None:
+        order = sorted(range(len(candidates)), key=lambda k: -sum(counts[k]))
+        rule = "supported by"
+    else:
+        near = [float(np.linalg.norm(c.delta[:3, 3] - predicted)) for c in candidates]
+        order = sorted(range(len(candidates)), key=lambda k: near[k])
+        rule = (f"{near[order[0]]:.2f} m from the previous step's velocity (the other "
+                f"{near[order[1]]:.2f} m); supported by")
     best, other = candidates[order[0]], candidates[order[1]]
     gap = best.delta[:3, 3] - other.delta[:3, 3]
     best.disputed = True
@@ -121,5 +150,5 @@ def pick_step(candidates, matches, ext_a, ext_b, cams_a, cams_b, point_steps: Se
     best.covariance[:3, :3] += np.outer(gap, gap)
     (e1, r1), (e2, r2) = counts[order[0]], counts[order[1]]
     best.reason += (f"; chosen over the {other.method} step {float(np.linalg.norm(gap)):.2f} m "
-                    f"away: supported by {e1} + {r1} against {e2} + {r2} keyframe + map matches")
+                    f"away: {rule} {e1} + {r1} against {e2} + {r2} keyframe + map matches")
     return best

@@ -35,9 +35,11 @@ import numpy as np
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
 from g2g_model.localization.rig_epipolar import (
-    G2G_STEP_COVARIANCE, camera_matrix, motion_covariance,
+    G2G_STEP_COVARIANCE, camera_matrix, explained_matches, motion_covariance,
 )
-from g2g_model.localization.rig_keyframe_map import keyframe_map_motion, pick_step
+from g2g_model.localization.rig_keyframe_map import (
+    constant_velocity, keyframe_map_motion, pick_step,
+)
 from g2g_model.localization.rig_overlap import overlap_motion
 from g2g_model.localization.rig_pairs import overlapping_pairs, view_cone_deg  # noqa: F401
 from g2g_model.localization.verdict import PATH_G2G, Fallback, judge
@@ -91,6 +93,10 @@ class MotionVerification:
     # Two geometries gave lengths more than rig_keyframe_map.DISPUTED_LENGTH apart: the
     # better supported was taken, but its length is not carried into the next step's map.
     disputed: bool = False
+    # The keyframe matches this motion explains (Sampson error under the epipolar threshold),
+    # per camera pair (cam_a, cam_b, pixels in a, pixels in b): a refined window's tracks
+    # (rig_window).
+    correspondences: List[Tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @property
     def carries_length(self) -> bool:
@@ -166,6 +172,18 @@ class RigMotionVerifier:
             m.x1, m.x2 = f1.keypoints[pairs[:, 0]], f2.keypoints[pairs[:, 1]]
             matches.append(m)
         matched = sum(len(m.x1) for m in matches)
+        result = self._choose(group_a, group_b, delta, before, matches, matched, ext_a, cams_a,
+                              ext_b, cams_b)
+        if not result.stationary:
+            result.correspondences = explained_matches(result.delta, matches, ext_a, ext_b,
+                                                       cams_a, cams_b, cfg.reprojection_px / 2)
+        return result
+
+    def _choose(self, group_a, group_b, delta: np.ndarray, before, matches, matched: int,
+                ext_a, cams_a, ext_b, cams_b) -> MotionVerification:
+        """The step of the geometry the evidence supports (module docstring); raises
+        :class:`Fallback`."""
+        cfg = self.config
         if matched >= cfg.min_inliers:
             still = self._standstill(matches, cams_a, cams_b, delta, matched)
             if still is not None:
@@ -197,7 +215,8 @@ class RigMotionVerifier:
                     f"keyframe map: {step.reason}", step.apart, method="keyframe map"))
         if len(candidates) > 1:
             return pick_step(candidates, matches, ext_a, ext_b, cams_a, cams_b, points,
-                             cfg.reprojection_px)
+                             cfg.reprojection_px,
+                             constant_velocity(before[0], before[1], group_a, group_b))
         if candidates:
             chosen = candidates[0]
             if why:

@@ -133,6 +133,9 @@ class RigOdometryNode(ManagedNode):
         verify = verifier_config(p)
         self.calibrations = node_calibrations(self, self.rig, image_needs(self.pipeline, verify))
         self.verifier = RigMotionVerifier(verify) if verify.enabled else None
+        if p["window_keyframes"] and not 3 <= p["window_keyframes"]:
+            raise ValueError(f"window_keyframes must be 0 (off) or >= 3, got "
+                             f"{p['window_keyframes']}")
         if self.pipeline.untrained:
             self.get_logger().warning(
                 "no trained rig-odometry checkpoint: running with RANDOM weights, the odometry "
@@ -294,6 +297,15 @@ class RigOdometryNode(ManagedNode):
             if pub is not None:
                 pub.publish(self._header(stamp=to_stamp(group.stamp_ns), frame_id=outcome))
 
+    def _window(self):
+        """The refined window (``window_keyframes``; only with a verifier), or None."""
+        if not self.p["window_keyframes"] or self.verifier is None:
+            return None
+        from g2g_model.localization.rig_window import KeyframeWindow
+
+        return KeyframeWindow(self.p["window_keyframes"],
+                              sigma_px=self.verifier.config.reprojection_px / 4)
+
     def _step(self, group) -> str:
         """One synchronized group through the odometry; returns what became of it."""
         t0 = time.perf_counter()
@@ -302,7 +314,7 @@ class RigOdometryNode(ManagedNode):
                 self._estimate, {c.name: c.T_body_cam for c in self.rig.cameras},
                 keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"],
                 verifier=self.verifier, defer=self._behind,
-                max_deferred=self.p["verify_max_deferred"])
+                max_deferred=self.p["verify_max_deferred"], window=self._window())
         cams, images, ks = usable_images(group, self.cameras, self.calibrations, self.report_input,
                                          self.problems.clear)
         if len(cams) < self.min_cameras:

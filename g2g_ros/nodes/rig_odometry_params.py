@@ -79,3 +79,8 @@ class RigOdometryParams(VerifyParams, CameraParams):
         "falls behind), publish G2G's motion from the last keyframe at once and verify the next "
         "group instead (against that keyframe), at most this many groups in a row; 0 = verify "
         "every step", value_range=(0, 1000))
+    window_keyframes: int = param(
+        0, "refine the last this many keyframes' poses and the points they share together "
+        "after every verified step (bundle adjustment, GTSAM; the oldest held fixed, the newest "
+        "published refined; docs/VERIFICATION.md); 0 = off (the default: on real stereo steps "
+        "it made the steps' lengths worse), else >= 3; needs verify", value_range=(0, 50))
