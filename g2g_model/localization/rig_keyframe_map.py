@@ -14,11 +14,12 @@ current body pose is solved by generalized absolute pose
 length then rests on the previous step's, also on a straight stretch, and a wrong minimum of
 the relative pose does not decide it.
 
-Where two geometries give a step (the relative pose and this map), the step that more of both
-geometries' matches support wins: the relative pose's keyframe matches whose Sampson error is
-under its threshold plus the map's 2D-3D matches that reproject within theirs, both counted
-under each candidate (:func:`evidence_inliers`). Each candidate fits its own matches; the wrong
-one rarely fits the other's.
+Where two geometries give a step (the relative pose and this map) and disagree, the step nearer
+to where the previous step's velocity puts the body wins (:func:`pick_step`); the support of
+both geometries' matches (the relative pose's keyframe matches whose Sampson error is under its
+threshold plus the map's 2D-3D matches that reproject within theirs, both counted under each
+candidate: :func:`evidence_inliers`) decides only without a previous step, and is reported.
+On a repeated texture each candidate fits its own matches about equally well.
 """
 
 from __future__ import annotations

@@ -90,8 +90,9 @@ class MotionVerification:
     # "g2g" path.
     method: str = ""
     length_from_g2g: bool = False  # the rotation and direction are geometric, the length G2G's
-    # Two geometries gave lengths more than rig_keyframe_map.DISPUTED_LENGTH apart: the
-    # better supported was taken, but its length is not carried into the next step's map.
+    # Two geometries gave steps more than rig_keyframe_map.DISPUTED_LENGTH apart: the
+    # one nearer the previous step's velocity was taken, but its length is not carried into the
+    # next step's map.
     disputed: bool = False
     # The keyframe matches this motion explains (Sampson error under the epipolar threshold),
     # per camera pair (cam_a, cam_b, pixels in a, pixels in b): a refined window's tracks
@@ -134,7 +135,7 @@ class RigMotionVerifier:
         """``before``: optional ``(group, step)``, the rig at the keyframe before ``group_a``
         and the step from it to ``group_a`` (base_before_T_base_a) where the geometry measured
         its length: the keyframe map (:mod:`.rig_keyframe_map`; ``VerifierConfig.keyframe_map``)
-        then also solves the step, and the better supported of the two is taken."""
+        then also solves the step, and :func:`~.rig_keyframe_map.pick_step` picks one."""
         delta = np.asarray(delta, float)
         fallback = MotionVerification(PATH_G2G, delta.copy())
         if not self.config.keyframe_map:
@@ -181,7 +182,7 @@ class RigMotionVerifier:
 
     def _choose(self, group_a, group_b, delta: np.ndarray, before, matches, matched: int,
                 ext_a, cams_a, ext_b, cams_b) -> MotionVerification:
-        """The step of the geometry the evidence supports (module docstring); raises
+        """The step of the geometry the rules pick (module docstring); raises
         :class:`Fallback`."""
         cfg = self.config
         if matched >= cfg.min_inliers:

@@ -46,7 +46,8 @@ class VerifierConfig:
     #                                     rig's overlapping cameras triangulate (rig_overlap)
     keyframe_map: bool = True           # rig odometry: also solve each step from the points of
     #                                     the last two keyframes, the previous step's length
-    #                                     carried forward; the better supported step is taken
+    #                                     carried forward; where the two disagree, the step
+    #                                     nearer the previous step's velocity is taken
     #                                     (rig_keyframe_map)
     # Relocalization: the whole window's solution is refined on the query instants within this
     # odometry travel of the first (0: off); drift inside a long window bends the group (the
