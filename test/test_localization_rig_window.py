@@ -88,6 +88,25 @@ def test_a_refinement_beyond_what_the_step_explains_is_refused():
     assert out is None and "the step stands" in window.last_note
 
 
+def test_a_failing_refinement_leaves_the_step_as_measured(monkeypatch):
+    """Whatever the solver raises, the step stands, the reason says why, and the keyframe
+    stays in the window (the odometry moved on from it)."""
+    import gtsam
+
+    poses, links = drive(3)
+    window = KeyframeWindow(3)
+    window.restart(poses[0], np.zeros((6, 6)), CAMERAS)
+    window.add(poses[1], np.zeros((6, 6)), CAMERAS, links[0])
+
+    def broken(*args):
+        raise RuntimeError("Indeterminant linear system")
+
+    monkeypatch.setattr(gtsam, "LevenbergMarquardtOptimizer", broken)
+    assert window.add(poses[2], np.zeros((6, 6)), CAMERAS, links[1]) is None
+    assert "the refinement failed (RuntimeError: Indeterminant" in window.last_note
+    assert len(window.frames) == 3 and len(window.links) == 2
+
+
 def test_no_correspondences_restart_the_window_and_a_short_window_is_refused():
     poses, links = drive(3)
     window = KeyframeWindow(3)

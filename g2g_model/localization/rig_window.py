@@ -106,7 +106,12 @@ class KeyframeWindow:
             self.links.popleft()
         if len(self.frames) < 3:
             return None
-        return self._refine()
+        try:
+            return self._refine()
+        except Exception as exc:  # noqa: BLE001 - odometry goes on with the step as measured
+            self.last_note = f"the refinement failed ({exc.__class__.__name__}: {exc}); the " \
+                "step stands"
+            return None
 
     # -- the refinement ----------------------------------------------------------------------
 
@@ -243,11 +248,7 @@ class KeyframeWindow:
                 gtsam.symbol("l", int(t)), calibrations[key], sensors[key]))
         params = gtsam.LevenbergMarquardtParams()
         params.setMaxIterations(self.max_iterations)
-        try:
-            result = gtsam.LevenbergMarquardtOptimizer(graph, values, params).optimize()
-        except RuntimeError as exc:  # an indeterminate system: the steps stand
-            self.last_note = f"the refinement failed ({exc.__class__.__name__})"
-            return None
+        result = gtsam.LevenbergMarquardtOptimizer(graph, values, params).optimize()
         newest = len(self.frames) - 1
         refined = result.atPose3(gtsam.symbol("x", newest)).matrix()
         guess = self.frames[newest].pose
