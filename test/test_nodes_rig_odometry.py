@@ -149,7 +149,7 @@ def test_group_before_calibration_is_held_not_lost(sim_traj, tmp_path):
         assert listener.spin_until(lambda: any("calibration" in s.message and "tf_static" in
                                                s.message for s in statuses), timeout=30), \
             f"{_status_text(statuses)}\n{node.output()[-3000:]}"
-        # Well past the node's own short wait for the calibration (CALIBRATION_WAIT_S).
+        # Well past the node's own short wait for the calibration (CalibrationWait.WAIT_S).
         listener.spin_until(lambda: False, timeout=3.0)
         assert not odoms, "no odometry can be computed without the extrinsics"
         TransformBroadcaster(listener.node, static=True).send([

@@ -28,7 +28,7 @@ from g2g_ros.calibration import format_rig_log_lines, rig_from_tf
 from g2g_ros.camera_calibrations import image_needs, node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
 from g2g_ros.conversions import pose_to_matrix, to_stamp
-from g2g_ros.held_group import HeldGroup
+from g2g_ros.held_group import CalibrationWait
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import describe_model, load_pipeline
 from g2g_ros.nodes.rig_odometry_params import RigOdometryParams
@@ -77,8 +77,11 @@ class RigOdometryNode(ManagedNode):
         self.last_update_wall: Optional[float] = None
         self.last_cameras: List[str] = []
         self._feature_cache: Dict[int, object] = {}
-        # The newest group that arrived before the calibration (see g2g_ros.held_group).
-        self.held = HeldGroup(lambda reason: self.drops.update([reason]))
+        # Groups wait for the rig's calibration; the newest early one is held (g2g_ros.held_group).
+        self.calibration_wait = CalibrationWait(
+            self._try_resolve_rig, self._process_calibrated, self._on_worker_error,
+            lambda reason: self.drops.update([reason]))
+        self.held = self.calibration_wait.held
         self._held_timer = None
         self.declare_params(RigOdometryParams)  # ranges enforced by rclpy (g2g_ros.parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
@@ -183,8 +186,9 @@ class RigOdometryNode(ManagedNode):
             f"{describe_model(self.pipeline, self.p['checkpoint'], 'rig_odometry')} on "
             f"{self.p['device']}")
         if self._held_timer is None:  # kept while inactive, destroyed at cleanup
-            self._held_timer = self.owned(steady_timer(self, self.HELD_RETRY_S,
-                                                       self._retry_held, "retry_held_group"),
+            self._held_timer = self.owned(steady_timer(self, CalibrationWait.RETRY_S,
+                                                       lambda: self.calibration_wait.retry(
+                                                           self.worker), "retry_held_group"),
                                           until="cleanup")
 
     def deactivate(self) -> None:
@@ -221,23 +225,11 @@ class RigOdometryNode(ManagedNode):
     # ------------------------------------------------------------------ data path
     def _on_group(self, group) -> None:
         # Called by the synchronizer outside its lock: only enqueue.
-        self.worker.submit("group", lambda: self._process_group(group))
-
-    CALIBRATION_WAIT_S = 0.5
-
-    def _resolve_rig(self) -> bool:
-        """The rig from camera_info + /tf_static, waiting up to ``CALIBRATION_WAIT_S`` for them
-        (worker thread): they travel on their own topics next to the first images, and the
-        executor may hand the images over first. Without the wait that first group was dropped
-        now and then, and the replay of the same bag then lost its first odometry output."""
-        deadline = time.monotonic() + self.CALIBRATION_WAIT_S
-        while not self._try_resolve_rig():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        self.worker.submit("group", lambda: self.calibration_wait.group(group))
 
     def _try_resolve_rig(self) -> bool:
+        """Whether the rig is known; else it is built from camera_info + /tf_static once every
+        camera has both (what is missing is reported)."""
         if self.rig is not None:
             return True
         intr = {c: self.calibrations.intrinsics(c) for c in self.cameras}
@@ -255,33 +247,6 @@ class RigOdometryNode(ManagedNode):
         self.problems.clear("calibration")
         self._log_rig()
         return True
-
-    # ------------------------------------------------------------------ held group
-    HELD_RETRY_S = 0.1
-
-    def _retry_held(self) -> None:
-        """Timer: hand the held group to the worker once the calibration has come (the worker
-        is idle then, so no queued group is pushed out)."""
-        if self.held.waiting and self.worker is not None and self.worker.pending() == 0:
-            self.worker.submit("held", self._process_held)
-
-    def _process_held(self) -> None:
-        if self._try_resolve_rig():
-            group = self.held.take()
-            if group is not None:
-                self._process_calibrated(group)
-
-    def _process_group(self, group) -> None:
-        if not self._resolve_rig():
-            self.held.hold(group)
-            return
-        held = self.held.take()
-        if held is not None:
-            try:
-                self._process_calibrated(held)
-            except Exception as exc:  # the current group is still processed (and counted)
-                self._on_worker_error(exc)
-        self._process_calibrated(group)
 
     def _process_calibrated(self, group) -> None:
         """:meth:`_step` on one group, then its outcome on ``~/processed`` (also when it
