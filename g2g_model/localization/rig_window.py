@@ -168,11 +168,12 @@ class KeyframeWindow:
 
     def _projections(self, frame: np.ndarray, cam: np.ndarray):
         """Per observation: ``cam_T_odom`` [O, 4, 4] and K [O, 3, 3]."""
+        views, which = np.unique(np.c_[frame, cam], axis=0, return_inverse=True)
         cam_T_odom = np.stack([invert_pose(self.frames[f].pose @ self.frames[f].cameras[c][0])
-                               for f, c in zip(frame, cam)])
-        ks = np.stack([np.asarray(self.frames[f].cameras[c][1], float)
-                       for f, c in zip(frame, cam)])
-        return cam_T_odom, ks
+                               for f, c in views])
+        ks = np.stack([np.asarray(self.frames[f].cameras[c][1], float) for f, c in views])
+        which = which.reshape(-1)
+        return cam_T_odom[which], ks[which]
 
     def _triangulate(self, track: np.ndarray, cam_T_odom: np.ndarray, ks: np.ndarray,
                      pixel: np.ndarray) -> np.ndarray:
