@@ -149,3 +149,28 @@ def test_directions_flag_adds_the_other_way(smoke, tmp_path):
             errors[label] = [float(p["rot_err_deg"]) for p in csv.DictReader(fh)]
     assert len(errors["g2g_tiny"]) == 3
     assert errors["g2g_tiny"] != errors["g2g_tiny+flipped_directions"]
+
+
+def test_constant_step_is_the_median_true_step(smoke, tmp_path):
+    # --constant-step: B0 one translation from A0, the per-axis median of the scored pairs'
+    # true translations; its error on each pair is the distance from that pair's truth.
+    import numpy as np
+
+    from g2g_model.training.pair_dataset import PairDataset, read_pairs
+    from g2g_model.training.trajectory_groups import TrajectoryStore
+
+    out = tmp_path / "const"
+    assert eval_main(["--task", "rig", "--root", str(smoke), "--index", "rig_pairs.csv",
+                      "--identity", "--constant-step", "--max-pairs", "4", "--out", str(out),
+                      "-q"]) == 0
+    items = read_pairs("rig", str(smoke), "rig_pairs.csv", 0.0, 4, 0, 0.0)
+    dataset = PairDataset(items, TrajectoryStore(str(smoke), (1, 1)))
+    truths = np.array([dataset.targets(i)[1][0][:3, 3] for i in range(len(items))])
+    step = np.median(truths, axis=0)
+    assert np.linalg.norm(step) > 0.01  # the smoke rig moves: not "no motion" in disguise
+    with open(out / "constant_step" / "pairs.csv") as fh:
+        errors = [float(p["trans_err_m"]) for p in csv.DictReader(fh)]
+    assert errors == pytest.approx(list(np.linalg.norm(truths - step, axis=1)), abs=1e-5)
+    rows = [line.split("|")[1].strip() for line in
+            (out / "comparison.md").read_text().splitlines() if line.startswith("| ")][1:]
+    assert rows == ["identity", "constant_step"]

@@ -9,8 +9,8 @@ import pytest
 
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
-from g2g_model.localization.rig_keyframe_map import constant_velocity, evidence_inliers, \
-    pick_step, reprojection_inliers
+from g2g_model.localization.rig_keyframe_map import agrees_with_velocity, constant_velocity, \
+    evidence_inliers, pick_step, reprojection_inliers
 from g2g_model.localization.rig_motion import MotionVerification, RigMotionVerifier, \
     rig_verifier_config
 from g2g_model.localization.verdict import PATH_G2G
@@ -205,3 +205,44 @@ def test_a_node_behind_verifies_without_the_keyframe_map():
         odo.process(RigFrames(stamp_ns=(k + 1) * 10**8, cameras=["cam0"], images=[image],
                               intrinsics=np.eye(3)[None]))
     assert seen == [False, True, False, True]
+
+
+def test_agreement_with_the_velocity_is_within_a_tenth_of_the_longer_step():
+    """``agrees_with_velocity``: the distance between the step's translation and the predicted
+    one where it is within :data:`DISPUTED_LENGTH` of the longer's length, else None (a
+    reversed step of the same length does not agree)."""
+    ahead = make_pose(np.eye(3), [2.0, 0.0, 0.0])
+    assert agrees_with_velocity(ahead, np.array([1.9, 0.0, 0.0])) == pytest.approx(0.1)
+    assert agrees_with_velocity(ahead, np.array([1.7, 0.0, 0.0])) is None
+    assert agrees_with_velocity(ahead, np.array([-2.0, 0.0, 0.0])) is None
+    assert agrees_with_velocity(np.eye(4), np.zeros(3)) is None
+
+
+# Left and right cameras 0.4 m apart turned 15 deg outwards (overlapping views) and one looking
+# back: the relative pose measures a straight step's length through the pair.
+OVERLAP_RIG = rig([(15.0, [0.1, 0.2, 0.0]), (-15.0, [0.1, -0.2, 0.0]),
+                   (180.0, [-0.2, 0.0, 0.0])])
+
+
+def test_the_map_is_asked_only_where_the_relative_pose_departs_from_the_velocity(monkeypatch):
+    """A relative-pose step that agrees with the previous step's velocity is published without
+    the keyframe map (its reason says so); where the previous step was 30 % longer the map is
+    solved and the dispute rule picks."""
+    from g2g_model.localization import rig_motion
+
+    g0, g1, g2 = straight_drive(OVERLAP_RIG, SIZE, 1.5, 2)
+    step = make_pose(np.eye(3), [1.5, 0.0, 0.0])
+    asked = []
+    solve = rig_motion.keyframe_map_motion
+    monkeypatch.setattr(rig_motion, "keyframe_map_motion",
+                        lambda *args: asked.append(1) or solve(*args))
+    verifier = RigMotionVerifier()
+    agreed = verifier(g1, g2, g2g_guess(step), before=(g0, step))
+    assert agreed.method == "relative" and not agreed.length_from_g2g, agreed.reason
+    assert "keyframe map not asked: the step agrees with the previous step's velocity" in \
+        agreed.reason
+    assert share_off(step, agreed.delta) < 0.05 and not asked
+    faster = step.copy()
+    faster[:3, 3] *= 1.3
+    verifier(g1, g2, g2g_guess(step), before=(g0, faster))
+    assert asked == [1]

@@ -110,6 +110,18 @@ def constant_velocity(before, step: np.ndarray, group_a, group_b) -> np.ndarray:
     return t * float(stamps[2] - stamps[1]) / float(stamps[1] - stamps[0])
 
 
+def agrees_with_velocity(delta: np.ndarray, predicted: np.ndarray) -> Optional[float]:
+    """How far (m) the step ``delta``'s translation lies from the ``predicted`` one
+    (:func:`constant_velocity`) where that is within :data:`DISPUTED_LENGTH` of the longer
+    one's length, else None. Such a step needs no keyframe map: where the map agrees,
+    :func:`pick_step` takes the relative pose's step, and where it disagrees, the step nearer
+    the prediction, which is then almost always this one too."""
+    t, p = np.asarray(delta, float)[:3, 3], np.asarray(predicted, float)
+    apart = float(np.linalg.norm(t - p))
+    longer = max(float(np.linalg.norm(t)), float(np.linalg.norm(p)))
+    return apart if longer > 0 and apart <= DISPUTED_LENGTH * longer else None
+
+
 def pick_step(candidates, matches, ext_a, ext_b, cams_a, cams_b, point_steps: Sequence[PointStep],
               reprojection_px: float, predicted: Optional[np.ndarray] = None):
     """Of the relative pose's step (``candidates[0]``) and the keyframe map's (``[1]``), both

@@ -38,7 +38,7 @@ from g2g_model.localization.rig_epipolar import (
     G2G_STEP_COVARIANCE, camera_matrix, explained_matches, motion_covariance,
 )
 from g2g_model.localization.rig_keyframe_map import (
-    constant_velocity, keyframe_map_motion, pick_step,
+    agrees_with_velocity, constant_velocity, keyframe_map_motion, pick_step,
 )
 from g2g_model.localization.rig_overlap import overlap_motion
 from g2g_model.localization.rig_pairs import overlapping_pairs, view_cone_deg  # noqa: F401
@@ -203,6 +203,13 @@ class RigMotionVerifier:
             why = "its length is G2G's" if relative.length_from_g2g else ""
         candidates = [] if relative is None or relative.length_from_g2g else [relative]
         points, notes = [], ""
+        if before is not None and candidates:
+            agreed = agrees_with_velocity(relative.delta, constant_velocity(
+                before[0], before[1], group_a, group_b))
+            if agreed is not None:
+                relative.reason += (f"; keyframe map not asked: the step agrees with the "
+                                    f"previous step's velocity ({agreed:.2f} m apart)")
+                return relative
         if before is not None:
             try:
                 step = keyframe_map_motion(self.structure, before[0], before[1], group_a,

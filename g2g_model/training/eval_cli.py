@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "g2g_model/estimation/rotation_matching.py)")
     p.add_argument("--identity", action="store_true",
                    help="also score the 'no motion' reference (B0 at A0)")
+    p.add_argument("--constant-step", action="store_true",
+                   help="also score one constant step, the per-axis median of the evaluated "
+                   "pairs' true translations (chosen in hindsight: what a model that learnt "
+                   "only the platform's usual motion would answer)")
     p.add_argument("--verify", action="store_true",
                    help="also score every checkpoint followed by geometric verification "
                    "('+verified') and the verification alone ('geometry'), with accepted share "
@@ -66,7 +70,8 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING)
     try:
         methods = default_methods(args.checkpoint, args.classical, args.ablation, args.identity,
-                                  args.verify, args.directions, args.no_rotation_matching)
+                                  args.verify, args.directions, args.no_rotation_matching,
+                                  args.constant_step)
         results = evaluate_methods(args.task, args.root, args.index, methods, args.out,
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
                                    device=args.device,

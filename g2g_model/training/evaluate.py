@@ -9,7 +9,9 @@ Modes:
     noisy: input poses get the training extrinsic noise (1.5 deg / 0.1 m per axis, seeded per
         pair, frame 0 untouched); targets stay clean. The classical baseline gets the same noisy
         poses.
-The no-cross-group-attention switch evaluates a checkpoint with the bridge's block-diagonal mask
+The references ("no motion", a constant step chosen in hindsight) are
+:mod:`g2g_model.training.reference_methods`. The no-cross-group-attention switch evaluates a
+checkpoint with the bridge's block-diagonal mask
 (``G2GConfig.cross_group_attention = False``), on the same weights. ``paired.md`` compares every
 method with the first plain checkpoint, and each switch run with the same run without it, pair by
 pair (mean difference with a bootstrap interval; how many pairs are worse or better), so that a
@@ -43,6 +45,8 @@ from g2g_model.metrics import (
 )
 from g2g_model.model.g2g import G2GModel
 from g2g_model.training.pair_dataset import PairDataset, read_pairs
+from g2g_model.training.reference_methods import (ConstantStepMethod, IdentityMethod,
+                                                  hindsight_step)
 from g2g_model.training.trajectory_groups import TrajectoryStore
 from g2g_model.training.verified_methods import (VERIFICATION_COLUMNS, VerifiedMethod,
                                                  verification_summary)
@@ -61,6 +65,7 @@ class MethodSpec:
     no_cross_group: bool = False
     classical_preset: str = ""
     identity: bool = False
+    constant_step: bool = False  # the hindsight constant step (reference_methods)
     verify: bool = False  # geometric verification after the checkpoint (or alone: no checkpoint)
     flip_directions: bool = False  # one way where the pipeline runs both, both where it runs one
     no_rotation_matching: bool = False  # G2G's own pose, not the one from feature matches
@@ -110,17 +115,6 @@ class G2GMethod:
         return pred.poses_a, pred.poses_b
 
 
-class IdentityMethod:
-    """The "no motion" reference: T_{A0<-Bj} = T_{B0<-Bj} (B0 at A0), A poses as given.
-
-    Any method must beat it to show that it uses the images at all."""
-
-    image_size = (1, 1)
-
-    def predict(self, poses_a: torch.Tensor, poses_b: torch.Tensor):
-        return poses_a.double().numpy(), poses_b.double().numpy()
-
-
 class ClassicalMethod:
     """The SIFT + essential-matrix baseline on the native-resolution images."""
 
@@ -164,12 +158,17 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     if not methods:
         raise ValueError("no method to evaluate (give --checkpoint and / or --classical)")
     items = read_pairs(task, root, index, 0.0, max_pairs, seed, reverse_fraction)
+    native = TrajectoryStore(root, (1, 1))
+    dataset = PairDataset(items, native)
     runners = {}
     for spec in methods:
         if spec.verify and not spec.checkpoint:
             runners[spec.label] = VerifiedMethod(task)
         elif spec.identity:
             runners[spec.label] = IdentityMethod()
+        elif spec.constant_step:
+            runners[spec.label] = ConstantStepMethod(hindsight_step(
+                [dataset.targets(i)[1][0] for i in range(len(items))]))
         elif spec.classical_preset:
             runners[spec.label] = ClassicalMethod(spec.classical_preset)
         else:
@@ -181,12 +180,10 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
                 runners[spec.label] = VerifiedMethod(task, runners[spec.label])
     g2g_sizes = {r.image_size for r in runners.values()
                  if not isinstance(r, ClassicalMethod) and r.image_size is not None}
-    native = TrajectoryStore(root, (1, 1))
     first = native.reader(items[0].spec_a[1]).rig
     cam0 = first[first.names[0]]
     stores = {size: TrajectoryStore(root, size) for size in g2g_sizes}
     stores[(cam0.height, cam0.width)] = TrajectoryStore(root, (cam0.height, cam0.width))
-    dataset = PairDataset(items, native)
     for label, runner in runners.items():
         runner = getattr(runner, "g2g", runner)
         if isinstance(runner, G2GMethod):
@@ -338,14 +335,16 @@ def plot_results(rows: Dict[str, list], out: Path) -> None:
 
 def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool,
                     identity: bool = False, verify: bool = False,
-                    directions: bool = False, no_rotation_matching: bool = False
-                    ) -> List[MethodSpec]:
+                    directions: bool = False, no_rotation_matching: bool = False,
+                    constant_step: bool = False) -> List[MethodSpec]:
     """Labels: checkpoint file stems (``+nocross_switch`` with the switch, ``+verified`` with
     geometric verification, ``+flipped_directions`` run one way if the checkpoint runs both and
     the other way round, ``+no_rotation_matching`` with G2G's own pose; both the switch and G2G's
     own pose with ``ablation`` and ``no_rotation_matching``), ``classical``,
-    ``identity``, ``geometry`` (verification alone)."""
+    ``identity``, ``constant_step``, ``geometry`` (verification alone)."""
     specs = [MethodSpec("identity", identity=True)] if identity else []
+    if constant_step:
+        specs.append(MethodSpec("constant_step", constant_step=True))
     if verify:
         specs.append(MethodSpec("geometry", verify=True))
     for path in checkpoints:
