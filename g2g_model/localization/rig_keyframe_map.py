@@ -19,7 +19,11 @@ to where the previous step's velocity puts the body wins (:func:`pick_step`); th
 both geometries' matches (the relative pose's keyframe matches whose Sampson error is under its
 threshold plus the map's 2D-3D matches that reproject within theirs, both counted under each
 candidate: :func:`evidence_inliers`) decides only without a previous step, and is reported.
-On a repeated texture each candidate fits its own matches about equally well.
+On a repeated texture each candidate fits its own matches about equally well. A relative-pose
+step that already lies within :data:`DISPUTED_LENGTH` of that prediction
+(:func:`agrees_with_velocity`) is published without solving the map: the rule would keep it
+whether the map agreed or not, save where the map fell even nearer the prediction. On real car
+steps the map never changed a step and doubled the cost (docs/VERIFICATION.md).
 """
 
 from __future__ import annotations

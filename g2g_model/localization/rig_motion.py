@@ -189,10 +189,10 @@ class RigMotionVerifier:
             still = self._standstill(matches, cams_a, cams_b, delta, matched)
             if still is not None:
                 return still
-        # The relative pose and, with a measured previous step, the keyframe map
-        # (rig_keyframe_map); the overlap (rig_overlap) only where neither gives the step's
-        # length: both failed, or the relative pose took it from G2G (straight motion, one
-        # camera pair) and there is no keyframe map.
+        # The relative pose and, with a measured previous step that the relative pose's step
+        # departs from, the keyframe map (rig_keyframe_map); the overlap (rig_overlap) only
+        # where neither gives the step's length: both failed, or the relative pose took it
+        # from G2G (straight motion, one camera pair) and there is no keyframe map.
         try:
             if matched < cfg.min_inliers:
                 raise Fallback(f"{matched} matches between the keyframes (< {cfg.min_inliers})")

@@ -44,10 +44,11 @@ class VerifierConfig:
     overlap: bool = True                # rig odometry: where the relative pose fails or takes
     #                                     G2G's length, solve the step from the points that the
     #                                     rig's overlapping cameras triangulate (rig_overlap)
-    keyframe_map: bool = True           # rig odometry: also solve each step from the points of
+    keyframe_map: bool = True           # rig odometry: also solve a step from the points of
     #                                     the last two keyframes, the previous step's length
-    #                                     carried forward; where the two disagree, the step
-    #                                     nearer the previous step's velocity is taken
+    #                                     carried forward, where the relative pose's step
+    #                                     departs from the previous step's velocity; where the
+    #                                     two disagree, the step nearer that velocity is taken
     #                                     (rig_keyframe_map)
     # Relocalization: the whole window's solution is refined on the query instants within this
     # odometry travel of the first (0: off); drift inside a long window bends the group (the

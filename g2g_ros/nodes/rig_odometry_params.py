@@ -71,9 +71,10 @@ class RigOdometryParams(VerifyParams, CameraParams):
     verify_keyframe_map: bool = param(
         VerifierConfig.keyframe_map, "after a step whose length the geometry measured, also "
         "solve the next step from the points the last two keyframes triangulate (that length "
-        "carried forward; generalized absolute pose); where the two disagree, take the step "
-        "nearer the previous step's velocity (docs/VERIFICATION.md); false = the relative pose "
-        "alone decides")
+        "carried forward; generalized absolute pose) wherever the relative pose's step departs "
+        "from the previous step's velocity by more than 10 %; where the two disagree, take the "
+        "step nearer that velocity (docs/VERIFICATION.md); false = the relative pose alone "
+        "decides")
     verify_max_deferred: int = param(
         4, "when a newer group is already queued as a step is about to be verified (the node "
         "falls behind), publish G2G's motion from the last keyframe at once and verify the next "
