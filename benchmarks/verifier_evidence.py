@@ -18,7 +18,11 @@ odometry, as the node does -- and records what it decided on:
   which needs no odometry, against the group solution, which takes the query's intra-window
   poses from the odometry;
 * ``prev_fix_m`` / ``prev_fix_deg``: how far the fix's map->odom correction is from the one the
-  previous published fix put in force (the odometry-propagated previous fix).
+  previous published fix put in force (the odometry-propagated previous fix);
+* ``classical_odom_err_m`` / ``_deg`` (with the ground truth): the classical SIFT + RANSAC
+  baseline (``g2g-eval --classical``'s) on the same map window and query images with the
+  query's intra-window poses from the odometry, as the node has them; g2g-eval's classical row
+  is given the true ones (``classical_true_err_m`` / ``_deg``, the same run here).
 
 The solver call is observed, not changed: PoseLib's generalized absolute pose is wrapped to
 keep its inputs and inlier masks for the residuals and the spread.
@@ -152,7 +156,10 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
     the odometry inside the window costs."""
     from g2g_model.localization.verification import StructureVerifier, VerifierConfig
 
+    from g2g_model.baseline.classical import ClassicalBaseline, ImageGroup
+
     verifier = verifier or StructureVerifier(VerifierConfig(window_span_m=0.0))
+    classical = ClassicalBaseline("default")
     truth_T_base = truth_T_base or {}
     records: List[Dict[str, object]] = []
     previous: Optional[np.ndarray] = None
@@ -168,6 +175,15 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
                         intrinsics=np.stack([f.intrinsics for f in frames]),
                         cam_to_world=np.stack([f.world_T_cam for f in frames]))
         a0_T_b0 = pose_to_matrix(msg.poses_b[0])
+
+        def classical_b0(base_poses: Mapping[int, np.ndarray]) -> Optional[np.ndarray]:
+            """map_T_b0 of the classical baseline with these intra-window poses."""
+            result = classical.predict(
+                ImageGroup(group_a.images, group_a.intrinsics, group_a.cam_to_world),
+                ImageGroup([query_images[s] for s in sb], query_K,
+                           np.stack([base_poses[s] @ base_T_cam for s in sb])))
+            a0_T = np.asarray(result.poses_b[0], float)
+            return group_a.cam_to_world[0] @ a0_T if np.all(np.isfinite(a0_T)) else None
 
         def solve(base_poses: Mapping[int, np.ndarray]) -> Dict[str, object]:
             cams = np.stack([base_poses[s] @ base_T_cam for s in sb])
@@ -192,6 +208,10 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
             row["true_window_err_m"], row["true_window_err_deg"] = _error(
                 truth_b0, control["map_T_b0"])
             row["true_window_inliers"] = control["inliers"]
+            row["classical_odom_err_m"], row["classical_odom_err_deg"] = _error(
+                truth_b0, classical_b0(odom_T_base))
+            row["classical_true_err_m"], row["classical_true_err_deg"] = _error(
+                truth_b0, classical_b0(truth_T_base))
         fix_T_odom = (solved @ invert_pose(got["odom_T_b0"]) if row["path"] != "g2g"
                       else got["map_T_odom"])
         if previous is not None:
