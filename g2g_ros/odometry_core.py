@@ -220,7 +220,8 @@ class RigOdometry:
                 delta, step_cov = check.delta, check.covariance
                 measured = getattr(check, "carries_length", False)
                 method = getattr(check, "method", "")
-                correspondences = getattr(check, "correspondences", [])
+                if self.window is not None:  # worked out only where a window reads them
+                    correspondences = getattr(check, "correspondences", [])
         # The spread judges G2G's own answer: a step the geometry verified or refined does not
         # rest on it (G2G's per-camera estimates of a car's 1-3 m step disagree by 1.7 m, and
         # a rejected step keeps the keyframe, so every later group was further off and

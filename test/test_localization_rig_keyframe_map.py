@@ -242,6 +242,9 @@ def test_the_map_is_asked_only_where_the_relative_pose_departs_from_the_velocity
     assert "keyframe map not asked: the step agrees with the previous step's velocity" in \
         agreed.reason
     assert share_off(step, agreed.delta) < 0.05 and not asked
+    # The matches the step explains (a refined window's tracks), worked out when read.
+    explained = sum(len(xa) for _, _, xa, _ in agreed.correspondences)
+    assert 0.8 * agreed.inliers <= explained, (explained, agreed.inliers)
     faster = step.copy()
     faster[:3, 3] *= 1.3
     verifier(g1, g2, g2g_guess(step), before=(g0, faster))

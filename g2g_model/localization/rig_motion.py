@@ -27,7 +27,6 @@ it until it shows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -36,6 +35,9 @@ from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
 from g2g_model.localization.rig_epipolar import (
     G2G_STEP_COVARIANCE, camera_matrix, explained_matches, motion_covariance,
+)
+from g2g_model.localization.motion_verification import (  # noqa: F401 (part of this API)
+    Correspondence, MotionVerification,
 )
 from g2g_model.localization.rig_keyframe_map import (
     agrees_with_velocity, constant_velocity, keyframe_map_motion, pick_step,
@@ -62,48 +64,6 @@ RIG_DEFAULTS = {"max_image_px": 320, "max_features": 1000, "max_turn_deg": 30.0}
 def rig_verifier_config(**overrides) -> VerifierConfig:
     """:class:`VerifierConfig` with :data:`RIG_DEFAULTS` (then ``overrides``)."""
     return VerifierConfig(**{**RIG_DEFAULTS, **overrides})
-
-
-@dataclass
-class MotionVerification:
-    """Outcome of one rig-motion verification.
-
-    Attributes:
-        path: ``"g2g"``, ``"verified"`` or ``"refined"``.
-        delta: ``[4, 4]`` base_prev_T_base_now (for ``"g2g"``: G2G's, unchanged).
-        covariance: ``[6, 6]`` of that motion (x y z, roll pitch yaw; in the previous base
-            frame; metres and radians).
-        inliers: inlier correspondences (0 on the ``"g2g"`` path).
-        reason: why this path.
-    """
-
-    path: str
-    delta: np.ndarray
-    covariance: np.ndarray = field(default_factory=lambda: G2G_STEP_COVARIANCE.copy())
-    inliers: int = 0
-    reason: str = ""
-    g2g_disagreement: Optional[Tuple[float, float]] = None
-    stationary: bool = False  # the images did not move: identity motion (module docstring)
-    # Which geometry made the motion: "overlap" (the rig's overlapping cameras, absolute
-    # pose), "relative" (generalized relative pose between keyframes), "keyframe map" (points
-    # of the last two keyframes, absolute pose), "one camera pair", "standstill"; "" on the
-    # "g2g" path.
-    method: str = ""
-    length_from_g2g: bool = False  # the rotation and direction are geometric, the length G2G's
-    # Two geometries gave steps more than rig_keyframe_map.DISPUTED_LENGTH apart: the
-    # one nearer the previous step's velocity was taken, but its length is not carried into the
-    # next step's map.
-    disputed: bool = False
-    # The keyframe matches this motion explains (Sampson error under the epipolar threshold),
-    # per camera pair (cam_a, cam_b, pixels in a, pixels in b): a refined window's tracks
-    # (rig_window).
-    correspondences: List[Tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
-
-    @property
-    def carries_length(self) -> bool:
-        """Whether the geometry measured this step's length undisputed: the next step's
-        keyframe map may carry it (``RigMotionVerifier(..., before=...)``)."""
-        return self.path != PATH_G2G and not self.length_from_g2g and not self.disputed
 
 
 class RigMotionVerifier:
@@ -176,8 +136,9 @@ class RigMotionVerifier:
         result = self._choose(group_a, group_b, delta, before, matches, matched, ext_a, cams_a,
                               ext_b, cams_b)
         if not result.stationary:
-            result.correspondences = explained_matches(result.delta, matches, ext_a, ext_b,
-                                                       cams_a, cams_b, cfg.reprojection_px / 2)
+            solved = result.delta.copy()
+            result.explain = lambda: explained_matches(solved, matches, ext_a, ext_b, cams_a,
+                                                       cams_b, cfg.reprojection_px / 2)
         return result
 
     def _choose(self, group_a, group_b, delta: np.ndarray, before, matches, matched: int,

@@ -1,9 +1,10 @@
 """Sliding-window refinement of rig odometry: the last keyframes' body poses and the points
 they share, refined together by bundle adjustment (GTSAM).
 
-Every verified keyframe step leaves the keyframe matches its motion explains
-(:attr:`~g2g_model.localization.rig_motion.MotionVerification.correspondences`). Matches that
-share a keypoint chain into tracks across the window (a keypoint of keyframe k matched both to
+Every verified keyframe step leaves the keyframe matches its motion explains (the
+``correspondences`` of
+:class:`~g2g_model.localization.motion_verification.MotionVerification`). Matches that share a
+keypoint chain into tracks across the window (a keypoint of keyframe k matched both to
 keyframe k-1 and to k+1, in any cameras of the rig); each track is one 3D point, triangulated
 from the current poses. GTSAM's Levenberg-Marquardt then refines the body poses of the window's
 keyframes and all points together on the reprojection errors of every observation through the
