@@ -39,6 +39,17 @@ def to_stamp(ns: int, time_type: Any = None):
     return time_type(sec=int(ns // NS_PER_S), nanosec=int(ns % NS_PER_S))
 
 
+def publish_processed(pub, stamp_ns: int, outcome: str) -> None:
+    """A node's ``~/processed``: one ``std_msgs/Header`` per finished input (its stamp; the
+    outcome in ``frame_id``), what an evaluation replay waits for. Nothing without ``pub``
+    (the node is being cleaned up)."""
+    if pub is None:
+        return
+    from std_msgs.msg import Header
+
+    pub.publish(Header(stamp=to_stamp(stamp_ns), frame_id=outcome))
+
+
 # ---------------------------------------------------------------------- poses
 def _unwrap(msg: Any, leaf_field: str, wrapper_field: str) -> Any:
     while not hasattr(msg, leaf_field):

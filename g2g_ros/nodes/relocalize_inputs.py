@@ -17,7 +17,7 @@ import numpy as np
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.correction import QueryFrame
 from g2g_model.localization.rig_views import RigView
-from g2g_ros.conversions import pose_to_matrix, stamp_ns, to_stamp
+from g2g_ros.conversions import pose_to_matrix, publish_processed, stamp_ns
 from g2g_ros.image_conversion import is_compressed
 from g2g_ros.tf_buffer import ExtrapolationError, TFError
 
@@ -98,11 +98,7 @@ class QueryInputs:
             self._on_worker_error(exc)
             outcome += f"; failed: {exc}"
         finally:
-            from std_msgs.msg import Header
-
-            pub = self.processed_pub
-            if pub is not None:
-                pub.publish(Header(stamp=to_stamp(stamp), frame_id=outcome))
+            publish_processed(self.processed_pub, stamp, outcome)
 
     def _localization_due(self, stamp: int) -> bool:
         """``localize_pacing: stamps``: whether the image at ``stamp`` triggers a localization."""

@@ -27,7 +27,7 @@ from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_ros.calibration import format_rig_log_lines, rig_from_tf
 from g2g_ros.camera_calibrations import image_needs, node_calibrations
 from g2g_ros.camera_inputs import CameraInputs
-from g2g_ros.conversions import pose_to_matrix, to_stamp
+from g2g_ros.conversions import pose_to_matrix, publish_processed
 from g2g_ros.held_group import CalibrationWait
 from g2g_ros.managed_node import ManagedNode
 from g2g_ros.model_loading import describe_model, load_pipeline
@@ -160,8 +160,7 @@ class RigOdometryNode(ManagedNode):
         self.odom_pub = self.owned(self.create_lifecycle_publisher(Odometry, "odometry", 10))
         # One Header per group the worker finished with (stamp: the group's; frame_id: the
         # outcome), also those that publish no odometry (skipped by keyframe_stride, rejected,
-        # dropped): what an evaluation replay waits for.
-        self._header = Header
+        # dropped): what an evaluation replay waits for (conversions.publish_processed).
         self.processed_pub = self.owned(self.create_lifecycle_publisher(Header, "~/processed",
                                                                         50))
         self.tf_broadcaster = self.owned(TransformBroadcaster(self, lifecycle=True))
@@ -258,9 +257,7 @@ class RigOdometryNode(ManagedNode):
             outcome = f"failed: {exc}"
             raise
         finally:
-            pub = self.processed_pub
-            if pub is not None:
-                pub.publish(self._header(stamp=to_stamp(group.stamp_ns), frame_id=outcome))
+            publish_processed(self.processed_pub, group.stamp_ns, outcome)
 
     def _window(self):
         """The refined window (``window_keyframes``; only with a verifier), or None."""
