@@ -114,15 +114,22 @@ def constant_velocity(before, step: np.ndarray, group_a, group_b) -> np.ndarray:
     return t * float(stamps[2] - stamps[1]) / float(stamps[1] - stamps[0])
 
 
+def translations_apart(t_a: np.ndarray, t_b: np.ndarray) -> Tuple[float, float]:
+    """``(apart, longer)``: the distance (m) between two step translations and the longer one's
+    length. They agree where ``apart <= DISPUTED_LENGTH * longer`` (the vectors, not only their
+    lengths: a reversed step of the same length does not agree)."""
+    t_a, t_b = np.asarray(t_a, float), np.asarray(t_b, float)
+    return (float(np.linalg.norm(t_a - t_b)),
+            max(float(np.linalg.norm(t_a)), float(np.linalg.norm(t_b))))
+
+
 def agrees_with_velocity(delta: np.ndarray, predicted: np.ndarray) -> Optional[float]:
     """How far (m) the step ``delta``'s translation lies from the ``predicted`` one
-    (:func:`constant_velocity`) where that is within :data:`DISPUTED_LENGTH` of the longer
-    one's length, else None. Such a step needs no keyframe map: where the map agrees,
+    (:func:`constant_velocity`) where the two agree (:func:`translations_apart`) and are not
+    both zero, else None. Such a step needs no keyframe map: where the map agrees,
     :func:`pick_step` takes the relative pose's step, and where it disagrees, the step nearer
     the prediction, which is then almost always this one too."""
-    t, p = np.asarray(delta, float)[:3, 3], np.asarray(predicted, float)
-    apart = float(np.linalg.norm(t - p))
-    longer = max(float(np.linalg.norm(t)), float(np.linalg.norm(p)))
+    apart, longer = translations_apart(np.asarray(delta, float)[:3, 3], predicted)
     return apart if longer > 0 and apart <= DISPUTED_LENGTH * longer else None
 
 
@@ -142,10 +149,10 @@ def pick_step(candidates, matches, ext_a, ext_b, cams_a, cams_b, point_steps: Se
     on a repeated texture both geometries fit their own matches about equally well (a simulated
     car in the hall: the wrong step had more support in 4 of 18 disputes), while a body's step
     changes little from one keyframe to the next."""
-    lengths = [float(np.linalg.norm(c.delta[:3, 3])) for c in candidates]
-    apart = float(np.linalg.norm(candidates[0].delta[:3, 3] - candidates[1].delta[:3, 3]))
-    if apart <= DISPUTED_LENGTH * max(lengths):
-        candidates[0].reason += (f"; the keyframe map agrees on the step ({lengths[1]:.2f} m, "
+    apart, longer = translations_apart(candidates[0].delta[:3, 3], candidates[1].delta[:3, 3])
+    if apart <= DISPUTED_LENGTH * longer:
+        candidates[0].reason += (f"; the keyframe map agrees on the step "
+                                 f"({float(np.linalg.norm(candidates[1].delta[:3, 3])):.2f} m, "
                                  f"{apart:.2f} m apart)")
         return candidates[0]
     counts = [evidence_inliers(c.delta, matches, ext_a, ext_b, cams_a, cams_b, point_steps,

@@ -36,9 +36,7 @@ from g2g_model.localization.local_features import LocalFeatures, per_frame_intri
 from g2g_model.localization.rig_epipolar import (
     G2G_STEP_COVARIANCE, camera_matrix, explained_matches, motion_covariance,
 )
-from g2g_model.localization.motion_verification import (  # noqa: F401 (part of this API)
-    Correspondence, MotionVerification,
-)
+from g2g_model.localization.motion_verification import MotionVerification
 from g2g_model.localization.rig_keyframe_map import (
     agrees_with_velocity, constant_velocity, keyframe_map_motion, pick_step,
 )
@@ -164,9 +162,10 @@ class RigMotionVerifier:
             why = "its length is G2G's" if relative.length_from_g2g else ""
         candidates = [] if relative is None or relative.length_from_g2g else [relative]
         points, notes = [], ""
-        if before is not None and candidates:
-            agreed = agrees_with_velocity(relative.delta, constant_velocity(
-                before[0], before[1], group_a, group_b))
+        predicted = (None if before is None
+                     else constant_velocity(before[0], before[1], group_a, group_b))
+        if predicted is not None and candidates:
+            agreed = agrees_with_velocity(relative.delta, predicted)
             if agreed is not None:
                 relative.reason += (f"; keyframe map not asked: the step agrees with the "
                                     f"previous step's velocity ({agreed:.2f} m apart)")
@@ -184,8 +183,7 @@ class RigMotionVerifier:
                     f"keyframe map: {step.reason}", step.apart, method="keyframe map"))
         if len(candidates) > 1:
             return pick_step(candidates, matches, ext_a, ext_b, cams_a, cams_b, points,
-                             cfg.reprojection_px,
-                             constant_velocity(before[0], before[1], group_a, group_b))
+                             cfg.reprojection_px, predicted)
         if candidates:
             chosen = candidates[0]
             if why:
