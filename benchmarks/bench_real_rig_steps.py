@@ -56,10 +56,10 @@ class CachedG2G:
         if key not in self.cache:
             pred = self.pipe.predict(group_a, group_b)
             self.cpu.append(time.process_time() - t0)
-            self.cache[key] = (pred.a0_T_b0, pred.b0_estimates, self.cpu[-1])
-        *self.last, self.last_cpu = self.cache[key]
+            self.cache[key] = ((pred.a0_T_b0, pred.b0_estimates), self.cpu[-1])
+        self.last, self.last_cpu = self.cache[key]
         self.spent = time.process_time() - t0
-        return tuple(self.last)
+        return self.last
 
 
 def step_error(truth: np.ndarray, delta: np.ndarray):

@@ -154,9 +154,8 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
     group solved again with the true intra-window poses instead of the odometry's
     (``true_window_err_m`` / ``_deg``, ``true_window_inliers``): a control that isolates what
     the odometry inside the window costs."""
-    from g2g_model.localization.verification import StructureVerifier, VerifierConfig
-
     from g2g_model.baseline.classical import ClassicalBaseline, ImageGroup
+    from g2g_model.localization.verification import StructureVerifier, VerifierConfig
 
     verifier = verifier or StructureVerifier(VerifierConfig(window_span_m=0.0))
     classical = ClassicalBaseline("default")
@@ -176,19 +175,23 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
                         cam_to_world=np.stack([f.world_T_cam for f in frames]))
         a0_T_b0 = pose_to_matrix(msg.poses_b[0])
 
+        def query_group(base_poses: Mapping[int, np.ndarray]) -> Group:
+            """The query window with these intra-window poses (odometry's or the truth)."""
+            return Group(images=[query_images[s] for s in sb], intrinsics=query_K,
+                         cam_to_world=np.stack([base_poses[s] @ base_T_cam for s in sb]))
+
         def classical_b0(base_poses: Mapping[int, np.ndarray]) -> Optional[np.ndarray]:
             """map_T_b0 of the classical baseline with these intra-window poses."""
+            query = query_group(base_poses)
             result = classical.predict(
                 ImageGroup(group_a.images, group_a.intrinsics, group_a.cam_to_world),
-                ImageGroup([query_images[s] for s in sb], query_K,
-                           np.stack([base_poses[s] @ base_T_cam for s in sb])))
+                ImageGroup(query.images, query.intrinsics, query.cam_to_world))
             a0_T = np.asarray(result.poses_b[0], float)
             return group_a.cam_to_world[0] @ a0_T if np.all(np.isfinite(a0_T)) else None
 
         def solve(base_poses: Mapping[int, np.ndarray]) -> Dict[str, object]:
-            cams = np.stack([base_poses[s] @ base_T_cam for s in sb])
-            query = Group(images=[query_images[s] for s in sb], intrinsics=query_K,
-                          cam_to_world=cams)
+            query = query_group(base_poses)
+            cams = query.cam_to_world
             map_T_odom = group_a.cam_to_world[0] @ a0_T_b0 @ invert_pose(cams[0])
             return {**verify_again(verifier, group_a, query, map_T_odom @ cams),
                     "map_T_odom": map_T_odom, "odom_T_b0": cams[0]}
