@@ -23,7 +23,7 @@ On a repeated texture each candidate fits its own matches about equally well. A 
 step that already lies within :data:`DISPUTED_LENGTH` of that prediction
 (:func:`agrees_with_velocity`) is published without solving the map: the rule would keep it
 whether the map agreed or not, save where the map fell even nearer the prediction. On real car
-steps the map never changed a step and doubled the cost (docs/VERIFICATION.md).
+steps the map never changed a step and made a step 1.3-1.9x as costly (docs/VERIFICATION.md).
 """
 
 from __future__ import annotations
