@@ -38,6 +38,8 @@ from g2g_model.model.config import preset
 from g2g_model.model.g2g import G2GModel
 
 CASES = {"paper": (256, 768), "small": (196, 192)}
+# What previous_version() undoes.
+PREVIOUS = "the trunk's convolutions and ReLU6 apart, torch's batch-first attention layout"
 
 
 def bench_modules(name: str, dtype_name: str, reps: int, budget_s: float) -> dict:
@@ -77,6 +79,7 @@ def sim_groups(seed: int = 20010):
 
 
 def bench_pipeline_vs_classical(reps: int, budget_s: float) -> List[str]:
+    from g2g_model.assets import default_checkpoint
     from g2g_model.baseline.classical import ClassicalBaseline
     from g2g_model.estimation.pipeline import G2GPipeline
 
@@ -88,6 +91,10 @@ def bench_pipeline_vs_classical(reps: int, budget_s: float) -> List[str]:
     pipeline.both_directions = False  # the baseline of the second direction's cost
     one_way = timed(lambda: pipeline.predict(ga, gb), warmup=1, reps=reps, budget_s=budget_s)
     pipeline.both_directions = both
+    before = previous_version(str(default_checkpoint("relocalization"))) \
+        if not pipeline.untrained else None
+    previous = (timed(lambda: before.predict(ga, gb), warmup=1, reps=reps, budget_s=budget_s)
+                if before is not None else None)
     cls = timed(lambda: baseline.predict((ga["images"], ga["intrinsics"], ga["cam_to_world"]),
                                          (gb["images"], gb["intrinsics"], gb["cam_to_world"])),
                 warmup=0, reps=max(3, reps // 2), budget_s=budget_s)
@@ -100,6 +107,9 @@ def bench_pipeline_vs_classical(reps: int, budget_s: float) -> List[str]:
         f"median {1e3 * g:.0f} ms over {len(g2g)} runs ({'both ways' if both else 'one way'})",
         f"- the same, one way: median {1e3 * statistics.median(one_way):.0f} ms over "
         f"{len(one_way)} runs; ratio {g / statistics.median(one_way):.2f}x",
+        *([f"- the same as it ran before 2026-11-30 ({PREVIOUS}): median "
+           f"{1e3 * statistics.median(previous):.0f} ms over {len(previous)} runs; ratio "
+           f"{statistics.median(previous) / g:.2f}x"] if previous else []),
         f"- classical (SIFT + RANSAC essential matrix on 25 pairs): median {1e3 * c:.0f} ms "
         f"over {len(cls)} runs",
         f"- ratio classical / G2G: {c / g:.1f}x",
@@ -112,8 +122,9 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
     baseline of the ratios; a checkpoint that matches its rotation also runs without
     (``rotation_matching=False``) and with the joint (parallax) solve run on every pair
     (``parallax_share=1``: its cost where groups stand far apart; these groups do not) and with
-    the frozen trunk run as the plain network (the baseline of its folded, channels-last copy),
-    and the matching's own share is a column."""
+    the frozen trunk run as the plain network (the baseline of its folded, channels-last copy);
+    every checkpoint also runs as before 2026-11-30 (:func:`previous_version`), and the
+    matching's own share is a column."""
     from g2g_model.estimation.pipeline import G2GPipeline
     from g2g_model.assets import default_checkpoint
     from g2g_model.estimation.rotation_matching import MatchingConfig
@@ -135,6 +146,7 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
             trunk = plain.rotation_matcher.trunk  # shared with the backbone
             trunk.forward = trunk.plain_forward
             runs.append((name, " with the plain trunk (batch norms, channels first)", plain))
+        runs.append((name, f" as before 2026-11-30 ({PREVIOUS})", previous_version(name)))
     for _, _, pipe in runs:  # warm-up
         pipe.predict(ga, gb)
     times: List[List[float]] = [[] for _ in runs]
@@ -163,6 +175,34 @@ def bench_pipelines(checkpoints: List[str], reps: int, budget_s: float) -> List[
     return lines
 
 
+def previous_version(checkpoint: str):
+    """The pipeline of ``checkpoint`` as it ran before 2026-11-30, the baseline of that day's
+    two changes: its trunk's convolutions and ReLU6 as separate ops
+    (``fast_features(fused=False)``) and the modules' attention on torch's own batch-first
+    layout (``nn.MultiheadAttention.forward``)."""
+    import functools
+
+    from g2g_model.estimation.pipeline import G2GPipeline
+    from g2g_model.model.layers import BatchFirstAttention
+
+    pipe = G2GPipeline.from_checkpoint(checkpoint)
+    for module in pipe.model.modules():
+        if isinstance(module, BatchFirstAttention):
+            module.forward = functools.partial(torch.nn.MultiheadAttention.forward, module)
+    trunk = getattr(getattr(pipe.backbone, "stem", None), "trunk", None)
+    if trunk is not None:
+        trunk.forward = functools.partial(folded_forward, trunk)
+    return pipe
+
+
+def folded_forward(trunk, images: torch.Tensor) -> torch.Tensor:
+    """The trunk's folded, channels-last copy with convolutions and ReLU6 as separate ops (under
+    autocast, the convolutions cast their fp32 weights): the fast path before 2026-11-30."""
+    normalized = ((images - trunk.mean) / trunk.std).contiguous(
+        memory_format=torch.channels_last)
+    return trunk.fast_features(fused=False)(normalized)
+
+
 def bench_trunk(reps: int, budget_s: float) -> List[str]:
     """The frozen MobileNetV2 trunk on 10 frames (5+5) at the backbone's 112 px and the rotation
     matcher's 160 px, fp32 and bf16 autocast: as it runs (folded, channels last) against the
@@ -171,9 +211,10 @@ def bench_trunk(reps: int, budget_s: float) -> List[str]:
 
     trunk = MobileNetV2Trunk(16)
     lines = ["## Frozen MobileNetV2 trunk, 10 frames (interleaved runs)",
-             "| frames | dtype | plain network ms | as it runs (folded, channels last) ms | "
-             "speed-up | max abs difference from fp32 plain: plain / as it runs |",
-             "|---|---|---|---|---|---|"]
+             "| frames | dtype | plain network ms | folded, channels last, separate ops ms | "
+             "as it runs (also fused) ms | speed-up over plain / over separate | max abs "
+             "difference from fp32 plain: plain / separate / as it runs |",
+             "|---|---|---|---|---|---|---|"]
     for size in (112, 160):
         images = torch.rand(10, 3, size, size, generator=torch.Generator().manual_seed(0))
         with torch.inference_mode():
@@ -181,23 +222,23 @@ def bench_trunk(reps: int, budget_s: float) -> List[str]:
         for dtype_name in ("fp32", "bf16"):
             cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype_name == "bf16")
             with torch.inference_mode(), cast:
-                def plain():
-                    return trunk.plain_forward(images)
-                diffs = [float((fn().float() - reference).abs().max())
-                         for fn in (plain, lambda: trunk(images))]
-                rows = [[], []]
+                ways = (lambda: trunk.plain_forward(images),
+                        lambda: folded_forward(trunk, images), lambda: trunk(images))
+                diffs = [float((fn().float() - reference).abs().max()) for fn in ways]
+                rows: List[List[float]] = [[] for _ in ways]
                 start = time.perf_counter()
                 while len(rows[0]) < reps:
-                    for row, fn in zip(rows, (plain, lambda: trunk(images))):
+                    for row, fn in zip(rows, ways):
                         t0 = time.perf_counter()
                         fn()
                         row.append(time.perf_counter() - t0)
                     if len(rows[0]) >= 3 and time.perf_counter() - start > budget_s:
                         break
-            base, fast = statistics.median(rows[0]), statistics.median(rows[1])
+            base, separate, fast = (statistics.median(row) for row in rows)
             lines.append(f"| {size} x {size} | {dtype_name} | {1e3 * base:.1f} | "
-                         f"{1e3 * fast:.1f} | {base / fast:.2f}x | "
-                         f"{diffs[0]:.1e} / {diffs[1]:.1e} |")
+                         f"{1e3 * separate:.1f} | {1e3 * fast:.1f} | {base / fast:.2f}x / "
+                         f"{separate / fast:.2f}x | "
+                         + " / ".join(f"{d:.1e}" for d in diffs) + " |")
     return lines
 
 

@@ -7,6 +7,7 @@ import re
 import pytest
 import torch
 
+from g2g_model.backbones import fused_conv
 from g2g_model.backbones.compact import CompactBackbone
 from g2g_model.backbones.mobilenet_v2 import (
     ASSET, ASSET_KEY, MobileNetV2Trunk, load_pretrained,
@@ -70,6 +71,34 @@ def test_folded_channels_last_trunk_equals_the_plain_network_and_follows_its_wei
     x = images.clone().requires_grad_(True)
     trunk(x).sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.skipif(not fused_conv.available(torch.device("cpu")),
+                    reason="this PyTorch build has no fused oneDNN convolutions")
+def test_fused_trunk_gives_the_folded_features_in_fp32_and_under_bf16_autocast():
+    """On a CPU the fast copy runs each convolution with its ReLU6 in one oneDNN call, with
+    weights in the dtype it runs in: the same features as the folded copy of separate ops,
+    in fp32 and under bf16 autocast (where it holds bf16 weights and returns bf16)."""
+    trunk = MobileNetV2Trunk(16)
+    images = torch.rand(4, 3, 64, 96)
+    fused = trunk.fast_features()
+    assert any(isinstance(m, fused_conv.ConvReLU6) for m in fused.modules())
+    assert not any(isinstance(m, (torch.nn.Conv2d, torch.nn.ReLU6)) for m in fused.modules())
+    separate = trunk.fast_features(fused=False)
+    assert any(isinstance(m, torch.nn.ReLU6) for m in separate.modules())
+    with torch.inference_mode():
+        normalized = ((images - trunk.mean) / trunk.std).contiguous(
+            memory_format=torch.channels_last)
+        assert torch.allclose(trunk(images), separate(normalized), atol=1e-5, rtol=1e-5)
+        assert torch.allclose(trunk(images), trunk.plain_forward(images), atol=1e-4, rtol=1e-4)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            fast16, reference16 = trunk(images), separate(normalized)
+    assert fast16.dtype == torch.bfloat16 == reference16.dtype
+    weights = {m.weight.dtype for m in trunk.fast_features(torch.bfloat16).modules()
+               if isinstance(m, fused_conv.ConvReLU6)}
+    assert weights == {torch.bfloat16}
+    assert (fast16.float() - reference16.float()).abs().max() <= 0.02 * reference16.abs().max()
+    assert not fused_conv.available(torch.device("meta"))
 
 
 def test_missing_or_foreign_weight_file_is_a_clear_error(tmp_path):

@@ -154,3 +154,35 @@ def test_bf16_autocast_keeps_poses_in_float32():
     rot = out["rotation_matrices"]
     assert rot.dtype == torch.float32 and out["poses"].dtype == torch.float32
     assert torch.allclose(rot.transpose(-1, -2) @ rot, torch.eye(3).expand_as(rot), atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["grad", "inference", "bf16"])
+def test_batch_first_attention_equals_torch_attention(mode):
+    """The modules' attention hands torch sequence-first memory (speed); it computes what
+    nn.MultiheadAttention does on the same batch-first tensors, key and value one tensor or
+    two, with a mask, with gradients, in inference and under bf16 autocast."""
+    from g2g_model.model.layers import BatchFirstAttention
+
+    torch.manual_seed(0)
+    ours = BatchFirstAttention(32, 4, dropout=0.0, batch_first=True).eval()
+    reference = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    reference.load_state_dict(ours.state_dict())
+    query, context = torch.randn(6, 5, 32), torch.randn(6, 9, 32)
+    mask = torch.rand(5, 5) > 0.7
+    mask.fill_diagonal_(False)
+    cases = [((query, context, context), {}), ((query, context, context.clone()), {}),
+             ((query, query, query), {"attn_mask": mask})]
+    tol = 3e-2 if mode == "bf16" else 1e-5
+    for args, kwargs in cases:
+        if mode == "grad":
+            got = ours(*args, need_weights=False, **kwargs)[0]
+            want = reference(*args, need_weights=False, **kwargs)[0]
+            got.sum().backward()
+            assert ours.in_proj_weight.grad is not None
+        else:
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                                        enabled=mode == "bf16"):
+                got = ours(*args, need_weights=False, **kwargs)[0]
+                want = reference(*args, need_weights=False, **kwargs)[0]
+        assert got.shape == want.shape == query.shape
+        assert torch.allclose(got.float(), want.float(), atol=tol, rtol=tol), mode

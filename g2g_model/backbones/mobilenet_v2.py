@@ -18,8 +18,10 @@ Speed: the trunk runs as a copy with every batch norm folded into its convolutio
 (``torch.nn.utils.fusion.fuse_conv_bn_eval``) in the channels-last memory layout, where the
 depthwise convolutions are fast on CPU: 1.6-1.9x faster for ten frames of 112-160 px on the
 2-core development machine, the same features within float rounding
-(benchmarks/RESULTS_g2g.md). The copy is rebuilt whenever the weights change (loading, moving,
-casting, in-place edits) and is not part of the state dict.
+(benchmarks/RESULTS_g2g.md); on a CPU each convolution also runs with its ReLU6 in one oneDNN
+call, in bf16 weights under bf16 autocast (:mod:`g2g_model.backbones.fused_conv`). The copy is
+rebuilt whenever the weights change (loading, moving, casting, in-place edits) and is not part
+of the state dict.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
+
+from g2g_model.backbones import fused_conv
 
 ASSET = Path(__file__).resolve().parents[1] / "assets" / "mobilenetv2_imagenet_s16.safetensors"
 
@@ -111,18 +115,31 @@ class MobileNetV2Trunk(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         normalized = (images - self.mean) / self.std
-        return self.fast_features()(normalized.contiguous(memory_format=torch.channels_last))
+        normalized = normalized.contiguous(memory_format=torch.channels_last)
+        if torch.is_grad_enabled() and images.requires_grad:  # fused ops have no gradients
+            return self.fast_features(fused=False)(normalized)
+        # Under a CPU's bf16 autocast the fused copy runs in bf16 itself (fused_conv).
+        bf16 = (images.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+                and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        return self.fast_features(torch.bfloat16 if bf16 else None)(normalized)
 
     def plain_forward(self, images: torch.Tensor) -> torch.Tensor:
         """The same features from the unfolded network, channels first: the reference that the
         fast copy is tested and benchmarked against."""
         return self.features((images - self.mean) / self.std)
 
-    def fast_features(self) -> nn.Module:
-        """The feature blocks with batch norms folded, channels last (module docstring); cached
-        for the current weights (a change of device, dtype or values rebuilds it, and so does
-        any ``load_state_dict``, which may replace the tensors themselves)."""
-        cached: Optional[Tuple] = self.__dict__.get("_fast")
+    def fast_features(self, dtype: Optional[torch.dtype] = None, fused: bool = True
+                      ) -> nn.Module:
+        """The feature blocks with batch norms folded, channels last (module docstring), each
+        convolution fused with its ReLU6 and its weights in ``dtype`` (default: the trunk's)
+        where the device runs fused convolutions (:mod:`.fused_conv`; they pass no gradients:
+        ``fused=False`` for a copy that does); cached per ``dtype`` and ``fused`` for
+        the current weights (a change of device, dtype or values rebuilds it, and so does any
+        ``load_state_dict``, which may replace the tensors themselves)."""
+        copies: Dict = self.__dict__.setdefault("_fast", {})
+        fused = fused and fused_conv.available(self.mean.device)
+        dtype = dtype if fused else None  # the folded copy follows autocast
+        cached: Optional[Tuple] = copies.get((dtype, fused))
         # The tensor list is kept with the copy: collecting it walks every submodule, which
         # cost more than the check itself on each call (0.27 ms).
         if cached is not None:
@@ -134,7 +151,9 @@ class MobileNetV2Trunk(nn.Module):
         if cached is None or cached[1] != key:
             with torch.inference_mode(False), torch.no_grad():
                 fast = fold_batch_norms(self.features).to(memory_format=torch.channels_last)
-            self.__dict__["_fast"] = cached = (tensors, key, fast)
+                if fused:
+                    fast = fused_conv.fuse_activations(fast, dtype or tensors[0].dtype)
+            copies[(dtype, fused)] = cached = (tensors, key, fast)
         return cached[2]
 
     def _forget_fast(self, *_) -> None:

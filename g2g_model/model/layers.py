@@ -38,10 +38,34 @@ def feed_forward(dim: int, hidden: int, dropout: float) -> nn.Sequential:
     )
 
 
+class BatchFirstAttention(nn.MultiheadAttention):
+    """``nn.MultiheadAttention`` on batch-first tensors whose memory is laid out sequence first.
+
+    Outside torch's fused inference kernel (under autocast, or with gradients) the module
+    transposes batch-first inputs to sequence-first views, and its packed in-projection of such
+    a view runs as a batched product over a copy of the weight expanded once per token: for the
+    perceiver resampler's 49 patch tokens most of the G2G modules' time on a CPU. Handing it
+    inputs that are sequence-first in memory (a tensor seen twice, e.g. key and value, stays one
+    tensor) makes the same products plain matrix products. Same parameters, same results.
+    """
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **kwargs):
+        laid_out: dict = {}
+
+        def sequence_first(x: torch.Tensor) -> torch.Tensor:
+            if id(x) not in laid_out:
+                laid_out[id(x)] = x.transpose(0, 1).contiguous().transpose(0, 1)
+            return laid_out[id(x)]
+
+        return super().forward(sequence_first(query), sequence_first(key),
+                               sequence_first(value), **kwargs)
+
+
 def attention(dim: int, num_heads: int, dropout: float) -> nn.MultiheadAttention:
-    """Standard multi-head attention with a packed in-projection, biases, batch-first tensors.
+    """Standard multi-head attention with a packed in-projection, biases, batch-first tensors
+    (:class:`BatchFirstAttention`).
 
     At construction torch draws ``out_proj`` with the nn.Linear default, xavier-uniform over the
     whole packed ``in_proj_weight`` [3C, C] and zero biases, which is the official init.
     """
-    return nn.MultiheadAttention(dim, num_heads, dropout=dropout, batch_first=True)
+    return BatchFirstAttention(dim, num_heads, dropout=dropout, batch_first=True)
