@@ -7,8 +7,8 @@ bf16 on every call. oneDNN, which runs PyTorch's CPU convolutions anyway, applie
 activation inside the convolution (``torch.ops.mkldnn._convolution_pointwise``, the kernel
 PyTorch's own compiler emits for the same pattern); holding the weights in the dtype the trunk
 runs in removes the casts. On the 2-core development machine (AVX-512 with AMX bf16,
-2026-11-30) ten frames of the trunk under bf16: 10.3 -> 7.4 ms at 112 px and 17.4 -> 10.7 ms
-at 160 px, the same features bit for bit (``benchmarks/bench_g2g.py``, trunk section).
+2026-11-30) ten frames of the trunk under bf16: 11.4 -> 8.4 ms at 112 px and 19.8 -> 12.1 ms
+at 160 px, the same features (``benchmarks/RESULTS_g2g.md``, trunk section).
 
 The op is internal to PyTorch, so :func:`available` checks for it and the trunk keeps its plain
 folded copy wherever it is missing (other builds, GPUs); ``test/test_mobilenet_trunk.py``
