@@ -24,6 +24,15 @@ def autocast(device: Union[torch.device, str], dtype: Optional[torch.dtype],
     return torch.autocast(device_type, enabled=False)
 
 
+def autocast_dtype(device: Union[torch.device, str]) -> Optional[torch.dtype]:
+    """The dtype autocast casts to on ``device``'s type at this point of the program, or None
+    where autocast is off."""
+    device_type = device.type if isinstance(device, torch.device) else str(device)
+    if not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
+
 def bf16_is_fast(device: torch.device) -> bool:
     """Whether bf16 autocast should be the default on ``device``.
 

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from g2g_model.backbones import fused_conv
+from g2g_model.precision import autocast_dtype
 
 ASSET = Path(__file__).resolve().parents[1] / "assets" / "mobilenetv2_imagenet_s16.safetensors"
 
@@ -119,8 +120,7 @@ class MobileNetV2Trunk(nn.Module):
         if torch.is_grad_enabled() and images.requires_grad:  # fused ops have no gradients
             return self.fast_features(fused=False)(normalized)
         # Under a CPU's bf16 autocast the fused copy runs in bf16 itself (fused_conv).
-        bf16 = (images.device.type == "cpu" and torch.is_autocast_enabled("cpu")
-                and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        bf16 = images.device.type == "cpu" and autocast_dtype("cpu") == torch.bfloat16
         return self.fast_features(torch.bfloat16 if bf16 else None)(normalized)
 
     def plain_forward(self, images: torch.Tensor) -> torch.Tensor:
