@@ -198,9 +198,7 @@ def previous_version(checkpoint: str):
 def folded_forward(trunk, images: torch.Tensor) -> torch.Tensor:
     """The trunk's folded, channels-last copy with convolutions and ReLU6 as separate ops (under
     autocast, the convolutions cast their fp32 weights): the fast path before 2026-11-30."""
-    normalized = ((images - trunk.mean) / trunk.std).contiguous(
-        memory_format=torch.channels_last)
-    return trunk.fast_features(fused=False)(normalized)
+    return trunk.fast_features(fused=False)(trunk.normalized(images))
 
 
 def bench_trunk(reps: int, budget_s: float) -> List[str]:

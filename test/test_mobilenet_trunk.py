@@ -87,8 +87,7 @@ def test_fused_trunk_gives_the_folded_features_in_fp32_and_under_bf16_autocast()
     separate = trunk.fast_features(fused=False)
     assert any(isinstance(m, torch.nn.ReLU6) for m in separate.modules())
     with torch.inference_mode():
-        normalized = ((images - trunk.mean) / trunk.std).contiguous(
-            memory_format=torch.channels_last)
+        normalized = trunk.normalized(images)
         assert torch.allclose(trunk(images), separate(normalized), atol=1e-5, rtol=1e-5)
         assert torch.allclose(trunk(images), trunk.plain_forward(images), atol=1e-4, rtol=1e-4)
         with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -114,9 +114,13 @@ class MobileNetV2Trunk(nn.Module):
         """Always eval: the frozen trunk's batch norms keep their ImageNet statistics."""
         return super().train(False)
 
+    def normalized(self, images: torch.Tensor) -> torch.Tensor:
+        """``images`` standardised with the ImageNet statistics, channels last: the input of
+        the fast copies (:meth:`fast_features`)."""
+        return ((images - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
+
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        normalized = (images - self.mean) / self.std
-        normalized = normalized.contiguous(memory_format=torch.channels_last)
+        normalized = self.normalized(images)
         if torch.is_grad_enabled() and images.requires_grad:  # fused ops have no gradients
             return self.fast_features(fused=False)(normalized)
         # Under a CPU's bf16 autocast the fused copy runs in bf16 itself (fused_conv).
