@@ -174,3 +174,46 @@ def test_constant_step_is_the_median_true_step(smoke, tmp_path):
     rows = [line.split("|")[1].strip() for line in
             (out / "comparison.md").read_text().splitlines() if line.startswith("| ")][1:]
     assert rows == ["identity", "constant_step"]
+
+
+def test_cameras_selects_a_subset_of_the_rig(smoke, tmp_path, capsys):
+    # --cameras: rig groups of the named cameras only, in that order (the first is the anchor),
+    # as a 3- or 5-camera subset of a 6-camera car rig is evaluated with a model of 5 frames.
+    import numpy as np
+
+    from g2g_model.training.pair_dataset import PairDataset, read_pairs
+    from g2g_model.training.trajectory_groups import TrajectoryStore
+
+    store = TrajectoryStore(str(smoke), (1, 1))
+    whole = PairDataset(read_pairs("rig", str(smoke), "rig_pairs.csv", 0.0, 3, 0, 0.0), store)
+    part = PairDataset(read_pairs("rig", str(smoke), "rig_pairs.csv", 0.0, 3, 0, 0.0,
+                                  cameras=["cam2", "cam0"]), store)
+    spec = part.items[0].spec_a
+    assert [c for c, _ in store.frames(spec)] == ["cam2", "cam0"]
+    world = store.world_poses(whole.items[0].spec_a)
+    assert np.allclose(store.world_poses(spec), world[[2, 0]])
+    # Targets follow the subset's anchor: B0 relative to camera 2 of A.
+    gt_a, gt_b = part.targets(0)
+    assert gt_a.shape == (2, 4, 4) and np.allclose(gt_a[0], np.eye(4))
+    assert not np.allclose(gt_b[0], whole.targets(0)[1][0])
+    # Through g2g-eval, with a checkpoint of 2 frames that the whole rig (4 cameras) overflows.
+    ckpt = _checkpoint(tmp_path / "two.safetensors", max_frames=2)
+    base = ["--task", "rig", "--root", str(smoke), "--index", "rig_pairs.csv", "--checkpoint",
+            ckpt, "--identity", "--max-pairs", "3", "-q"]
+    assert eval_main(base + ["--out", str(tmp_path / "all")]) == 2
+    assert "max_frames=2" in capsys.readouterr().err
+    assert eval_main(base + ["--cameras", "cam2", "cam0", "--out", str(tmp_path / "two")]) == 0
+    with open(tmp_path / "two" / "two" / "pairs.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 3
+    # A camera the rig does not have, a repeated one, or cameras for relocalization windows.
+    assert eval_main(base + ["--cameras", "cam0", "front", "--out", str(tmp_path / "x")]) == 2
+    assert "no front" in capsys.readouterr().err
+    assert eval_main(base[:6] + ["--identity", "--cameras", "front", "--out",
+                                 str(tmp_path / "x"), "-q"]) == 2
+    assert "no front" in capsys.readouterr().err
+    assert eval_main(base + ["--cameras", "cam0", "cam0", "--out", str(tmp_path / "x")]) == 2
+    assert "distinct" in capsys.readouterr().err
+    assert eval_main(["--task", "reloc", "--root", str(smoke), "--index", "pairs_w3.json",
+                      "--identity", "--cameras", "cam0", "--out", str(tmp_path / "x"), "-q"]) == 2
+    assert "rig pairs" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

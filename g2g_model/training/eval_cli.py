@@ -7,6 +7,9 @@ Examples::
         --ablation --out outputs/eval_reloc
     g2g-eval --task rig --root data/sim_test --index rig_pairs.csv --checkpoint rig.safetensors \
         --mode noisy --out outputs/eval_rig_noisy
+    g2g-eval --task rig --root data/sim_rw_test_street_car6 --index rig_car_steps.csv \
+        --cameras front front_left front_right --checkpoint rig.safetensors --verify \
+        --identity --out outputs/eval_car3
 
 Writes, per method, ``metrics.md`` / ``metrics.csv`` (full metric suite with overlap bins),
 ``pairs.csv`` (per pair) and ``summary.json``; and ``comparison.md`` / ``.csv`` (B0 of every
@@ -59,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reverse-fraction", type=float, default=0.0,
                    help="share of the pairs (seeded) with A and B exchanged, e.g. 1 for rig "
                    "odometry driving backwards (default 0: the index as it is)")
+    p.add_argument("--cameras", nargs="+", metavar="NAME", default=None,
+                   help="rig pairs: only these cameras of the rig, in this order (the first is "
+                   "the anchor), e.g. a 3- or 5-camera subset of a 6-camera car rig "
+                   "(default: all)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("-q", "--quiet", action="store_true")
@@ -76,7 +83,8 @@ def main(argv=None) -> int:
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
                                    device=args.device,
                                    progress=not args.quiet and sys.stderr.isatty(),
-                                   reverse_fraction=args.reverse_fraction)
+                                   reverse_fraction=args.reverse_fraction,
+                                   cameras=args.cameras)
     except ValueError as exc:
         print(f"g2g-eval: error: {exc}", file=sys.stderr)
         return 2

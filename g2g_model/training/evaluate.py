@@ -146,8 +146,10 @@ def _noisy(poses: torch.Tensor, key: str, mode: str) -> torch.Tensor:
 def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec], out_dir: str,
                      mode: str = "clean", max_pairs: int = 0, seed: int = 0,
                      device: str = "cpu", progress: bool = True,
-                     reverse_fraction: float = 0.0) -> Dict[str, Dict]:
+                     reverse_fraction: float = 0.0,
+                     cameras: Optional[List[str]] = None) -> Dict[str, Dict]:
     """Evaluate every method on the same pairs; write tables, CSVs and plots under ``out_dir``.
+    ``cameras``: rig pairs hold these cameras of the rig, in this order (default: all).
 
     Raises:
         ValueError: unknown mode, empty index, missing checkpoint, a checkpoint whose
@@ -157,7 +159,7 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not methods:
         raise ValueError("no method to evaluate (give --checkpoint and / or --classical)")
-    items = read_pairs(task, root, index, 0.0, max_pairs, seed, reverse_fraction)
+    items = read_pairs(task, root, index, 0.0, max_pairs, seed, reverse_fraction, cameras)
     native = TrajectoryStore(root, (1, 1))
     dataset = PairDataset(items, native)
     runners = {}
@@ -180,19 +182,18 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
                 runners[spec.label] = VerifiedMethod(task, runners[spec.label])
     g2g_sizes = {r.image_size for r in runners.values()
                  if not isinstance(r, ClassicalMethod) and r.image_size is not None}
+    # The groups' frame counts (also: a camera the rig lacks is named here, before any work).
+    counts = [len(native.frames(spec)) for it in items[:1] + items[-1:]
+              for spec in (it.spec_a, it.spec_b)]
     first = native.reader(items[0].spec_a[1]).rig
-    cam0 = first[first.names[0]]
+    cam0 = first[cameras[0] if cameras else first.names[0]]
     stores = {size: TrajectoryStore(root, size) for size in g2g_sizes}
     stores[(cam0.height, cam0.width)] = TrajectoryStore(root, (cam0.height, cam0.width))
     for label, runner in runners.items():
         runner = getattr(runner, "g2g", runner)
-        if isinstance(runner, G2GMethod):
-            for it in items[:1] + items[-1:]:
-                for spec in (it.spec_a, it.spec_b):
-                    n = len(native.frames(spec))
-                    if n > runner.max_frames:
-                        raise ValueError(f"{label}: groups have {n} frames but the checkpoint "
-                                         f"takes at most max_frames={runner.max_frames}")
+        if isinstance(runner, G2GMethod) and max(counts) > runner.max_frames:
+            raise ValueError(f"{label}: groups have {max(counts)} frames but the checkpoint "
+                             f"takes at most max_frames={runner.max_frames}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     samples: Dict[str, list] = {label: [] for label in runners}

@@ -5,7 +5,8 @@
   an index of explicit frame lists (``FramesPair``, e.g. the windows a relocalization node used
   in a bag replay, written by ``g2g-eval-bag --pairs-index``).
 * Rig odometry (``rig``): the index of ``g2g-data rig-pairs`` (``RigPair``: two frames of the
-  same or of two traversals); each group holds every camera of the rig at its frame. Rig pairs
+  same or of two traversals); each group holds every camera of the rig at its frame, or the
+  cameras named by ``read_pairs(..., cameras=...)`` (a subset of a larger rig). Rig pairs
   have no overlap score; they get score 1 (the curriculum is normally off for this task).
 
 A sample holds both groups' images, their clean anchor-relative input poses and the targets
@@ -17,7 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -66,15 +67,24 @@ def _reverse(items: List[PairItem], fraction: float, seed: int) -> List[PairItem
 
 
 def read_pairs(task: str, root: str | Path, index: str, min_score: float = 0.0,
-               max_pairs: int = 0, seed: int = 0,
-               reverse_fraction: float = 0.0) -> List[PairItem]:
+               max_pairs: int = 0, seed: int = 0, reverse_fraction: float = 0.0,
+               cameras: Optional[Sequence[str]] = None) -> List[PairItem]:
     """Pairs of the index ``root/index`` for ``task`` (``reloc`` or ``rig``); with
     ``reverse_fraction`` > 0 that share of them (seeded) has A and B exchanged, so that a motion
     prior of the index (a rig that always walks forwards) cannot stand in for the images.
+    ``cameras``: rig pairs only, the groups hold these cameras of the rig in this order (the
+    first is the anchor) instead of all of them.
 
     Raises:
-        ValueError: unknown task, missing index, or no pair left (an empty index).
+        ValueError: unknown task, missing index, ``cameras`` for relocalization pairs, or no
+            pair left (an empty index).
     """
+    if cameras is not None and task != "rig":
+        raise ValueError("cameras selects the cameras of rig pairs; relocalization windows "
+                         "name their camera in the index")
+    subset = () if cameras is None else (tuple(str(c) for c in cameras),)
+    if cameras is not None and (not subset[0] or len(set(subset[0])) != len(subset[0])):
+        raise ValueError(f"cameras must name distinct cameras, got {list(cameras)}")
     path = Path(root) / index
     if not path.is_file():
         raise ValueError(f"pair index {path} does not exist")
@@ -83,8 +93,8 @@ def read_pairs(task: str, root: str | Path, index: str, min_score: float = 0.0,
         items = [_reloc_item(r) for r in rows if float(r.score) >= min_score]
     elif task == "rig":
         rows = read_index(path, RigPair)
-        items = [PairItem(("rig", r.traj_a, int(r.frame_a)), ("rig", r.traj_b, int(r.frame_b)),
-                          1.0) for r in rows]
+        items = [PairItem(("rig", r.traj_a, int(r.frame_a)) + subset,
+                          ("rig", r.traj_b, int(r.frame_b)) + subset, 1.0) for r in rows]
     else:
         raise ValueError(f"task must be 'reloc' or 'rig', got {task!r}")
     items = _reverse(_subset(items, max_pairs, seed), reverse_fraction, seed)

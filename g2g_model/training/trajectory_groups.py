@@ -5,6 +5,8 @@ A *group spec* names one group:
 * ``("win", traj, cam, start, n, stride)``: a temporal window, frames ``start + k * stride`` of
   one camera (relocalization groups, pretraining windows);
 * ``("rig", traj, frame)``: every camera of the rig at one frame (rig-odometry groups);
+  ``("rig", traj, frame, cameras)``: the named cameras only, in that order (the first is the
+  anchor), e.g. a 3- or 5-camera subset of a 6-camera car rig;
 * ``("frames", traj, cam, (i0, i1, ...))``: the listed frames of one camera, anchor first (the
   windows of a bag replay's relocalization, ``FramesPair``).
 
@@ -121,8 +123,14 @@ class TrajectoryStore:
             _, traj, cam, start, n, stride = spec
             return [(cam, int(start) + k * int(stride)) for k in range(int(n))]
         if kind == "rig":
-            _, traj, frame = spec
-            return [(cam, int(frame)) for cam in self.reader(traj).cameras]
+            traj, frame = spec[1], int(spec[2])
+            names = list(self.reader(traj).cameras)
+            cams = list(spec[3]) if len(spec) > 3 else names
+            missing = [c for c in cams if c not in names]
+            if missing or not cams or len(set(cams)) != len(cams):
+                raise ValueError(f"{traj}: cameras {cams} are not distinct cameras of its rig "
+                                 f"{names}" + (f" (no {', '.join(missing)})" if missing else ""))
+            return [(cam, frame) for cam in cams]
         if kind == "frames":
             _, traj, cam, frames = spec
             if cam not in self.reader(traj).cameras:
