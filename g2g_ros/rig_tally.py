@@ -32,7 +32,7 @@ class RigTally:
             self.groups_deferred += 1
         elif not update.is_initial:
             self.steps_by_path[update.path] += 1
-            if update.method:  # the geometry of a verified / refined step
+            if update.method:  # the geometry of a step (verified, refined, or its rotation)
                 self.steps_by_geometry[update.method] += 1
             self.last_step = f"{update.path}, {update.inliers} inliers" + (
                 f": {update.reason}" if update.reason else "")

@@ -211,7 +211,8 @@ def test_one_camera_rig_is_solved_from_its_essential_matrix(tmp_path):
     """A one-camera rig (a mono bag through rig odometry): every match lies between one camera
     pair, where generalized relative pose is degenerate (PoseLib spent minutes per step, and the
     node never answered). The pair's essential matrix gives the rotation and the direction; the
-    length is G2G's, and the reason says so."""
+    length is G2G's, and the reason says so; the step's path is ``g2g``, since its length is
+    not verified."""
     mono = TrajectoryReader(tiny_trajectories(tmp_path, seed=20004, frames=8, rig="mono")[0])
     assert mono.cameras == ["cam0"]
     verifier = RigMotionVerifier()
@@ -223,9 +224,12 @@ def test_one_camera_rig_is_solved_from_its_essential_matrix(tmp_path):
         tilt = np.array([[1.0, 0.0, 0.0], [0.0, 0.9986, -0.0523], [0.0, 0.0523, 0.9986]])
         g2g[:3, :3] = g2g[:3, :3] @ tilt  # and 3 deg off
         result = verifier(rig(mono, 0), rig(mono, k), g2g)
-        if result.path == PATH_G2G:
+        assert result.path == PATH_G2G  # its length is not verified: never "verified"
+        if not result.length_from_g2g:  # the essential matrix failed: G2G's step as it was
+            assert np.allclose(result.delta, g2g) and result.method == "", result.reason
             continue
         verified += 1
+        assert result.method == "one camera pair" and not result.carries_length
         assert "one camera pair" in result.reason and "length of the step from G2G" in \
             result.reason, result.reason
         dt, dr = error(truth, result.delta)

@@ -108,11 +108,13 @@ def test_disagreeing_cameras_are_rejected_and_state_kept():
     assert odo.rejected == 1
 
 
-@pytest.mark.parametrize("verdict", ["refined", "g2g"])
+@pytest.mark.parametrize("verdict", ["refined", "g2g", "length"])
 def test_the_spread_gate_judges_only_steps_taken_from_g2g(verdict):
     """G2G's estimates of a long step disagree (a car's 1-3 m steps: by 1.7 m); a step the
     geometry refined is kept and the odometry moves on, one that fell back to G2G is rejected
-    with the verifier's reason and the keyframe stays."""
+    with the verifier's reason and the keyframe stays. A step whose rotation and direction the
+    geometry measured and whose length is G2G's (straight motion: path g2g) is published with
+    the geometry's rotation and direction, counted under g2g, and not rejected."""
     def estimate(a, b):
         return np.stack([make_pose(np.eye(3), [0, 0, 2.0]), make_pose(np.eye(3), [0, 0, 0.1])])
 
@@ -121,6 +123,10 @@ def test_the_spread_gate_judges_only_steps_taken_from_g2g(verdict):
     def verifier(group_prev, group_now, delta):
         if verdict == "refined":
             return MotionVerification("refined", solved, np.eye(6) * 1e-4, 120, "refined")
+        if verdict == "length":  # the geometry's direction (x), G2G's length
+            step = make_pose(np.eye(3), [float(np.linalg.norm(delta[:3, 3])), 0.0, 0.0])
+            return MotionVerification("g2g", step, np.eye(6) * 1e-3, 90, "length not verified",
+                                      method="relative", length_from_g2g=True)
         return MotionVerification("g2g", delta, np.eye(6), 0, "12 inliers (< 30)")
 
     odo = RigOdometry(per_camera(estimate), BASE_T_CAM, max_spread_m=1.0, verifier=verifier)
@@ -131,6 +137,12 @@ def test_the_spread_gate_judges_only_steps_taken_from_g2g(verdict):
                 odo.process(_frames(k))
             np.testing.assert_array_equal(odo.odom_T_base, np.eye(4))
             assert odo.rejected == k - 1
+        elif verdict == "length":
+            upd = odo.process(_frames(k))
+            assert upd.path == "g2g" and upd.method == "relative" and upd.spread_m > 1.0
+            # The geometry's direction (x), not G2G's.
+            assert upd.delta[0, 3] > 0 and np.allclose(upd.delta[1:3, 3], 0)
+            assert odo.rejected == 0 and odo._before is None  # its length is not carried
         else:
             upd = odo.process(_frames(k))
             assert upd.path == "refined" and upd.spread_m > 1.0

@@ -23,10 +23,12 @@ class MotionVerification:
 
     Attributes:
         path: ``"g2g"``, ``"verified"`` or ``"refined"``.
-        delta: ``[4, 4]`` base_prev_T_base_now (for ``"g2g"``: G2G's, unchanged).
+        delta: ``[4, 4]`` base_prev_T_base_now (for ``"g2g"``: G2G's, unchanged; with
+            ``length_from_g2g``: the geometry's rotation and direction, G2G's length).
         covariance: ``[6, 6]`` of that motion (x y z, roll pitch yaw; in the previous base
             frame; metres and radians).
-        inliers: inlier correspondences (0 on the ``"g2g"`` path).
+        inliers: inlier correspondences (0 on the ``"g2g"`` path, save with
+            ``length_from_g2g``).
         reason: why this path.
     """
 
@@ -42,7 +44,9 @@ class MotionVerification:
     # of the last two keyframes, absolute pose), "one camera pair", "standstill"; "" on the
     # "g2g" path.
     method: str = ""
-    length_from_g2g: bool = False  # the rotation and direction are geometric, the length G2G's
+    # The rotation and direction are geometric, the length G2G's (straight motion, one camera
+    # pair): the path is "g2g", since the geometry did not verify the length.
+    length_from_g2g: bool = False
     # Two geometries gave steps more than rig_keyframe_map.DISPUTED_LENGTH apart: the
     # one nearer the previous step's velocity was taken, but its length is not carried into the
     # next step's map.

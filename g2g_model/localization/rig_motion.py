@@ -9,6 +9,10 @@ generalized relative pose with RANSAC and non-linear refinement (PoseLib's
 the body and any rotation, the rig's metric extrinsics make the translation's scale observable.
 The covariance comes from the inliers' Sampson errors (``sigma^2 (J^T J)^-1``). The outcome
 takes the same paths as relocalization: ``verified`` / ``refined`` / ``g2g`` with the reason.
+A step whose length is G2G's (straight motion, one camera pair: below) takes the ``g2g`` path
+with the geometry's rotation and direction (``MotionVerification.length_from_g2g``): the
+geometry did not verify its length, and at car scale G2G's length is the whole error (a car
+standing still, docs/VERIFICATION.md), so such a step is not reported as verified.
 
 Where that relative pose fails or cannot measure the step's length (straight motion, one
 camera pair) and cameras of the rig overlap, the step is solved from the points those cameras
@@ -255,6 +259,8 @@ class RigMotionVerifier:
             note, from_g2g = "; length of the step from G2G (straight motion: scale not " \
                 "observable)", True
         path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
+        if from_g2g:  # only the rotation and the direction are verified (module docstring)
+            path, reason = PATH_G2G, f"{reason}; length not verified"
         return MotionVerification(path, solved, cov, inliers, reason + note, apart,
                                   method="relative", length_from_g2g=from_g2g)
 
@@ -299,8 +305,9 @@ class RigMotionVerifier:
             raise Fallback("the geometric solution is not finite")
         cov = _length_from_g2g(motion_covariance(solved, [match], [mask], ext_a, ext_b, cams_a,
                                                  cams_b))
-        path, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
-        return MotionVerification(path, solved, cov, inliers, reason + "; one camera pair: "
+        _, reason, apart = judge(delta, solved, cov, inliers, matched, cfg)
+        # Only the rotation and the direction are verified (module docstring).
+        return MotionVerification(PATH_G2G, solved, cov, inliers, reason + "; one camera pair: "
                                   "rotation and direction from its essential matrix, length "
                                   "of the step from G2G", apart, method="one camera pair",
                                   length_from_g2g=True)

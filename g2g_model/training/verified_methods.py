@@ -66,6 +66,8 @@ class VerifiedMethod:
             result = self.verifier(Group(images_a, k_a, pa), Group(images_b, k_b, pb), pred_b[0])
             b0 = result.delta
         if result.path == PATH_G2G:
+            if getattr(result, "length_from_g2g", False):  # the geometry's rotation, G2G's length
+                return pa, b0 @ pb, PATH_G2G, 0
             return pred_a, pred_b, PATH_G2G, 0
         return pa, b0 @ pb, result.path, int(result.inliers)
 
