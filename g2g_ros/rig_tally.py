@@ -32,7 +32,9 @@ class RigTally:
             self.groups_deferred += 1
         elif not update.is_initial:
             self.steps_by_path[update.path] += 1
-            if update.method:  # the geometry of a step (verified, refined, or its rotation)
+            # The geometry of a verified / refined step (a g2g step may carry the geometry's
+            # rotation and direction with G2G's length: its reason says so).
+            if update.method and update.path != "g2g":
                 self.steps_by_geometry[update.method] += 1
             self.last_step = f"{update.path}, {update.inliers} inliers" + (
                 f": {update.reason}" if update.reason else "")

@@ -143,6 +143,11 @@ def test_the_spread_gate_judges_only_steps_taken_from_g2g(verdict):
             # The geometry's direction (x), not G2G's.
             assert upd.delta[0, 3] > 0 and np.allclose(upd.delta[1:3, 3], 0)
             assert odo.rejected == 0 and odo._before is None  # its length is not carried
+            from g2g_ros.rig_tally import RigTally
+
+            tally = RigTally()
+            tally.processed(upd)
+            assert tally.steps_by_path == {"g2g": 1} and not tally.steps_by_geometry
         else:
             upd = odo.process(_frames(k))
             assert upd.path == "refined" and upd.spread_m > 1.0
