@@ -226,9 +226,9 @@ class RigOdometry:
                 if self.window is not None:  # worked out only where a window reads them
                     correspondences = getattr(check, "correspondences", [])
         # The spread judges G2G's own answer: a step the geometry verified or refined, or whose
-        # rotation and direction it measured, does not rest on it (G2G's per-camera estimates of a car's 1-3 m step disagree by 1.7 m, and
-        # a rejected step keeps the keyframe, so every later group was further off and
-        # rejected too: the odometry stalled).
+        # rotation and direction it measured, does not rest on it (G2G's per-camera estimates
+        # of a car's 1-3 m step disagree by 1.7 m, and a rejected step keeps the keyframe, so
+        # every later group was further off and rejected too: the odometry stalled).
         if path == "g2g" and not partial and spread > self.max_spread_m:
             self.rejected += 1
             # Keep the previous keyframe: the next group is compared against it again.
