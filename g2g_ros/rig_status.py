@@ -50,6 +50,7 @@ def publish_rig_status(node) -> None:
               "last_step": node.tally.last_step,
               **{f"steps {k}": v for k, v in sorted(node.tally.steps_by_path.items())},
               **{f"geometry {k}": v for k, v in sorted(node.tally.steps_by_geometry.items())},
+              "steps g2g with the geometry's rotation": node.tally.steps_length_from_g2g,
               "groups_deferred_verification": node.tally.groups_deferred,
               "groups_skipped_stride": node.tally.groups_skipped,
               "groups_dropped": dropped,

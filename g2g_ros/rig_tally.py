@@ -19,6 +19,9 @@ class RigTally:
     groups_deferred: int = 0  # published with G2G's motion, verification deferred
     steps_by_path: Dict[str, int] = field(default_factory=collections.Counter)
     steps_by_geometry: Dict[str, int] = field(default_factory=collections.Counter)
+    # Of the g2g steps, those with the geometry's rotation and direction and G2G's length
+    # (straight motion, a one-camera rig).
+    steps_length_from_g2g: int = 0
     last_step: str = ""  # path, inliers and reason of the last keyframe step
 
     def skipped(self) -> str:
@@ -36,6 +39,8 @@ class RigTally:
             # rotation and direction with G2G's length: its reason says so).
             if update.method and update.path != "g2g":
                 self.steps_by_geometry[update.method] += 1
+            elif update.method:
+                self.steps_length_from_g2g += 1
             self.last_step = f"{update.path}, {update.inliers} inliers" + (
                 f": {update.reason}" if update.reason else "")
         return f"processed: {update.path}" + (" (deferred)" if update.deferred else "")

@@ -148,6 +148,7 @@ def test_the_spread_gate_judges_only_steps_taken_from_g2g(verdict):
             tally = RigTally()
             tally.processed(upd)
             assert tally.steps_by_path == {"g2g": 1} and not tally.steps_by_geometry
+            assert tally.steps_length_from_g2g == 1
         else:
             upd = odo.process(_frames(k))
             assert upd.path == "refined" and upd.spread_m > 1.0
