@@ -33,7 +33,6 @@ import numpy as np
 from g2g_model.geometry import estimate_spread, invert_pose, rotation_angle_deg
 from g2g_model.estimation.groups import Group
 from g2g_model.localization.local_features import per_frame_intrinsics
-from g2g_ros.velocity_hold import VelocityHold
 
 LOG = logging.getLogger(__name__)
 
@@ -122,9 +121,6 @@ class RigOdometry:
             each verified keyframe step the last keyframes and the points they share are
             refined together and the newest keyframe's pose (and covariance) is the refined
             one; a step without geometry starts a new window.
-        hold_velocity_s: a step whose rotation and direction the geometry measured but not its
-            length takes the speed of the last step whose length it measured, when that step
-            ended at most this long before (:mod:`g2g_ros.velocity_hold`; 0: G2G's length).
     """
 
     def __init__(self, estimate: EstimateFn, base_T_cam: Dict[str, np.ndarray],
@@ -132,7 +128,7 @@ class RigOdometry:
                      1e-3, 1e-3, 1e-3, 3e-4, 3e-4, 3e-4),
                  max_spread_m: float = 1.0, verifier: Optional[Callable] = None,
                  defer: Optional[Callable[[], Optional[str]]] = None, max_deferred: int = 0,
-                 window=None, hold_velocity_s: float = 1.0):
+                 window=None):
         if keyframe_stride < 1:
             raise ValueError(f"keyframe_stride must be >= 1, got {keyframe_stride}")
         if len(step_covariance) != 6 or min(step_covariance) < 0:
@@ -147,7 +143,6 @@ class RigOdometry:
         self.defer = defer
         self.max_deferred = max_deferred
         self.window = window
-        self.hold = VelocityHold(hold_velocity_s)
         self.deferred = 0  # groups deferred since construction
         self.reset()
 
@@ -160,7 +155,6 @@ class RigOdometry:
         self._seen = 0
         self._deferred_in_row = 0
         self.rejected = 0
-        self.hold.forget()
 
     def restart_chain(self) -> None:
         """Keep the pose and covariance, forget the previous keyframe: the next group starts a
@@ -170,7 +164,6 @@ class RigOdometry:
         self._before = None
         self._seen = 0
         self._deferred_in_row = 0
-        self.hold.forget()
 
     def _group(self, frames: RigFrames) -> Group:
         missing = [c for c in frames.cameras if c not in self.base_T_cam]
@@ -243,13 +236,6 @@ class RigOdometry:
                              f"(> max_spread_m={self.max_spread_m}); group rejected"
                              + (f" (verification: {reason})" if reason else ""))
         dt = (frames.stamp_ns - prev.stamp_ns) * 1e-9
-        if partial:  # the length is G2G's: the last measured speed, if recent (velocity_hold)
-            held = self.hold.held(delta, dt, prev.stamp_ns)
-            if held is not None:
-                delta, position_cov, note = held
-                step_cov = step_cov.copy()
-                step_cov[:3, :3], step_cov[:3, 3:], step_cov[3:, :3] = position_cov, 0.0, 0.0
-                reason += note
         # The step's covariance is in the previous base frame: rotate it into odom.
         rot = np.kron(np.eye(2), self.odom_T_base[:3, :3])
         odom_T_base = self.odom_T_base @ delta
@@ -267,10 +253,6 @@ class RigOdometry:
             self.odom_T_base, self.covariance, self._previous = odom_T_base, covariance, frames
             # The keyframe map of the next step needs this one's length from the geometry.
             self._before = (prev, delta.copy()) if measured else None
-            if measured:
-                self.hold.measured(delta, dt, frames.stamp_ns)
-        elif stationary:  # a step that is not standing still has a speed that is not zero
-            self.hold.forget()
         return OdometryUpdate(
             stamp_ns=frames.stamp_ns, odom_T_base=odom_T_base.copy(), delta=delta,
             linear_velocity=delta[:3, 3] / dt,

@@ -276,8 +276,7 @@ class RigOdometryNode(ManagedNode):
                 self._estimate, {c.name: c.T_body_cam for c in self.rig.cameras},
                 keyframe_stride=self.p["keyframe_stride"], max_spread_m=self.p["max_spread_m"],
                 verifier=self.verifier, defer=self._behind,
-                max_deferred=self.p["verify_max_deferred"], window=self._window(),
-                hold_velocity_s=self.p["hold_velocity_s"])
+                max_deferred=self.p["verify_max_deferred"], window=self._window())
         cams, images, ks = usable_images(group, self.cameras, self.calibrations, self.report_input,
                                          self.problems.clear)
         if len(cams) < self.min_cameras:

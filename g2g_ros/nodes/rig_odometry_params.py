@@ -38,12 +38,6 @@ class RigOdometryParams(VerifyParams, CameraParams):
                                 "estimates (each camera; both directions) disagree by more "
                                 "(a geometrically verified step is kept)",
                                 at_configure=False, value_range=(0.001, 100.0))
-    hold_velocity_s: float = param(1.0, "a keyframe step whose rotation and direction the "
-                                   "geometry measured but not its length (straight motion, no "
-                                   "overlapping cameras) takes the speed of the last step whose "
-                                   "length it measured, if that step ended at most this long "
-                                   "before (docs/VERIFICATION.md); 0 = G2G's length",
-                                   value_range=(0.0, 60.0))
     checkpoint: str = param("", "G2G checkpoint; empty = embedded default")
     backbone_weights: str = param("", BACKBONE_WEIGHTS_DESCRIPTION)
     device: str = param("cpu", "torch device")
