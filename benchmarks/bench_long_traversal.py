@@ -21,6 +21,9 @@ Scales:
 * ``car_vehicle``: the same rig and scene driven as a vehicle (the simulator's ``car`` motion
   preset: it heads where it goes, brakes before bends, its step changes by at most 0.1 m per
   frame, up to 3 m per frame at 10 Hz);
+* ``car_vehicle_sides``: that traversal (the same render and bag) through the left, right and
+  rear cameras only, which see nothing in common at one instant: a car rig without a stereo
+  pair, whose straight steps the relative pose cannot measure;
 * ``segway``: the ``ladybug6`` rig (five ring cameras cam1-cam5 on a 4 cm ring and one looking
   up, portrait images), ``--rig nclt`` parameters (its five ring cameras; the up-looking one,
   as NCLT's, is not used) moving through a ``large`` scene (rooms and doors) at 0.2-0.4 m per
@@ -66,12 +69,17 @@ class Scale:
     segments_m: Tuple[float, ...]
     cameras: Tuple[str, ...] = ()      # the node's cameras (empty: all of the bag's)
     params: Tuple[str, ...] = ()       # further g2g-eval-bag -p NODE.PARAM:=VALUE
+    render: str = ""                   # the scale whose render and bag this one replays
 
 
 SCALES: Dict[str, Scale] = {
     "car": Scale("hall", "car5", CAR_MOTION, 500.0, 20015, "sim", (100.0, 200.0, 300.0, 400.0)),
     "car_vehicle": Scale("hall", "car5", MOTION_PRESETS["car"], 500.0, 20015, "sim",
                          (100.0, 200.0, 300.0, 400.0)),
+    # The vehicle's traversal with the cameras that see nothing in common (no stereo pair).
+    "car_vehicle_sides": Scale("hall", "car5", MOTION_PRESETS["car"], 500.0, 20015, "sim",
+                               (100.0, 200.0, 300.0, 400.0), ("left", "right", "rear"),
+                               render="car_vehicle"),
     "segway": Scale("large", "ladybug6", SEGWAY_MOTION, 200.0, 20011, "nclt",
                     (50.0, 100.0, 150.0, 200.0), ("cam1", "cam2", "cam3", "cam4", "cam5")),
 }
@@ -90,6 +98,7 @@ def make_bag(name: str, scale: Scale, size: int, data: Path) -> Tuple[Path, int,
     cfg = SimConfig(scene_preset=scale.scene, rig_preset=scale.rig, traversals=1, frames=frames,
                     image_size=size, with_depth=False)
     t0 = time.perf_counter()
+    name = scale.render or name
     traj = generate_trajectory(data / f"sim_{name}_{size}", scale.seed, 0, cfg,
                                motion=scale.motion)["path"]
     bag = data / f"{name}_{size}_{frames}.mcap"
