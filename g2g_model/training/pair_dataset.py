@@ -82,9 +82,8 @@ def read_pairs(task: str, root: str | Path, index: str, min_score: float = 0.0,
     if cameras is not None and task != "rig":
         raise ValueError("cameras selects the cameras of rig pairs; relocalization windows "
                          "name their camera in the index")
+    # Checked against each rig when a group is loaded (TrajectoryStore.frames).
     subset = () if cameras is None else (tuple(str(c) for c in cameras),)
-    if cameras is not None and (not subset[0] or len(set(subset[0])) != len(subset[0])):
-        raise ValueError(f"cameras must name distinct cameras, got {list(cameras)}")
     path = Path(root) / index
     if not path.is_file():
         raise ValueError(f"pair index {path} does not exist")
