@@ -203,7 +203,7 @@ class RigOdometry:
                  invert_pose(self.base_T_cam[frames.cameras[0]]))
         step_cov, path, inliers, reason = self.step_covariance, "g2g", 0, ""
         deferred = self.verifier is not None and self._deferral()
-        stationary, measured, method, correspondences, partial = False, False, "", [], False
+        stationary, measured, method, correspondences, geometric = False, False, "", [], False
         if deferred:
             reason = f"verification deferred: {deferred}"
         elif self.verifier is not None:
@@ -218,8 +218,8 @@ class RigOdometry:
             stationary = check.stationary
             # A step whose length is G2G's (path g2g) still has the geometry's rotation and
             # direction: published, as a G2G step.
-            partial = getattr(check, "length_from_g2g", False)
-            if check.path != "g2g" or partial:
+            geometric = getattr(check, "geometric", check.path != "g2g")
+            if geometric:
                 delta, step_cov = check.delta, check.covariance
                 measured = getattr(check, "carries_length", False)
                 method = getattr(check, "method", "")
@@ -229,7 +229,7 @@ class RigOdometry:
         # rotation and direction it measured, does not rest on it (G2G's per-camera estimates
         # of a car's 1-3 m step disagree by 1.7 m, and a rejected step keeps the keyframe, so
         # every later group was further off and rejected too: the odometry stalled).
-        if path == "g2g" and not partial and spread > self.max_spread_m:
+        if not geometric and spread > self.max_spread_m:
             self.rejected += 1
             # Keep the previous keyframe: the next group is compared against it again.
             raise ValueError(f"the motion estimates disagree by {spread:.2f} m "

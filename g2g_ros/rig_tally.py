@@ -35,12 +35,12 @@ class RigTally:
             self.groups_deferred += 1
         elif not update.is_initial:
             self.steps_by_path[update.path] += 1
-            # The geometry of a verified / refined step (a g2g step may carry the geometry's
-            # rotation and direction with G2G's length: its reason says so).
-            if update.method and update.path != "g2g":
-                self.steps_by_geometry[update.method] += 1
-            elif update.method:
+            # The geometry of a verified / refined step; a g2g step with a geometry has its
+            # rotation and direction with G2G's length (its reason says so).
+            if update.method and update.path == "g2g":
                 self.steps_length_from_g2g += 1
+            elif update.method:
+                self.steps_by_geometry[update.method] += 1
             self.last_step = f"{update.path}, {update.inliers} inliers" + (
                 f": {update.reason}" if update.reason else "")
         return f"processed: {update.path}" + (" (deferred)" if update.deferred else "")

@@ -72,6 +72,12 @@ class MotionVerification:
         self._explained = list(value)
 
     @property
+    def geometric(self) -> bool:
+        """Whether :attr:`delta` comes from the geometry: verified or refined, or its rotation
+        and direction with G2G's length (``length_from_g2g``, on the ``g2g`` path)."""
+        return self.path != PATH_G2G or self.length_from_g2g
+
+    @property
     def carries_length(self) -> bool:
         """Whether the geometry measured this step's length undisputed: the next step's
         keyframe map may carry it (``RigMotionVerifier(..., before=...)``)."""

@@ -65,11 +65,10 @@ class VerifiedMethod:
         else:
             result = self.verifier(Group(images_a, k_a, pa), Group(images_b, k_b, pb), pred_b[0])
             b0 = result.delta
-        if result.path == PATH_G2G:
-            if getattr(result, "length_from_g2g", False):  # the geometry's rotation, G2G's length
-                return pa, b0 @ pb, PATH_G2G, 0
+        if not getattr(result, "geometric", result.path != PATH_G2G):
             return pred_a, pred_b, PATH_G2G, 0
-        return pa, b0 @ pb, result.path, int(result.inliers)
+        # The geometry's pose; on the g2g path its rotation and direction with G2G's length.
+        return pa, b0 @ pb, result.path, 0 if result.path == PATH_G2G else int(result.inliers)
 
 
 def verification_summary(rows: List[Dict]) -> Dict[str, float]:
