@@ -1,7 +1,8 @@
 """Status of the rig_odometry node: its state, and the ``~/status`` / ``/diagnostics`` values,
 among them the accounting of every group and image: a synchronized group ends once,
 processed, skipped by ``keyframe_stride`` or dropped with a reason; per camera, ``received`` =
-``dropped`` (by the synchronizer, or stamped too far ahead) + in emitted groups + ``queued``.
+``dropped`` (by the synchronizer, or stamped too far ahead) + ``in_groups`` (in emitted
+groups) + ``queued``.
 Processed groups whose verification was deferred (the node fell behind, see
 :mod:`g2g_ros.odometry_core`) are counted in ``groups_deferred_verification`` and said in the
 status text.
@@ -65,6 +66,7 @@ def publish_rig_status(node) -> None:
             values[f"{cam} dropped"] = (stats.dropped_total(cam)
                                         + node.inputs.rejected_future[cam])
             values[f"{cam} queued"] = stats.queued[cam]
+            values[f"{cam} in_groups"] = stats.grouped[cam]
         values["sync groups_emitted"] = stats.groups_emitted
         values["sync groups_degraded"] = stats.groups_degraded
         values["sync groups_dropped"] = stats.groups_dropped

@@ -114,6 +114,7 @@ class RigSynchronizer:
         self._first: Optional[int] = None
         self._received = {c: 0 for c in cameras}
         self._dropped = {c: {r: 0 for r in DROP_REASONS} for c in cameras}
+        self._grouped = {c: 0 for c in cameras}
         self._groups_emitted = 0
         self._groups_degraded = 0
         self._groups_dropped = 0
@@ -192,6 +193,7 @@ class RigSynchronizer:
                 received=dict(self._received),
                 dropped={c: dict(d) for c, d in self._dropped.items()},
                 queued={c: len(q) for c, q in self._queues.items()},
+                grouped=dict(self._grouped),
                 groups_emitted=n,
                 groups_degraded=self._groups_degraded,
                 groups_dropped=self._groups_dropped,
@@ -314,6 +316,8 @@ class RigSynchronizer:
         )
         self._groups_emitted += 1
         self._groups_degraded += int(not group.complete)
+        for camera in ordered:
+            self._grouped[camera] += 1
         self._skew_last = skew
         self._skew_max = skew if self._skew_max is None else max(self._skew_max, skew)
         self._skew_sum += skew

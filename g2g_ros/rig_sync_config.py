@@ -73,11 +73,14 @@ class SyncStats:
 
     received: every ``add`` call per camera, rejected ones included.
     dropped: per camera and reason (:data:`DROP_REASONS`), messages that left without a group.
+    grouped: per camera, messages that left in an emitted group (a degraded group has fewer
+    cameras than ``groups_emitted`` counts groups).
     """
 
     received: Dict[str, int]
     dropped: Dict[str, Dict[str, int]]
     queued: Dict[str, int]
+    grouped: Dict[str, int]
     groups_emitted: int
     groups_degraded: int
     groups_dropped: int

@@ -154,6 +154,8 @@ def test_camera_that_stops_gives_degraded_groups_with_min_cameras():
     assert len(degraded) >= 12
     st = sync.stats()
     assert st.groups_degraded == len(degraded) and st.groups_dropped == 0
+    # Per camera, its messages in emitted groups: c only in the complete ones.
+    assert st.grouped == {"a": st.groups_emitted, "b": st.groups_emitted, "c": len(complete)}
     # Once c is considered dead, groups no longer wait for it: a tick flushes nothing stale.
     sync.tick(10**12)
     assert [g.messages["a"] for g in rec.groups if not g.complete] == list(range(5, 20))
