@@ -67,6 +67,39 @@ def explained_matches(delta: np.ndarray, matches, ext_a, ext_b, cams_a, cams_b,
     return out
 
 
+def in_front_fraction(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b) -> float:
+    """The share of the matches selected by ``masks`` (None: all) whose two rays, under the body
+    motion ``delta`` (base_prev_T_base_now), meet in front of both cameras (the closest points
+    of the rays; 1.0 without matches). The epipolar constraint is blind to the sign of each
+    camera pair's translation, so a rig moving straight also fits a motion that turns the body
+    by a fraction of a degree and moves it a few centimetres: the lever arms of the side
+    cameras then move them backwards and forwards along the true direction of travel, and every
+    match triangulates behind its cameras (a simulated car rig without overlapping cameras,
+    2026-11-30: 7 of 99 accepted relative-pose steps, all with no inlier in front, against
+    99-100 % for every correct step)."""
+    front, total = 0, 0
+    for k, m in enumerate(matches):
+        mask = np.ones(len(m.x1), bool) if masks is None else np.asarray(masks[k], bool)
+        if not mask.any():
+            continue
+        a_T_b = (np.vstack([ext_a[m.cam_id1].Rt, [0, 0, 0, 1]]) @ np.asarray(delta, float)
+                 @ invert_pose(np.vstack([ext_b[m.cam_id2].Rt, [0, 0, 0, 1]])))
+        u = np.c_[np.asarray(m.x1, float)[mask], np.ones(mask.sum())] \
+            @ np.linalg.inv(camera_matrix(cams_a[m.cam_id1])).T
+        v = np.c_[np.asarray(m.x2, float)[mask], np.ones(mask.sum())] \
+            @ np.linalg.inv(camera_matrix(cams_b[m.cam_id2])).T @ a_T_b[:3, :3].T
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        base = a_T_b[:3, 3]  # camera b's centre in camera a
+        uv, ub, vb = np.sum(u * v, axis=1), u @ base, v @ base
+        with np.errstate(divide="ignore", invalid="ignore"):
+            den = 1.0 - uv ** 2
+            along_a, along_b = (ub - uv * vb) / den, (uv * ub - vb) / den
+        front += int(np.sum((along_a > 0) & (along_b > 0)))
+        total += int(mask.sum())
+    return front / total if total else 1.0
+
+
 def motion_covariance(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, cams_b,
                       min_sigma_px: float = 0.5) -> np.ndarray:
     """``[6, 6]`` covariance of ``delta`` from the Sampson errors (pixels) of the inlier

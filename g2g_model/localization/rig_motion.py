@@ -38,7 +38,7 @@ import numpy as np
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
 from g2g_model.localization.rig_epipolar import (
-    G2G_STEP_COVARIANCE, camera_matrix, explained_matches, motion_covariance,
+    G2G_STEP_COVARIANCE, camera_matrix, explained_matches, in_front_fraction, motion_covariance,
 )
 from g2g_model.localization.motion_verification import MotionVerification
 from g2g_model.localization.rig_keyframe_map import (
@@ -54,6 +54,10 @@ from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matr
 
 # A geometric rotation this certain is kept even when the step's length is not observable.
 MAX_ROTATION_SD_DEG = 0.5
+# A relative-pose solution under which fewer of its inliers triangulate in front of both
+# cameras is a mirrored one (:func:`~.rig_epipolar.in_front_fraction`: measured 0 % for those,
+# 99-100 % for correct steps).
+MIN_IN_FRONT = 0.5
 # Rig odometry's verification settings where they differ from relocalization's (the
 # rig_odometry node's defaults, g2g-eval's): features of images downscaled to a long side of
 # 320 px, at most 1,000 per image, and only the camera pairs whose views can overlap when the
@@ -245,6 +249,11 @@ class RigMotionVerifier:
         solved = invert_pose(pose_matrix(pose))
         if not np.all(np.isfinite(solved)):
             raise Fallback("the geometric solution is not finite")
+        front = in_front_fraction(solved, matches, masks, ext_a, ext_b, cams_a, cams_b)
+        if front < MIN_IN_FRONT:
+            raise Fallback(f"{100 * front:.0f} % of the relative pose's {inliers} inliers meet "
+                           f"in front of their cameras (< {100 * MIN_IN_FRONT:.0f} %): a "
+                           f"mirrored solution ({float(np.linalg.norm(solved[:3, 3])):.2f} m)")
         cov = motion_covariance(solved, matches, masks, ext_a, ext_b, cams_a, cams_b)
         note, from_g2g = "", False
         if _sd(cov[:3, :3]) > cfg.max_position_sd_m and _sd(cov[3:, 3:]) <= np.radians(
