@@ -23,13 +23,18 @@ SIZE = (240, 320)
 
 
 def looking(direction, position) -> np.ndarray:
-    """base_T_cam of an optical camera (z ahead, y down) looking along ``direction`` (body z up)."""
+    """base_T_cam of an optical camera (z ahead, y down) looking along ``direction``."""
     z = np.asarray(direction, float) / np.linalg.norm(direction)
     x = np.cross(z, [0, 0, 1.0])
     x /= np.linalg.norm(x)
     T = np.eye(4)
     T[:3, :3], T[:3, 3] = np.stack([x, np.cross(z, x), z], 1), position
     return T
+
+
+def _project(points: np.ndarray, rng) -> np.ndarray:
+    """Pixels of camera-frame ``points`` with 0.3 px noise."""
+    return (points @ K.T)[:, :2] / points[:, 2:3] + rng.normal(0, 0.3, (len(points), 2))
 
 
 def side_rig_matches(delta: np.ndarray, seed: int = 0):
@@ -53,8 +58,7 @@ def side_rig_matches(delta: np.ndarray, seed: int = 0):
         keep = cam_now[:, 2] > 0.5
         m = poselib.PairwiseMatches()
         m.cam_id1 = m.cam_id2 = i
-        project = lambda p: (p @ K.T)[:, :2] / p[:, 2:3] + rng.normal(0, 0.3, (len(p), 2))
-        m.x1, m.x2 = project(cam_points[keep]), project(cam_now[keep])
+        m.x1, m.x2 = _project(cam_points[keep], rng), _project(cam_now[keep], rng)
         matches.append(m)
     return matches, exts, cams
 
