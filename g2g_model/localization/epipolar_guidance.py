@@ -34,12 +34,18 @@ def guided_candidates(p_i: np.ndarray, p_j: np.ndarray, w_i: np.ndarray, w_j: np
         r = np.c_[x, np.ones(len(x))] @ np.linalg.inv(k).T @ w[:3, :3].T
         return r / np.linalg.norm(r, axis=1, keepdims=True)
 
-    u, v = rays(p_i, w_i, x_i[a]), rays(p_j, w_j, x_j[b])
-    base = w_j[:3, 3] - w_i[:3, 3]
+    near[a, b] = meet_in_front(rays(p_i, w_i, x_i[a]), rays(p_j, w_j, x_j[b]),
+                               w_j[:3, 3] - w_i[:3, 3])
+    return near
+
+
+def meet_in_front(u: np.ndarray, v: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """``[N]`` bool: whether the rays ``u`` from camera i's centre and ``v`` from camera j's
+    (unit ``[N, 3]`` directions in one frame; ``base``: camera j's centre minus camera i's)
+    come closest in front of both cameras (one 2x2 solve per pair of rays)."""
     uv, ub, vb = np.sum(u * v, axis=1), u @ base, v @ base
     with np.errstate(divide="ignore", invalid="ignore"):
         den = 1.0 - uv ** 2
         s = (ub - uv * vb) / den   # along ray i
         t = (uv * ub - vb) / den   # along ray j
-    near[a, b] = (s > 0) & (t > 0)
-    return near
+    return (s > 0) & (t > 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from g2g_model.geometry import invert_pose
+from g2g_model.localization.epipolar_guidance import meet_in_front
 
 # Per-step covariance of a G2G-only motion (x y z in m^2, roll pitch yaw in rad^2).
 G2G_STEP_COVARIANCE = np.diag([1e-3] * 3 + [3e-4] * 3)
@@ -88,14 +89,10 @@ def in_front_fraction(delta: np.ndarray, matches, masks, ext_a, ext_b, cams_a, c
             @ np.linalg.inv(camera_matrix(cams_a[m.cam_id1])).T
         v = np.c_[np.asarray(m.x2, float)[mask], np.ones(mask.sum())] \
             @ np.linalg.inv(camera_matrix(cams_b[m.cam_id2])).T @ a_T_b[:3, :3].T
-        u /= np.linalg.norm(u, axis=1, keepdims=True)
-        v /= np.linalg.norm(v, axis=1, keepdims=True)
-        base = a_T_b[:3, 3]  # camera b's centre in camera a
-        uv, ub, vb = np.sum(u * v, axis=1), u @ base, v @ base
-        with np.errstate(divide="ignore", invalid="ignore"):
-            den = 1.0 - uv ** 2
-            along_a, along_b = (ub - uv * vb) / den, (uv * ub - vb) / den
-        front += int(np.sum((along_a > 0) & (along_b > 0)))
+        # In camera a's frame; camera b's centre is a_T_b's translation.
+        front += int(np.sum(meet_in_front(u / np.linalg.norm(u, axis=1, keepdims=True),
+                                          v / np.linalg.norm(v, axis=1, keepdims=True),
+                                          a_T_b[:3, 3])))
         total += int(mask.sum())
     return front / total if total else 1.0
 
