@@ -24,7 +24,8 @@ class MotionVerification:
     Attributes:
         path: ``"g2g"``, ``"verified"`` or ``"refined"``.
         delta: ``[4, 4]`` base_prev_T_base_now (for ``"g2g"``: G2G's, unchanged; with
-            ``length_from_g2g``: the geometry's rotation and direction, G2G's length).
+            ``length_from_g2g``: the geometry's rotation and direction, G2G's length; of a
+            mirrored relative pose, the geometry's rotation and G2G's translation).
         covariance: ``[6, 6]`` of that motion (x y z, roll pitch yaw; in the previous base
             frame; metres and radians).
         inliers: inlier correspondences (0 on the ``"g2g"`` path, save with

@@ -12,7 +12,9 @@ takes the same paths as relocalization: ``verified`` / ``refined`` / ``g2g`` wit
 A step whose length is G2G's (straight motion, one camera pair: below) takes the ``g2g`` path
 with the geometry's rotation and direction (``MotionVerification.length_from_g2g``): the
 geometry did not verify its length, and at car scale G2G's length is the whole error (a car
-standing still, docs/VERIFICATION.md), so such a step is not reported as verified.
+standing still, docs/VERIFICATION.md), so such a step is not reported as verified. So does a
+mirrored solution (most inliers meeting behind their cameras, a second fit of a straight step:
+:data:`MIN_IN_FRONT`), with its rotation only and G2G's translation.
 
 Where that relative pose fails or cannot measure the step's length (straight motion, one
 camera pair) and cameras of the rig overlap, the step is solved from the points those cameras
@@ -254,7 +256,7 @@ class RigMotionVerifier:
         front = in_front_fraction(solved, matches, masks, ext_a, ext_b, cams_a, cams_b)
         if front < MIN_IN_FRONT:
             # A straight step's second fit (MIN_IN_FRONT): its translation is meaningless, its
-            # rotation is the keyframes' (0.00-0.04 deg off on the simulated car, 2026-11-30).
+            # rotation is the keyframes' (0.00-0.12 deg off on the simulated car, 2026-11-30).
             note = (f"; {100 * front:.0f} % of its inliers meet in front of their cameras "
                     f"(< {100 * MIN_IN_FRONT:.0f} %): a mirrored solution "
                     f"({float(np.linalg.norm(solved[:3, 3])):.2f} m), its rotation kept, the "
