@@ -216,8 +216,8 @@ class RigOdometry:
             check = self.verifier(self._group(prev), group, delta, **before)
             path, inliers, reason = check.path, check.inliers, check.reason
             stationary = check.stationary
-            # A step whose length is G2G's (path g2g) still has the geometry's rotation and
-            # direction: published, as a G2G step.
+            # A step whose length is G2G's (path g2g) still has the geometry's rotation (and
+            # direction, save a mirrored relative pose): published, as a G2G step.
             geometric = getattr(check, "geometric", check.path != "g2g")
             if geometric:
                 delta, step_cov = check.delta, check.covariance

@@ -36,7 +36,8 @@ class RigTally:
         elif not update.is_initial:
             self.steps_by_path[update.path] += 1
             # The geometry of a verified / refined step; a g2g step with a geometry has its
-            # rotation and direction with G2G's length (its reason says so).
+            # rotation (and direction, save a mirrored relative pose) with G2G's length (its
+            # reason says so).
             if update.method and update.path == "g2g":
                 self.steps_length_from_g2g += 1
             elif update.method:

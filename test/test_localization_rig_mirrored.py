@@ -1,7 +1,7 @@
 """A rig moving straight also fits a mirrored relative pose (every match behind its cameras):
-the rig verifier refuses it instead of publishing a near-zero step as verified. Synthetic
-geometry for the cheirality measure, real simulated frames of a car rig without overlapping
-cameras for the verifier; no mocks."""
+the rig verifier keeps only its rotation instead of publishing a near-zero step as verified.
+Synthetic geometry for the cheirality measure, real simulated frames of a car rig without
+overlapping cameras for the verifier; no mocks."""
 
 from __future__ import annotations
 

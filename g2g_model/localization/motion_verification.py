@@ -75,7 +75,8 @@ class MotionVerification:
     @property
     def geometric(self) -> bool:
         """Whether :attr:`delta` comes from the geometry: verified or refined, or its rotation
-        and direction with G2G's length (``length_from_g2g``, on the ``g2g`` path)."""
+        and direction with G2G's length (``length_from_g2g``, on the ``g2g`` path; a mirrored
+        relative pose: its rotation with G2G's translation)."""
         return self.path != PATH_G2G or self.length_from_g2g
 
     @property

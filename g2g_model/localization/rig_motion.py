@@ -256,7 +256,7 @@ class RigMotionVerifier:
         front = in_front_fraction(solved, matches, masks, ext_a, ext_b, cams_a, cams_b)
         if front < MIN_IN_FRONT:
             # A straight step's second fit (MIN_IN_FRONT): its translation is meaningless, its
-            # rotation is the keyframes' (0.00-0.12 deg off on the simulated car, 2026-11-30).
+            # rotation is the keyframes' (0.07-0.14 deg off on the simulated car, 2026-11-30).
             note = (f"; {100 * front:.0f} % of its inliers meet in front of their cameras "
                     f"(< {100 * MIN_IN_FRONT:.0f} %): a mirrored solution "
                     f"({float(np.linalg.norm(solved[:3, 3])):.2f} m), its rotation kept, the "

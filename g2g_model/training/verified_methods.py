@@ -67,7 +67,8 @@ class VerifiedMethod:
             b0 = result.delta
         if not getattr(result, "geometric", result.path != PATH_G2G):
             return pred_a, pred_b, PATH_G2G, 0
-        # The geometry's pose; on the g2g path its rotation and direction with G2G's length.
+        # The geometry's pose; on the g2g path its rotation (and direction, save a mirrored
+        # relative pose) with G2G's length.
         return pa, b0 @ pb, result.path, 0 if result.path == PATH_G2G else int(result.inliers)
 
 
