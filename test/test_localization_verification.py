@@ -186,3 +186,17 @@ def test_a_refinement_near_the_start_moves_no_further_than_drift_explains(scene)
     np.testing.assert_allclose(near.map_T_b0, whole.map_T_b0, atol=1e-9)
     straight = run(np.asarray(query.cam_to_world))
     assert straight.path == PATH_VERIFIED and pose_error(truth[0], straight.map_T_b0)[0] < 0.03
+
+
+def test_the_whole_window_stands_where_the_odometry_is_right(scene):
+    # Right odometry inside the window: the instants near the start fit the refined pose no
+    # better than noise explains, so the solve on all frames is published (window_span.
+    # bend_shown); test_window_span.py has the bent case.
+    group_a, query, truth = case(scene)
+    q = Group(images=query.images, intrinsics=query.intrinsics, cam_to_world=query.cam_to_world,
+              stamps=list(np.arange(len(query.images)) % 5))  # camera-major, 5 instants
+    seed = perturbed(truth, 0.1, 2.0)
+    published = StructureVerifier()(group_a, q, seed)
+    whole = StructureVerifier(VerifierConfig(window_span_m=0.0))(group_a, q, seed)
+    assert published.path == PATH_VERIFIED, published.reason
+    np.testing.assert_allclose(published.map_T_b0, whole.map_T_b0, atol=1e-9)

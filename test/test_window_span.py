@@ -45,3 +45,24 @@ def test_a_refinement_may_move_the_anchor_as_far_as_drift_explains():
     long[:, 0, 3] *= 3.0  # 2.7 m of travel: 0.4 m of bend is possible
     assert refinement_allowed(whole, make_pose(np.eye(3), [1.3, 2.0, 0.0]),
                               instant_travel(long, group.stamps))
+
+
+def test_a_bend_is_shown_only_beyond_what_noise_explains():
+    from g2g_model.localization.window_span import bend_shown
+
+    rng = np.random.default_rng(0)
+    K = np.array([[500.0, 0.0, 320.0], [0.0, 500.0, 240.0], [0.0, 0.0, 1.0]])
+    points = np.c_[rng.uniform(-2, 2, (200, 2)), rng.uniform(3, 6, 200)]
+    truth = np.eye(4)  # the anchor camera is the body: world_T_b0 = cam_T_b0 = identity
+    h = points @ K.T
+    pixels = h[:, :2] / h[:, 2:] + rng.normal(0.0, 0.5, (200, 2))
+
+    def shown(whole, near, n=200):
+        return bend_shown(whole, near, [pixels[:n]], [points[:n]], [np.eye(4)], K[None], 4.0)
+
+    # The whole window's pose 2 mm from the refined one: the noise of 200 matches explains it.
+    assert not shown(make_pose(np.eye(3), [0.002, 0.0, 0.0]), truth)
+    # 5 cm: the instants near the start fit the refined pose far better (a bent window).
+    assert shown(make_pose(np.eye(3), [0.05, 0.0, 0.0]), truth)
+    # Too few matches to tell: the refinement stands.
+    assert shown(make_pose(np.eye(3), [0.002, 0.0, 0.0]), truth, n=4)

@@ -10,8 +10,8 @@ texture, geometry can check and sharpen that answer:
    query group is solved by generalized absolute pose (the query frames form a generalized
    camera whose intra-group poses come from odometry) with RANSAC and non-linear refinement:
    PoseLib's ``estimate_generalized_absolute_pose``, seeded with G2G's estimate;
-4. the solution is refined on the query instants near the window's first one
-   (:mod:`.window_span`: odometry drift inside a long window bends the group);
+4. the solution is refined on the query instants near the window's first one where they
+   show the group bent (:mod:`.window_span`: odometry drift inside a long window bends it);
 5. the covariance of the refined pose comes from the reprojection residuals of its inliers
    (Gauss-Newton: ``sigma^2 (J^T J)^-1``).
 
@@ -44,7 +44,7 @@ from g2g_model.localization.verdict import (  # noqa: F401 (the paths: part of t
 )
 from g2g_model.localization.verifier_config import VerifierConfig  # noqa: F401 (its home)
 from g2g_model.localization.window_span import (
-    frames_within, instant_travel, refinement_allowed,
+    bend_shown, frames_within, instant_travel, refinement_allowed,
 )
 from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
@@ -325,14 +325,19 @@ class StructureVerifier:
         near = frames_within(travel, cfg.window_span_m)
         if len(near) < len(p2d):
             # Refined on the instants near the first one, from the whole window's solution:
-            # odometry drift inside a long window bends the whole (window_span).
+            # odometry drift inside a long window bends the whole, and where the instants near
+            # the start show it, the refinement is taken (window_span).
             try:
                 refined = absolute_pose(
                     [p2d[i] for i in near], [p3d[i] for i in near], [exts[i] for i in near],
                     [cams[i] for i in near], k_b[near], map_T_b0, cfg)
             except Fallback:  # too few inliers near the start: the whole window's stands
                 refined = None
-            if refined is not None and refinement_allowed(map_T_b0, refined[0], travel):
+            if refined is not None and refinement_allowed(map_T_b0, refined[0], travel) \
+                    and bend_shown(map_T_b0, refined[0], [p2d[i] for i in near],
+                                   [p3d[i] for i in near],
+                                   [invert_pose(b0_T_odom @ odom_T_b[i]) for i in near], k_b[near],
+                                   cfg.reprojection_px):
                 map_T_b0, cov, inliers = refined
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason, disagreement)

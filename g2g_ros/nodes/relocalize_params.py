@@ -103,7 +103,8 @@ class RelocalizeParams(VerifyParams, CameraParams):
     verify_window_span_m: float = param(
         VerifierConfig.window_span_m, "the whole query window's geometric solution is refined "
         "on the instants within this odometry travel of its first one, when they have "
-        "verify_min_inliers (drift inside a long window bends the rigid group); 0 = off",
+        "verify_min_inliers and fit the refined pose far better than noise explains (drift "
+        "inside a long window bends the rigid group); 0 = off",
         value_range=(0.0, 1000.0))
     verify_second_window: bool = param(
         True, "when the map window gives no geometric pose, verify once more against the "
