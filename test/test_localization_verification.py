@@ -199,4 +199,5 @@ def test_the_whole_window_stands_where_the_odometry_is_right(scene):
     published = StructureVerifier()(group_a, q, seed)
     whole = StructureVerifier(VerifierConfig(window_span_m=0.0))(group_a, q, seed)
     assert published.path == PATH_VERIFIED, published.reason
+    assert "bent" not in published.reason
     np.testing.assert_allclose(published.map_T_b0, whole.map_T_b0, atol=1e-9)

@@ -323,6 +323,7 @@ class StructureVerifier:
         map_T_b0, cov, inliers = absolute_pose(p2d, p3d, exts, cams, k_b, map_T_b[0], cfg)
         travel = instant_travel(odom_T_b, query.stamps)
         near = frames_within(travel, cfg.window_span_m)
+        note = ""
         if len(near) < len(p2d):
             # Refined on the instants near the first one, from the whole window's solution:
             # odometry drift inside a long window bends the whole, and where the instants near
@@ -339,8 +340,10 @@ class StructureVerifier:
                                    [invert_pose(b0_T_odom @ odom_T_b[i]) for i in near], k_b[near],
                                    cfg.reprojection_px):
                 map_T_b0, cov, inliers = refined
+                note = (f"; solved on the {len(near)} of {len(p2d)} frames within "
+                        f"{cfg.window_span_m:g} m of the start (the window is bent)")
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
-        return Verification(path, map_T_b0, cov, inliers, reason, disagreement)
+        return Verification(path, map_T_b0, cov, inliers, reason + note, disagreement)
 
 
 def new_local_features(cfg: VerifierConfig) -> LocalFeatures:
