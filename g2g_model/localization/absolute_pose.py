@@ -46,3 +46,23 @@ def absolute_pose(p2d: List[np.ndarray], p3d: List[np.ndarray], exts, cams, intr
                           [p[m] for p, m in zip(p3d, inlier_masks)],
                           [e.Rt for e in exts], intrinsics)
     return world_T_b0, cov, inliers
+
+
+def reprojection_errors(b0_T_world: np.ndarray, p2d: List[np.ndarray], p3d: List[np.ndarray],
+                        cam_T_b0: List[np.ndarray], intrinsics) -> List[np.ndarray]:
+    """Per camera, ``[M]`` reprojection errors (pixels) of its 2D-3D matches with the
+    generalized camera at ``b0_T_world`` (``cam_T_b0``: each camera's 3x4 or 4x4 pose, e.g.
+    PoseLib's ``Rt``; ``intrinsics``: its K); ``inf`` for a point behind the camera."""
+    b0_T_world = np.asarray(b0_T_world, float)
+    out = []
+    for x, X, ext, K in zip(p2d, p3d, cam_T_b0, intrinsics):
+        ext = np.asarray(ext, float)
+        R = ext[:3, :3] @ b0_T_world[:3, :3]
+        t = ext[:3, :3] @ b0_T_world[:3, 3] + ext[:3, 3]
+        cam = np.asarray(X, float).reshape(-1, 3) @ R.T + t
+        h = cam @ np.asarray(K, float).T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            err = np.linalg.norm(h[:, :2] / h[:, 2:3] - np.asarray(x, float).reshape(-1, 2),
+                                 axis=1)
+        out.append(np.where((cam[:, 2] > 0) & np.isfinite(err), err, np.inf))
+    return out

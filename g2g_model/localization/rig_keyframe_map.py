@@ -34,6 +34,7 @@ import numpy as np
 
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import invert_pose
+from g2g_model.localization.absolute_pose import reprojection_errors
 from g2g_model.localization.local_features import per_frame_intrinsics
 from g2g_model.localization.rig_epipolar import sampson_errors
 from g2g_model.localization.rig_overlap import PointStep, window_motion
@@ -74,18 +75,9 @@ def keyframe_map_motion(structure: StructureVerifier, before, step: np.ndarray, 
 def reprojection_inliers(delta: np.ndarray, points: PointStep, threshold_px: float) -> int:
     """How many of ``points``' 2D-3D matches reproject within ``threshold_px`` in front of their
     camera when the current body is at ``delta`` (base_prev_T_base_now)."""
-    base_now_T_prev = invert_pose(np.asarray(delta, float))
-    count = 0
-    for x, X, ext, K in zip(points.p2d, points.p3d, points.exts, points.intrinsics):
-        if not len(x):
-            continue
-        cam = (X @ base_now_T_prev[:3, :3].T + base_now_T_prev[:3, 3]) @ np.asarray(ext.R).T \
-            + np.asarray(ext.t)
-        h = cam @ np.asarray(K, float).T
-        with np.errstate(divide="ignore", invalid="ignore"):
-            err = np.linalg.norm(h[:, :2] / h[:, 2:3] - x, axis=1)
-        count += int(np.sum((cam[:, 2] > 0) & (err < threshold_px)))
-    return count
+    errors = reprojection_errors(invert_pose(np.asarray(delta, float)), points.p2d, points.p3d,
+                                 [ext.Rt for ext in points.exts], points.intrinsics)
+    return int(sum(np.sum(err < threshold_px) for err in errors))
 
 
 def evidence_inliers(delta: np.ndarray, matches, ext_a, ext_b, cams_a, cams_b,

@@ -337,8 +337,7 @@ class StructureVerifier:
             if refined is not None and refinement_allowed(map_T_b0, refined[0], travel) \
                     and bend_shown(map_T_b0, refined[0], [p2d[i] for i in near],
                                    [p3d[i] for i in near],
-                                   [invert_pose(b0_T_odom @ odom_T_b[i]) for i in near], k_b[near],
-                                   cfg.reprojection_px):
+                                   [exts[i].Rt for i in near], k_b[near], cfg.reprojection_px):
                 map_T_b0, cov, inliers = refined
                 note = (f"; solved on the {len(near)} of {len(p2d)} frames within "
                         f"{cfg.window_span_m:g} m of the start (the window is bent)")

@@ -27,6 +27,9 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from g2g_model.geometry import invert_pose
+from g2g_model.localization.absolute_pose import reprojection_errors
+
 
 #: The refinement near the start may move the anchor by at most this share of the window's
 #: odometry travel (and at least :data:`MIN_MOVE_M`): a bend from drift moves it by a part of
@@ -84,34 +87,22 @@ BEND_CHI2 = 200.0
 
 
 def bend_shown(whole_T: np.ndarray, near_T: np.ndarray, p2d: List[np.ndarray],
-               p3d: List[np.ndarray], cam_T_b0: List[np.ndarray], intrinsics: np.ndarray,
+               p3d: List[np.ndarray], cam_T_b0: List[np.ndarray], intrinsics,
                max_px: float) -> bool:
     """Whether the instants near the start fit the refined anchor pose ``near_T`` (world_T_b0)
     so much better than the whole window's ``whole_T`` that the window is bent
-    (:data:`BEND_CHI2`). ``p2d``/``p3d``: their 2D-3D matches per frame, ``cam_T_b0`` [4, 4]
-    and ``intrinsics`` [3, 3] their cameras; the matches within ``max_px`` of ``near_T``
+    (:data:`BEND_CHI2`). ``p2d``/``p3d``: their 2D-3D matches per frame, ``cam_T_b0`` (3x4 or
+    4x4) and ``intrinsics`` [3, 3] their cameras; the matches within ``max_px`` of ``near_T``
     count, each error truncated at ``max_px``, and the noise is their median under
     ``near_T``. Where the odometry inside the window is right, the whole window's solution,
     on all its frames, is the more accurate one."""
-    drop, own = 0.0, []
-    for x, X, T, K in zip(p2d, p3d, cam_T_b0, intrinsics):
-        if not len(x):
-            continue
-        squared = []
-        for world_T_b0 in (whole_T, near_T):
-            cam_T_world = np.asarray(T) @ np.linalg.inv(world_T_b0)
-            h = X @ cam_T_world[:3, :3].T + cam_T_world[:3, 3]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                u = h[:, :2] / h[:, 2:3] @ K[:2, :2].T + K[:2, 2]
-            r2 = np.sum((u - x) ** 2, 1)
-            squared.append(np.where(np.isfinite(r2) & (h[:, 2] > 0), r2, np.inf))
-        inliers = squared[1] < max_px ** 2
-        drop += float(np.sum(np.minimum(squared[0][inliers], max_px ** 2))
-                      - np.sum(squared[1][inliers]))
-        own.append(squared[1][inliers])
-    own_all = np.concatenate(own) if own else np.zeros(0)
-    if len(own_all) < 6:
+    whole, near = (np.concatenate(reprojection_errors(invert_pose(T), p2d, p3d, cam_T_b0,
+                                                      intrinsics) or [np.zeros(0)]) ** 2
+                   for T in (whole_T, near_T))
+    inliers = near < max_px ** 2
+    if inliers.sum() < 6:
         return True  # too few to tell: the refinement stands
+    drop = float(np.sum(np.minimum(whole[inliers], max_px ** 2)) - np.sum(near[inliers]))
     # The median of a 2D Gaussian error's squared length is 2 ln 2 sigma^2.
-    sigma2 = max(float(np.median(own_all)) / (2.0 * np.log(2.0)), 1e-6)
+    sigma2 = max(float(np.median(near[inliers])) / (2.0 * np.log(2.0)), 1e-6)
     return drop / sigma2 > BEND_CHI2
