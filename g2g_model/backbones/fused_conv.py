@@ -6,9 +6,10 @@ over the activations, and under bf16 autocast every convolution first casts its 
 bf16 on every call. oneDNN, which runs PyTorch's CPU convolutions anyway, applies the
 activation inside the convolution (``torch.ops.mkldnn._convolution_pointwise``, the kernel
 PyTorch's own compiler emits for the same pattern); holding the weights in the dtype the trunk
-runs in removes the casts. On the 2-core development machine (AVX-512 with AMX bf16,
-2026-11-30) ten frames of the trunk under bf16: 11.4 -> 8.4 ms at 112 px and 19.8 -> 12.1 ms
-at 160 px, the same features (``benchmarks/RESULTS_g2g.md``, trunk section).
+runs in removes the casts. Ten frames of the trunk under bf16 (2026-11-30, 2 cores): 12.4 ->
+10.0 ms at 112 px and 22.3 -> 14.1 ms at 160 px on a Xeon with AMX bf16, 5.7 -> 4.8 and 9.1 ->
+7.6 ms on an AMD EPYC without AMX, the same features (``benchmarks/RESULTS_g2g.md``, trunk
+tables).
 
 The op is internal to PyTorch, so :func:`available` checks for it and the trunk keeps its plain
 folded copy wherever it is missing (other builds, GPUs); ``test/test_mobilenet_trunk.py``

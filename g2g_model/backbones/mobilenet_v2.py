@@ -16,12 +16,12 @@ norm uses its running statistics) and never receives gradients.
 
 Speed: the trunk runs as a copy with every batch norm folded into its convolution
 (``torch.nn.utils.fusion.fuse_conv_bn_eval``) in the channels-last memory layout, where the
-depthwise convolutions are fast on CPU: 1.6-1.9x faster for ten frames of 112-160 px on the
-2-core development machine, the same features within float rounding
-(benchmarks/RESULTS_g2g.md); on a CPU each convolution also runs with its ReLU6 in one oneDNN
-call, in bf16 weights under bf16 autocast (:mod:`g2g_model.backbones.fused_conv`). The copy is
-rebuilt whenever the weights change (loading, moving, casting, in-place edits) and is not part
-of the state dict.
+depthwise convolutions are fast on CPU: 1.8-2.3x faster than the plain network in fp32 for
+ten frames of 112-160 px on a 2-core AMD EPYC (2026-11-30), the same features within float
+rounding (benchmarks/RESULTS_g2g.md, trunk tables); on a CPU each convolution also runs with
+its ReLU6 in one oneDNN call, in bf16 weights under bf16 autocast
+(:mod:`g2g_model.backbones.fused_conv`). The copy is rebuilt whenever the weights change
+(loading, moving, casting, in-place edits) and is not part of the state dict.
 """
 
 from __future__ import annotations
