@@ -31,6 +31,7 @@ class MotionVerification:
         inliers: inlier correspondences (0 on the ``"g2g"`` path, save with
             ``length_from_g2g``).
         reason: why this path.
+        matched: the correspondences the geometry was solved from (0 where not solved).
     """
 
     path: str
@@ -39,6 +40,7 @@ class MotionVerification:
     inliers: int = 0
     reason: str = ""
     g2g_disagreement: Optional[Tuple[float, float]] = None
+    matched: int = 0
     stationary: bool = False  # the images did not move: identity motion (module docstring)
     # Which geometry made the motion: "overlap" (the rig's overlapping cameras, absolute
     # pose), "relative" (generalized relative pose between keyframes), "keyframe map" (points

@@ -279,7 +279,7 @@ class RigMotionVerifier:
         if from_g2g:  # only the rotation and the direction are verified (module docstring)
             path, reason = PATH_G2G, f"{reason}; length not verified"
         return MotionVerification(path, solved, cov, inliers, reason + note, apart,
-                                  method="relative", length_from_g2g=from_g2g)
+                                  matched=matched, method="relative", length_from_g2g=from_g2g)
 
     def _one_camera_pair(self, match, ext_a, cams_a, ext_b, cams_b, delta: np.ndarray,
                          matched: int) -> MotionVerification:

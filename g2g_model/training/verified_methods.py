@@ -3,8 +3,9 @@
 The same verifiers, with the same defaults, the ROS nodes run (:mod:`g2g_model.localization`):
 relocalization pairs get
 the structure-based verifier (map points triangulated from group A's poses, one generalized
-absolute pose for group B), rig pairs the generalized relative pose. Both see the native images
-and the same (clean or noisy) input poses as every other method.
+absolute pose for group B; where that gives no pose, the relative pose between the groups:
+:mod:`g2g_model.localization.window_relative`), rig pairs the generalized relative pose. Both
+see the native images and the same (clean or noisy) input poses as every other method.
 
 * ``<checkpoint>+verified``: G2G's prediction seeds the verifier and is checked against it; where
   verification finds no trustworthy pose, G2G's prediction is kept (path ``g2g``).
@@ -24,8 +25,8 @@ import numpy as np
 
 from g2g_model.estimation.groups import Group
 from g2g_model.localization.rig_motion import RigMotionVerifier, rig_verifier_config
-from g2g_model.localization.verification import (PATH_G2G, StructureVerifier,
-                                                 VerifierConfig)
+from g2g_model.localization.verification import PATH_G2G, VerifierConfig
+from g2g_model.localization.window_relative import RelocalizationVerifier
 
 # An accepted estimate worse than this is a false accept.
 FALSE_ACCEPT_DEG = 5.0
@@ -43,7 +44,8 @@ class VerifiedMethod:
         if g2g is None:  # nothing to check against: any well-supported pose is taken
             cfg = replace(cfg, prior_translation_m=1e9, prior_rotation_deg=180.0)
         self.task, self.g2g = task, g2g
-        self.verifier = StructureVerifier(cfg) if task == "reloc" else RigMotionVerifier(cfg)
+        self.verifier = (RelocalizationVerifier(cfg) if task == "reloc"
+                         else RigMotionVerifier(cfg))
         self.image_size = g2g.image_size if g2g is not None else None
 
     def predict(self, ga, gb, poses_a, poses_b, native: Tuple[list, np.ndarray, list, np.ndarray]

@@ -39,7 +39,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from g2g_model.data.rig import load_rig
 from g2g_model.localization.relocalizer import LocalizationResult, Relocalizer
 from g2g_model.localization.rig_views import RigViews
-from g2g_model.localization.verification import StructureVerifier
+from g2g_model.localization.window_relative import RelocalizationVerifier
 from g2g_model.localization.window_selector import WindowSelector
 from g2g_ros.calibration import format_rig_log_lines
 from g2g_ros.camera_calibrations import image_needs, node_calibrations
@@ -158,7 +158,7 @@ class RelocalizeNode(QueryInputs, MapLoading, ManagedNode):
         self.view_cameras = verify_cameras(p, self.camera)
         self.engine = Relocalizer(
             self.pipeline, selector, gate_config(p), p["min_translation_m"],
-            p["min_rotation_deg"], StructureVerifier(verify) if verify.enabled else None,
+            p["min_rotation_deg"], RelocalizationVerifier(verify) if verify.enabled else None,
             RigViews() if self.view_cameras else None,
             second_window=bool(p["verify_second_window"]))
         if p["map_path"]:

@@ -106,6 +106,10 @@ class RelocalizeParams(VerifyParams, CameraParams):
         "verify_min_inliers and fit the refined pose far better than noise explains (drift "
         "inside a long window bends the rigid group); 0 = off",
         value_range=(0.0, 1000.0))
+    verify_relative_fallback: bool = param(
+        VerifierConfig.relative_fallback, "where the map window's triangulated points give no "
+        "geometric pose, solve the generalized relative pose between the map window and the "
+        "query window (2D-2D matches, both windows' known poses), judged by the same rules")
     verify_second_window: bool = param(
         True, "when the map window gives no geometric pose, verify once more against the "
         "nearest window (to G2G's estimate) that shares no keyframe with it")

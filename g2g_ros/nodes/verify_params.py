@@ -49,7 +49,8 @@ def verifier_config(p: Dict) -> VerifierConfig:
     """The verification the parameters describe (``ValueError`` naming a bad value). The
     rig-odometry parameters ``verify_max_turn_deg``, ``verify_standstill_deg``,
     ``verify_overlap`` and ``verify_keyframe_map``, and relocalization's
-    ``verify_window_span_m``, are used where they are declared."""
+    ``verify_window_span_m`` and ``verify_relative_fallback``, are used where they are
+    declared."""
     return VerifierConfig(enabled=bool(p["verify"]), feature=p["verify_feature"],
                           min_inliers=p["verify_min_inliers"],
                           reprojection_px=p["verify_reprojection_px"],
@@ -62,4 +63,7 @@ def verifier_config(p: Dict) -> VerifierConfig:
                           keyframe_map=bool(p.get("verify_keyframe_map",
                                                   VerifierConfig.keyframe_map)),
                           window_span_m=p.get("verify_window_span_m",
-                                              VerifierConfig.window_span_m)).validate()
+                                              VerifierConfig.window_span_m),
+                          relative_fallback=bool(p.get("verify_relative_fallback",
+                                                       VerifierConfig.relative_fallback))
+                          ).validate()

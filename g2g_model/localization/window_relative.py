@@ -1,0 +1,130 @@
+"""Relocalization's verifier: the map window's structure first, the windows' relative pose next.
+
+:class:`~g2g_model.localization.verification.StructureVerifier` needs map points: the map
+window's frames are matched with each other and triangulated with their metric poses, and the
+query is solved against those points. A short window, or one seen from nearly one spot,
+triangulates few points; then the query finds too few 2D-3D inliers and the structure gives no
+pose, although the two windows share plenty of texture (real 3 + 3 TUM windows, 2026-11-30: 5
+of 60 pairs with 16-28 inliers against the 30 needed, from about 100 matches).
+
+The two windows then still have their 2D-2D matches, and each window's intra-group poses are
+known (the map's, the query's odometry), so the pose between them is a generalized relative
+pose: the rig odometry's verifier (:class:`~g2g_model.localization.rig_motion.RigMotionVerifier`,
+relative pose only: no overlap path, no keyframe map, no standstill test) between the map window
+and the query window placed by G2G's estimate. Placing the query by G2G's estimate first lets
+the camera pairing (``max_turn_deg``) keep only the frame pairs whose views can overlap if G2G's
+rotation is within ``prior_rotation_deg`` of the truth, the bound beyond which
+:func:`~g2g_model.localization.verdict.judge` refuses a geometric pose anyway; the solution is
+the correction of G2G's estimate, judged by the same rules (inliers, position uncertainty,
+distance from G2G) as every geometric pose. Its reason starts with ``relative pose between the
+windows:``.
+
+Where the structure solves, its pose is kept: on the real TUM windows it is the more accurate of
+the two (5 + 5: 0.41 against 0.49 deg, 1.2 against 2.2 cm median, docs/VERIFICATION.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from g2g_model.estimation.groups import Group
+from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+from g2g_model.localization.local_features import LocalFeatures
+from g2g_model.localization.rig_motion import RigMotionVerifier
+from g2g_model.localization.verdict import Fallback, judge
+from g2g_model.localization.verification import (
+    PATH_G2G, StructureVerifier, Verification, VerifierConfig,
+)
+
+PREFIX = "relative pose between the windows: "
+# The least share of the matches that a relative pose must explain. A match lies on its
+# epipolar line by chance far more often than a 2D-3D match reprojects onto its point by
+# chance: a map window of another scene gave a relative pose with 73 inliers of 1,386 matches
+# (5 %), the simulated and real windows of the same place 27-55 %.
+MIN_INLIER_SHARE = 0.2
+
+
+class RelocalizationVerifier:
+    """``verifier(group_a, query, map_T_b) -> Verification``: the arguments and the outcome of
+    :class:`~g2g_model.localization.verification.StructureVerifier` (module docstring); with
+    ``config.relative_fallback`` off it is that verifier alone."""
+
+    def __init__(self, config: Optional[VerifierConfig] = None,
+                 features: Optional[LocalFeatures] = None) -> None:
+        self.structure = StructureVerifier(config, features)
+        self.config, self.local = self.structure.config, self.structure.local
+        self.relative = None
+        if self.config.relative_fallback:
+            self.relative = RigMotionVerifier(
+                replace(self.config, overlap=False, keyframe_map=False, standstill_deg=0.0,
+                        max_turn_deg=min(180.0, float(self.config.prior_rotation_deg))),
+                self.local)
+
+    def cache_bytes(self) -> int:
+        """Bytes held by the verifier's caches (the relative pose keeps none of its own)."""
+        return self.structure.cache_bytes()
+
+    def __call__(self, group_a, query, map_T_b: np.ndarray,
+                 view_prior: Optional[np.ndarray] = None,
+                 pairs: Optional[Sequence[Tuple[int, int]]] = None) -> Verification:
+        result = self.structure(group_a, query, map_T_b, view_prior, pairs)
+        map_T_b = np.asarray(map_T_b, float)
+        if (result.path != PATH_G2G or self.relative is None
+                or not np.all(np.isfinite(map_T_b))):
+            return result
+        map_T_a = np.asarray(group_a.cam_to_world, float)
+        a0_T_map = invert_pose(map_T_a[0])
+        # The query's frames where G2G puts them, in the map window's first camera frame: the
+        # relative pose then solves the correction of G2G's estimate.
+        placed = Group(query.images, query.intrinsics, a0_T_map[None] @ map_T_b)
+        window = Group(group_a.images, group_a.intrinsics, a0_T_map[None] @ map_T_a)
+        step = self.relative(window, placed, np.eye(4))
+        if step.path == PATH_G2G:
+            result.reason += f"; {PREFIX}{step.reason}"
+            return result
+        correction = np.asarray(step.delta, float)
+        map_T_b0 = map_T_a[0] @ correction @ a0_T_map @ map_T_b[0]
+        cov = map_covariance(step.covariance, correction, (a0_T_map @ map_T_b[0])[:3, 3],
+                             map_T_a[0])
+        try:
+            self._check(map_T_b[0], map_T_b0, step.inliers, step.matched)
+            # The rules of every relocalization pose, on the query's first camera in the map.
+            path, reason, apart = judge(map_T_b[0], map_T_b0, cov, step.inliers, step.matched,
+                                        self.config)
+        except Fallback as why:
+            result.reason += f"; {PREFIX}{why}"
+            return result
+        return Verification(path, map_T_b0, cov, step.inliers, PREFIX + reason, apart)
+
+    def _check(self, g2g: np.ndarray, solved: np.ndarray, inliers: int, matched: int) -> None:
+        """Raises :class:`Fallback` where the relative pose is not trusted beyond the rules of
+        :func:`judge` (module docstring: an epipolar inlier is a weaker witness than a 2D-3D
+        one)."""
+        cfg = self.config
+        if inliers < MIN_INLIER_SHARE * matched:
+            raise Fallback(f"{inliers} inliers of {matched} matches (< {MIN_INLIER_SHARE:.0%})")
+        rel = relative_pose(g2g, solved)
+        dt, dr = float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
+        if dt > cfg.prior_translation_m or dr > cfg.prior_rotation_deg:
+            raise Fallback(f"the pose is {dt:.2f} m / {dr:.1f} deg from G2G's (> "
+                           f"{cfg.prior_translation_m} m / {cfg.prior_rotation_deg} deg): not "
+                           "trusted")
+
+
+def map_covariance(cov: np.ndarray, correction: np.ndarray, b0: np.ndarray,
+                   map_T_a0: np.ndarray) -> np.ndarray:
+    """The covariance of the query's first camera in the map (x y z of its centre, then small
+    rotations about the map axes) from ``cov``, that of ``correction`` (a translation and a
+    rotation about the map window's first camera's axes, :func:`~.rig_epipolar.perturbed`),
+    which moves G2G's first query camera, at ``b0`` in that camera's frame."""
+    lever = correction[:3, :3] @ np.asarray(b0, float)
+    jac = np.eye(6)
+    # A small rotation w of the correction moves the camera centre by w x lever.
+    jac[:3, 3:] = -np.array([[0, -lever[2], lever[1]], [lever[2], 0, -lever[0]],
+                             [-lever[1], lever[0], 0]])
+    rot = np.kron(np.eye(2), np.asarray(map_T_a0, float)[:3, :3])
+    out = rot @ jac @ np.asarray(cov, float) @ jac.T @ rot.T
+    return 0.5 * (out + out.T)

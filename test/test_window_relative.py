@@ -1,0 +1,145 @@
+"""Relocalization's verifier with the relative pose between the windows
+(g2g_model.localization.window_relative).
+
+Real simulated images (a test-split scene, mapping traversal in season 0, query traversal in
+season 1), real SIFT, real PoseLib: no mocks.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+from dataclasses import replace
+
+import cv2
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from sim_fixtures import tiny_trajectories  # noqa: E402
+from test_localization_verification import case, perturbed, pose_error  # noqa: E402
+
+from g2g_model.data.format import TrajectoryReader  # noqa: E402
+from g2g_model.estimation.groups import Group  # noqa: E402
+from g2g_model.geometry import make_pose, axis_angle_to_matrix  # noqa: E402
+from g2g_model.localization.verdict import Fallback  # noqa: E402
+from g2g_model.localization.verification import (  # noqa: E402
+    PATH_G2G, PATH_VERIFIED, StructureVerifier, VerifierConfig,
+)
+from g2g_model.localization.window_relative import (  # noqa: E402
+    MIN_INLIER_SHARE, PREFIX, RelocalizationVerifier, map_covariance,
+)
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    out = tmp_path_factory.mktemp("window_relative_sim")
+    paths = tiny_trajectories(out, seed=20003, frames=24, traversals=2)
+    return [TrajectoryReader(p) for p in paths]
+
+
+def two_frames(group_a: Group) -> Group:
+    """The map window's first two frames: too little structure for the 2D-3D solve."""
+    return Group(images=group_a.images[:2], intrinsics=np.asarray(group_a.intrinsics)[:2],
+                 cam_to_world=np.asarray(group_a.cam_to_world)[:2])
+
+
+def test_a_window_without_enough_structure_is_solved_between_the_windows(scene):
+    group_a, query, truth = case(scene)
+    short = two_frames(group_a)
+    seed = perturbed(truth, 0.3, 5.0)
+    structure = StructureVerifier()(short, query, seed)
+    assert structure.path == PATH_G2G and "inliers" in structure.reason
+    result = RelocalizationVerifier()(short, query, seed)
+    assert result.path == PATH_VERIFIED and result.reason.startswith(PREFIX), result.reason
+    dt, dr = pose_error(truth[0], result.map_T_b0)
+    assert dt < 0.03 and dr < 0.5, (dt, dr, result.reason)
+    assert result.g2g_disagreement[0] == pytest.approx(0.3, abs=0.05)
+    assert np.all(np.linalg.eigvalsh(result.covariance) > 0)
+    assert np.sqrt(np.linalg.eigvalsh(result.covariance[:3, :3]).max()) < 0.05
+    # Off, it is the structure's verifier alone.
+    off = RelocalizationVerifier(replace(VerifierConfig(), relative_fallback=False))
+    alone = off(short, query, seed)
+    assert alone.path == PATH_G2G and alone.reason == structure.reason
+
+
+def test_a_map_window_seen_from_one_spot_is_solved_from_the_query_s_baseline(scene):
+    group_a, query, truth = case(scene)
+    one = Group(images=[group_a.images[0]] * 5,
+                intrinsics=np.stack([group_a.intrinsics[0]] * 5),
+                cam_to_world=np.stack([group_a.cam_to_world[0]] * 5))
+    result = RelocalizationVerifier()(one, query, perturbed(truth, 0.3, 5.0))
+    assert result.path != PATH_G2G, result.reason
+    dt, dr = pose_error(truth[0], result.map_T_b0)
+    assert dt < 0.05 and dr < 1.0, (dt, dr, result.reason)
+
+
+def test_where_the_structure_solves_its_pose_is_kept(scene):
+    group_a, query, truth = case(scene)
+    seed = perturbed(truth, 0.3, 5.0)
+    structure = StructureVerifier()(group_a, query, seed)
+    result = RelocalizationVerifier()(group_a, query, seed)
+    assert structure.path == result.path == PATH_VERIFIED
+    np.testing.assert_allclose(result.map_T_b0, structure.map_T_b0, atol=1e-9)
+    assert result.reason == structure.reason
+
+
+def test_another_place_is_not_accepted_by_either_geometry(scene, tmp_path):
+    other = TrajectoryReader(tiny_trajectories(tmp_path, seed=20004, frames=10)[0])
+    _, query, truth = case(scene)
+    result = RelocalizationVerifier()(other.rig_group(range(0, 9, 2)), query, truth)
+    assert result.path == PATH_G2G
+    assert PREFIX in result.reason, result.reason  # both geometries said why
+
+
+def test_blank_images_and_a_non_finite_estimate_fall_back(scene):
+    group_a, query, truth = case(scene)
+    blank = Group(images=[np.zeros_like(im) for im in query.images],
+                  intrinsics=query.intrinsics, cam_to_world=query.cam_to_world)
+    result = RelocalizationVerifier()(two_frames(group_a), blank, truth)
+    assert result.path == PATH_G2G and "too few features" in result.reason
+    bad = truth.copy()
+    bad[0, 0, 3] = np.nan
+    result = RelocalizationVerifier()(group_a, query, bad)
+    assert result.path == PATH_G2G and "not finite" in result.reason
+
+
+def test_a_relative_pose_explaining_few_of_its_matches_or_far_from_g2g_is_refused():
+    verifier = RelocalizationVerifier()
+    with pytest.raises(Fallback, match="inliers of"):
+        verifier._check(np.eye(4), np.eye(4), 73, 1386)  # measured on another place
+    verifier._check(np.eye(4), np.eye(4), int(np.ceil(MIN_INLIER_SHARE * 500)), 500)
+    far = make_pose(np.eye(3), [3.0, 0.0, 0.0])
+    with pytest.raises(Fallback, match="from G2G's"):
+        verifier._check(np.eye(4), far, 400, 500)
+
+
+def test_the_covariance_is_carried_into_the_map_frame():
+    """The linearisation against moving the correction by small steps of its own
+    parametrisation (a translation and a rotation about the first map camera's axes)."""
+    rng = np.random.default_rng(3)
+    correction = make_pose(axis_angle_to_matrix(np.radians([4.0, -7.0, 20.0])), [0.3, -0.2, 0.5])
+    b0 = np.array([1.5, 0.2, -0.4])
+    map_T_a0 = make_pose(axis_angle_to_matrix(np.radians([10.0, 30.0, -60.0])), [5.0, 1.0, 0.0])
+
+    def centre_and_rotation(d6):
+        moved = correction.copy()
+        moved[:3, :3] = cv2.Rodrigues(d6[3:])[0] @ moved[:3, :3]
+        moved[:3, 3] += d6[:3]
+        pose = map_T_a0 @ moved @ make_pose(np.eye(3), b0)
+        return pose[:3, 3], pose[:3, :3]
+
+    c0, r0 = centre_and_rotation(np.zeros(6))
+    jac = np.zeros((6, 6))
+    for k in range(6):
+        d = np.zeros(6)
+        d[k] = 1e-6
+        c, r = centre_and_rotation(d)
+        jac[:3, k] = (c - c0) / 1e-6
+        small = r @ r0.T  # a small rotation: its axis times its angle from the skew part
+        jac[3:, k] = 0.5 * np.array([small[2, 1] - small[1, 2], small[0, 2] - small[2, 0],
+                                     small[1, 0] - small[0, 1]]) / 1e-6
+    a = rng.normal(size=(6, 6))
+    cov = a @ a.T
+    np.testing.assert_allclose(map_covariance(cov, correction, b0, map_T_a0),
+                               jac @ cov @ jac.T, rtol=1e-4, atol=1e-8)
