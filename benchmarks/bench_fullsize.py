@@ -12,7 +12,7 @@ the same run:
    relocalization's;
 2. ``G2GPipeline.predict`` 5 + 5 (the embedded relocalization default) on the full-size images
    and on the reduced copies, and its error against the ground truth;
-3. relocalization verification (``StructureVerifier``, 5 map + 5 query images): a first
+3. relocalization verification (``RelocalizationVerifier``, 5 map + 5 query images): a first
    localization (nothing cached) and tracking (both windows move on by one instant, seeded by the
    first fix) for every ``verify_max_image_px`` of ``--max-px`` (0 = full size, the baseline),
    each on the reduced copies the node would make for it, with its error against the ground
@@ -41,8 +41,8 @@ from g2g_model.geometry import relative_pose, rotation_angle_deg
 from g2g_model.estimation.groups import Group
 from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.localization.rig_motion import RIG_DEFAULTS
-from g2g_model.localization.verification import (PATH_G2G, StructureVerifier,
-                                                 VerifierConfig)
+from g2g_model.localization.verification import PATH_G2G, VerifierConfig
+from g2g_model.localization.window_relative import RelocalizationVerifier
 from g2g_ros.camera_calibrations import CameraImaging
 from g2g_ros.image_conversion import rgb_to_compressed_fields, rgb_to_image_fields, to_rgb
 
@@ -177,7 +177,7 @@ def run(windows: int, max_pxs: List[int], reps: int, reloc_default: int) -> str:
                 return Group([cam.image(jpeg(scene.image(trav, f))) for f in frames], cam.K,
                              [scene.pose(trav, f) for f in frames])
             a, b = group_of(0, m), group_of(1, q)
-            verifier = StructureVerifier(VerifierConfig(max_image_px=max_px))
+            verifier = RelocalizationVerifier(VerifierConfig(max_image_px=max_px))
             t0 = time.perf_counter()
             first = verifier(a, b, seed)
             cold.append(time.perf_counter() - t0)

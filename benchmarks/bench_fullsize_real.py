@@ -9,7 +9,7 @@ used, as from odometry), the images travel as JPEG (quality 90), and in the same
 
 1. ``G2GPipeline.predict`` (the embedded relocalization default) on the full-size images and on
    the relocalize node's reduced copies, with its error against the poses;
-2. a first localization (a fresh ``StructureVerifier``: nothing cached) for every
+2. a first localization (a fresh ``RelocalizationVerifier``: nothing cached) for every
    ``verify_max_image_px`` of ``--max-px`` (0 = full size, the baseline), each on the reduced
    copies the node would make for it, seeded with G2G's full-size prediction (the same for
    every setting): its path, inliers, time and error against the poses. The translation error
@@ -42,7 +42,8 @@ from g2g_model.data.format import TrajectoryReader
 from g2g_model.data.mining import WindowPair, read_index
 from g2g_model.estimation.groups import Group
 from g2g_model.estimation.pipeline import G2GPipeline
-from g2g_model.localization.verification import PATH_G2G, StructureVerifier, VerifierConfig
+from g2g_model.localization.verification import PATH_G2G, VerifierConfig
+from g2g_model.localization.window_relative import RelocalizationVerifier
 
 #: A setting is "within 10 % of full size" when its median errors on the commonly accepted
 #: pairs are at most this factor of full size's and it accepts at least 1 / this share of them.
@@ -122,7 +123,7 @@ def run(real: Path, indices: List[str], count: int, max_pxs: List[int], reloc_de
             for k in max_pxs:
                 cam = cams[k]
                 a, b = group(cam, fa, k == 0), group(cam, fb, k == 0)
-                verifier = StructureVerifier(VerifierConfig(max_image_px=k))
+                verifier = RelocalizationVerifier(VerifierConfig(max_image_px=k))
                 t0 = time.perf_counter()
                 first = verifier(a, b, preds["full"])
                 elapsed = time.perf_counter() - t0

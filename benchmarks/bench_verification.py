@@ -40,7 +40,8 @@ from g2g_model.geometry import make_pose, relative_pose, rotation_angle_deg
 from g2g_model.estimation.groups import Group
 from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.localization.rig_motion import RigMotionVerifier, rig_verifier_config
-from g2g_model.localization.verification import StructureVerifier, VerifierConfig
+from g2g_model.localization.verification import VerifierConfig
+from g2g_model.localization.window_relative import RelocalizationVerifier
 
 
 def ms(values: List[float]) -> str:
@@ -56,7 +57,7 @@ def run(windows: int, frames: int) -> str:
     reloc = G2GPipeline.default("relocalization")
     rig = G2GPipeline.default("rig_odometry")
     g2g_ms, steady, tracking, cold, paths = [], [], [], [], []
-    verifier = StructureVerifier()
+    verifier = RelocalizationVerifier()
     starts = np.linspace(0, query.num_frames - 13, windows).astype(int)
     for s in starts:
         q_frames = list(range(s, s + 10, 2))
@@ -71,7 +72,7 @@ def run(windows: int, frames: int) -> str:
         g2g_ms.append(time.perf_counter() - t0)
         map_T_b = np.asarray(pred.world_T_b)[0] @ np.linalg.inv(
             np.asarray(group_b.cam_to_world)[0]) @ np.asarray(group_b.cam_to_world)
-        fresh = StructureVerifier()
+        fresh = RelocalizationVerifier()
         t0 = time.perf_counter()
         fresh(group_a, group_b, map_T_b)
         cold.append(time.perf_counter() - t0)
