@@ -99,22 +99,26 @@ class RigMotionVerifier:
         return self.structure.cache_bytes()
 
     def __call__(self, group_a, group_b, delta: np.ndarray,
-                 before: Optional[Tuple[object, np.ndarray]] = None) -> MotionVerification:
+                 before: Optional[Tuple[object, np.ndarray]] = None,
+                 pairs: Optional[List[Tuple[int, int]]] = None) -> MotionVerification:
         """``before``: optional ``(group, step)``, the rig at the keyframe before ``group_a``
         and the step from it to ``group_a`` (base_before_T_base_a) where the geometry measured
         its length: the keyframe map (:mod:`.rig_keyframe_map`; ``VerifierConfig.keyframe_map``)
-        then also solves the step, and :func:`~.rig_keyframe_map.pick_step` picks one."""
+        then also solves the step, and :func:`~.rig_keyframe_map.pick_step` picks one.
+        ``pairs``: the (camera of ``group_a``, camera of ``group_b``) pairs to match (default:
+        those whose views can overlap, :func:`overlapping_pairs`)."""
         delta = np.asarray(delta, float)
         fallback = MotionVerification(PATH_G2G, delta.copy())
         if not self.config.keyframe_map:
             before = None
         try:
-            return self._verify(group_a, group_b, delta, before)
+            return self._verify(group_a, group_b, delta, before, pairs)
         except Fallback as why:
             fallback.reason = str(why)
             return fallback
 
-    def _verify(self, group_a, group_b, delta: np.ndarray, before) -> MotionVerification:
+    def _verify(self, group_a, group_b, delta: np.ndarray, before,
+                pairs: Optional[List[Tuple[int, int]]] = None) -> MotionVerification:
         import poselib
 
         cfg = self.config
@@ -131,7 +135,9 @@ class RigMotionVerifier:
         if total < cfg.min_inliers:
             raise Fallback(f"too few features ({total}): blank, dark or textureless images")
         matches: List = []
-        for i, j in overlapping_pairs(group_a, group_b, cfg.max_turn_deg):
+        if pairs is None:
+            pairs = overlapping_pairs(group_a, group_b, cfg.max_turn_deg)
+        for i, j in pairs:
             f1, f2 = fa[i], fb[j]
             pairs = self.local.match(f1.descriptors, f2.descriptors)
             if len(pairs) < 5:

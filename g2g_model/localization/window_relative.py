@@ -11,13 +11,14 @@ The two windows then still have their 2D-2D matches, and each window's intra-gro
 known (the map's, the query's odometry), so the pose between them is a generalized relative
 pose: the rig odometry's verifier (:class:`~g2g_model.localization.rig_motion.RigMotionVerifier`,
 relative pose only: no overlap path, no keyframe map, no standstill test) between the map window
-and the query window placed by G2G's estimate. Placing the query by G2G's estimate first lets
-the camera pairing (``max_turn_deg``) keep only the frame pairs whose views can overlap if G2G's
-rotation is within ``prior_rotation_deg`` of the truth, the bound beyond which
-:func:`~g2g_model.localization.verdict.judge` refuses a geometric pose anyway; the solution is
-the correction of G2G's estimate, judged by the same rules (inliers, position uncertainty,
-distance from G2G) as every geometric pose. Its reason starts with ``relative pose between the
-windows:``.
+and the query window placed by G2G's estimate. Placed so, only frame pairs whose views can
+overlap if G2G's rotation is within ``prior_rotation_deg`` of the truth are matched, at most
+:data:`MAX_FRAME_PAIRS` of them, those looking most the same way (:func:`facing_pairs`: the
+matching is the cost); the
+solution is the correction of G2G's estimate, judged by the rules of every geometric pose
+(inliers, position uncertainty, distance from G2G) and two more (:meth:`_check`). Its reason
+starts with ``relative pose between the windows:``. It is less precise than the structure and
+its residuals say less than that: its covariance is published :data:`SD_SCALE` times wider.
 
 Where the structure solves, its pose is kept: on the real TUM windows it is the more accurate of
 the two (5 + 5: 0.41 against 0.49 deg, 1.2 against 2.2 cm median, docs/VERIFICATION.md).
@@ -26,7 +27,7 @@ the two (5 + 5: 0.41 against 0.49 deg, 1.2 against 2.2 cm median, docs/VERIFICAT
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from g2g_model.estimation.groups import Group
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
 from g2g_model.localization.local_features import LocalFeatures
 from g2g_model.localization.rig_motion import RigMotionVerifier
+from g2g_model.localization.rig_pairs import overlapping_pairs
 from g2g_model.localization.verdict import Fallback, judge
 from g2g_model.localization.verification import (
     PATH_G2G, StructureVerifier, Verification, VerifierConfig,
@@ -45,6 +47,16 @@ PREFIX = "relative pose between the windows: "
 # chance: a map window of another scene gave a relative pose with 73 inliers of 1,386 matches
 # (5 %), the simulated and real windows of the same place 27-55 %.
 MIN_INLIER_SHARE = 0.2
+# Frame pairs matched at most (those looking most the same way): the matching, not the solver,
+# is the cost (a 25 + 25-frame rig window of another scene: 484 frame pairs, 1.9 s; PoseLib
+# 0.09 s of it).
+MAX_FRAME_PAIRS = 50
+# The published covariance of a relative pose is its Sampson-error covariance with standard
+# deviations this many times larger: its errors were 1.1-9.8 times those deviations on the four
+# real TUM windows it solved (2026-11-30; 1.6-22 cm, 0.6-3.8 deg) and up to 12 times on
+# simulated windows of one instant (test_window_relative.py). The trust rules see the
+# unscaled one.
+SD_SCALE = 10.0
 
 
 class RelocalizationVerifier:
@@ -59,8 +71,7 @@ class RelocalizationVerifier:
         self.relative = None
         if self.config.relative_fallback:
             self.relative = RigMotionVerifier(
-                replace(self.config, overlap=False, keyframe_map=False, standstill_deg=0.0,
-                        max_turn_deg=min(180.0, float(self.config.prior_rotation_deg))),
+                replace(self.config, overlap=False, keyframe_map=False, standstill_deg=0.0),
                 self.local)
 
     def cache_bytes(self) -> int:
@@ -81,7 +92,8 @@ class RelocalizationVerifier:
         # relative pose then solves the correction of G2G's estimate.
         placed = Group(query.images, query.intrinsics, a0_T_map[None] @ map_T_b)
         window = Group(group_a.images, group_a.intrinsics, a0_T_map[None] @ map_T_a)
-        step = self.relative(window, placed, np.eye(4))
+        step = self.relative(window, placed, np.eye(4),
+                             pairs=facing_pairs(window, placed, self.config.prior_rotation_deg))
         if step.path == PATH_G2G:
             result.reason += f"; {PREFIX}{step.reason}"
             return result
@@ -97,7 +109,8 @@ class RelocalizationVerifier:
         except Fallback as why:
             result.reason += f"; {PREFIX}{why}"
             return result
-        return Verification(path, map_T_b0, cov, step.inliers, PREFIX + reason, apart)
+        return Verification(path, map_T_b0, cov * SD_SCALE ** 2, step.inliers, PREFIX + reason,
+                            apart)
 
     def _check(self, g2g: np.ndarray, solved: np.ndarray, inliers: int, matched: int) -> None:
         """Raises :class:`Fallback` where the relative pose is not trusted beyond the rules of
@@ -112,6 +125,20 @@ class RelocalizationVerifier:
             raise Fallback(f"the pose is {dt:.2f} m / {dr:.1f} deg from G2G's (> "
                            f"{cfg.prior_translation_m} m / {cfg.prior_rotation_deg} deg): not "
                            "trusted")
+
+
+def facing_pairs(window: Group, placed: Group, max_turn_deg: float,
+                 most: Optional[int] = None) -> List[Tuple[int, int]]:
+    """(map frame, query frame) pairs to match: those whose views can overlap if G2G placed the
+    query within ``max_turn_deg`` of the truth (:func:`overlapping_pairs`, both in the map
+    window's first camera frame), at most ``most`` (default :data:`MAX_FRAME_PAIRS`) of them,
+    the ones whose optical axes are closest."""
+    pairs = overlapping_pairs(window, placed, max_turn_deg)
+    axes_a = np.asarray(window.cam_to_world, float)[:, :3, 2]
+    axes_b = np.asarray(placed.cam_to_world, float)[:, :3, 2]
+    cosine = [float(axes_a[i] @ axes_b[j]) for i, j in pairs]
+    keep = np.argsort(cosine, kind="stable")[::-1][:MAX_FRAME_PAIRS if most is None else most]
+    return sorted(pairs[k] for k in keep)
 
 
 def map_covariance(cov: np.ndarray, correction: np.ndarray, b0: np.ndarray,
