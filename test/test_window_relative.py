@@ -45,6 +45,10 @@ def two_frames(group_a: Group) -> Group:
                  cam_to_world=np.asarray(group_a.cam_to_world)[:2])
 
 
+def fallback_on() -> RelocalizationVerifier:
+    return RelocalizationVerifier(replace(VerifierConfig(), relative_fallback=True))
+
+
 def assert_covariance_covers(result, truth_b0: np.ndarray) -> None:
     """The published covariance is honest: the position and rotation errors are within 3
     standard deviations along the largest axis."""
@@ -60,16 +64,15 @@ def test_a_window_without_enough_structure_is_solved_between_the_windows(scene):
     seed = perturbed(truth, 0.3, 5.0)
     structure = StructureVerifier()(short, query, seed)
     assert structure.path == PATH_G2G and "inliers" in structure.reason
-    result = RelocalizationVerifier()(short, query, seed)
+    result = fallback_on()(short, query, seed)
     assert result.path == PATH_VERIFIED and result.reason.startswith(PREFIX), result.reason
     dt, dr = pose_error(truth[0], result.map_T_b0)
     assert dt < 0.03 and dr < 0.5, (dt, dr, result.reason)
     assert result.g2g_disagreement[0] == pytest.approx(0.3, abs=0.05)
     assert np.all(np.linalg.eigvalsh(result.covariance) > 0)
     assert_covariance_covers(result, truth[0])
-    # Off, it is the structure's verifier alone.
-    off = RelocalizationVerifier(replace(VerifierConfig(), relative_fallback=False))
-    alone = off(short, query, seed)
+    # Off (the default), it is the structure's verifier alone.
+    alone = RelocalizationVerifier()(short, query, seed)
     assert alone.path == PATH_G2G and alone.reason == structure.reason
 
 
@@ -79,7 +82,7 @@ def test_a_map_window_seen_from_one_spot_is_solved_from_the_query_s_baseline(sce
                 intrinsics=np.stack([group_a.intrinsics[0]] * 5),
                 cam_to_world=np.stack([group_a.cam_to_world[0]] * 5))
     for metres, degrees in ((0.3, 5.0), (0.5, 10.0), (0.2, -8.0)):
-        result = RelocalizationVerifier()(one, query, perturbed(truth, metres, degrees))
+        result = fallback_on()(one, query, perturbed(truth, metres, degrees))
         assert result.path != PATH_G2G, result.reason
         dt, dr = pose_error(truth[0], result.map_T_b0)
         assert dt < 0.15 and dr < 4.0, (dt, dr, result.reason)
@@ -92,7 +95,7 @@ def test_where_the_structure_solves_its_pose_is_kept(scene):
     group_a, query, truth = case(scene)
     seed = perturbed(truth, 0.3, 5.0)
     structure = StructureVerifier()(group_a, query, seed)
-    result = RelocalizationVerifier()(group_a, query, seed)
+    result = fallback_on()(group_a, query, seed)
     assert structure.path == result.path == PATH_VERIFIED
     np.testing.assert_allclose(result.map_T_b0, structure.map_T_b0, atol=1e-9)
     assert result.reason == structure.reason
@@ -101,7 +104,7 @@ def test_where_the_structure_solves_its_pose_is_kept(scene):
 def test_another_place_is_not_accepted_by_either_geometry(scene, tmp_path):
     other = TrajectoryReader(tiny_trajectories(tmp_path, seed=20004, frames=10)[0])
     _, query, truth = case(scene)
-    result = RelocalizationVerifier()(other.rig_group(range(0, 9, 2)), query, truth)
+    result = fallback_on()(other.rig_group(range(0, 9, 2)), query, truth)
     assert result.path == PATH_G2G
     assert PREFIX in result.reason, result.reason  # both geometries said why
 
@@ -110,16 +113,16 @@ def test_blank_images_and_a_non_finite_estimate_fall_back(scene):
     group_a, query, truth = case(scene)
     blank = Group(images=[np.zeros_like(im) for im in query.images],
                   intrinsics=query.intrinsics, cam_to_world=query.cam_to_world)
-    result = RelocalizationVerifier()(two_frames(group_a), blank, truth)
+    result = fallback_on()(two_frames(group_a), blank, truth)
     assert result.path == PATH_G2G and "too few features" in result.reason
     bad = truth.copy()
     bad[0, 0, 3] = np.nan
-    result = RelocalizationVerifier()(group_a, query, bad)
+    result = fallback_on()(group_a, query, bad)
     assert result.path == PATH_G2G and "not finite" in result.reason
 
 
 def test_a_relative_pose_explaining_few_of_its_matches_or_far_from_g2g_is_refused():
-    verifier = RelocalizationVerifier()
+    verifier = fallback_on()
     with pytest.raises(Fallback, match="inliers of"):
         verifier._check(np.eye(4), np.eye(4), 73, 1386)  # measured on another place
     verifier._check(np.eye(4), np.eye(4), int(np.ceil(MIN_INLIER_SHARE * 500)), 500)
@@ -157,3 +160,17 @@ def test_the_covariance_is_carried_into_the_map_frame():
     cov = a @ a.T
     np.testing.assert_allclose(map_covariance(cov, correction, b0, map_T_a0),
                                jac @ cov @ jac.T, rtol=1e-4, atol=1e-8)
+
+
+def test_g2g_eval_turns_it_on_for_relocalization_only():
+    from g2g_model.training.evaluate import default_methods, verifier_config
+
+    specs = default_methods(["model.safetensors"], None, False, verify=True,
+                            relative_fallback=True)
+    verified = [s for s in specs if s.verify]
+    assert [s.label for s in verified] == ["geometry", "model+verified"]
+    assert all(s.relative_fallback for s in verified)
+    assert verifier_config("reloc", verified[0]).relative_fallback
+    assert verifier_config("rig", verified[0]) is None
+    plain = default_methods(["model.safetensors"], None, False, verify=True)
+    assert all(verifier_config("reloc", s) is None for s in plain)

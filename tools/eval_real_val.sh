@@ -10,13 +10,15 @@
 #
 # Environment: PY (python, default .venv/bin/python), ROOT (default data/real_val),
 # OUT (default outputs/eval_real_val; tables in $OUT/w3/comparison.md, $OUT/w5/comparison.md),
-# VERIFY (1 / 0), WINDOWS (default "3 5").
+# VERIFY (1 / 0), WINDOWS (default "3 5"), RELATIVE_FALLBACK (1: verification also tries the
+# relative pose between the windows where the map window's structure gives no pose; default 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 ROOT=${ROOT:-data/real_val}
 OUT=${OUT:-outputs/eval_real_val}
 VERIFY=${VERIFY:-1}
+RELATIVE_FALLBACK=${RELATIVE_FALLBACK:-0}
 WINDOWS=${WINDOWS:-3 5}
 for w in $WINDOWS; do
   if [ ! -f "$ROOT/pairs_w$w.json" ]; then
@@ -31,6 +33,7 @@ args=()
 for c in "${ckpts[@]}"; do args+=(--checkpoint "$c"); done
 extra=()
 if [ "$VERIFY" = 1 ]; then extra+=(--verify); fi
+if [ "$RELATIVE_FALLBACK" = 1 ]; then extra+=(--relative-fallback); fi
 for w in $WINDOWS; do
   nice -n 5 "$PY" -m g2g_model.training.eval_cli --task reloc --root "$ROOT" \
     --index "pairs_w$w.json" "${args[@]}" --identity --classical --no-rotation-matching \

@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also score every checkpoint followed by geometric verification "
                    "('+verified') and the verification alone ('geometry'), with accepted share "
                    "and false accepts (verification.md)")
+    p.add_argument("--relative-fallback", action="store_true",
+                   help="with --verify on relocalization pairs: where the map window's "
+                   "structure gives no pose, also try the relative pose between the windows "
+                   "(the relocalize node's verify_relative_fallback, off by default)")
     p.add_argument("--mode", choices=MODES, default="clean", help="clean or noisy extrinsics")
     p.add_argument("--max-pairs", type=int, default=0, help="seeded subset (0: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -78,7 +82,7 @@ def main(argv=None) -> int:
     try:
         methods = default_methods(args.checkpoint, args.classical, args.ablation, args.identity,
                                   args.verify, args.directions, args.no_rotation_matching,
-                                  args.constant_step)
+                                  args.constant_step, args.relative_fallback)
         results = evaluate_methods(args.task, args.root, args.index, methods, args.out,
                                    mode=args.mode, max_pairs=args.max_pairs, seed=args.seed,
                                    device=args.device,

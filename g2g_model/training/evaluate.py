@@ -69,6 +69,8 @@ class MethodSpec:
     verify: bool = False  # geometric verification after the checkpoint (or alone: no checkpoint)
     flip_directions: bool = False  # one way where the pipeline runs both, both where it runs one
     no_rotation_matching: bool = False  # G2G's own pose, not the one from feature matches
+    # relocalization verification: also the relative pose between the windows (window_relative)
+    relative_fallback: bool = False
 
 
 class G2GMethod:
@@ -165,7 +167,7 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
     runners = {}
     for spec in methods:
         if spec.verify and not spec.checkpoint:
-            runners[spec.label] = VerifiedMethod(task)
+            runners[spec.label] = VerifiedMethod(task, config=verifier_config(task, spec))
         elif spec.identity:
             runners[spec.label] = IdentityMethod()
         elif spec.constant_step:
@@ -179,7 +181,8 @@ def evaluate_methods(task: str, root: str, index: str, methods: List[MethodSpec]
             runners[spec.label] = G2GMethod(spec.checkpoint, spec.no_cross_group, device,
                                             spec.flip_directions, spec.no_rotation_matching)
             if spec.verify:
-                runners[spec.label] = VerifiedMethod(task, runners[spec.label])
+                runners[spec.label] = VerifiedMethod(task, runners[spec.label],
+                                                     verifier_config(task, spec))
     g2g_sizes = {r.image_size for r in runners.values()
                  if not isinstance(r, ClassicalMethod) and r.image_size is not None}
     # The groups' frame counts (also: a camera the rig lacks is named here, before any work).
@@ -334,10 +337,20 @@ def plot_results(rows: Dict[str, list], out: Path) -> None:
     plt.close(fig)
 
 
+def verifier_config(task: str, spec: MethodSpec):
+    """The verification settings of ``spec`` (None: the verifier's defaults)."""
+    if task != "reloc" or not spec.relative_fallback:
+        return None
+    from g2g_model.localization.verifier_config import VerifierConfig
+
+    return VerifierConfig(relative_fallback=True)
+
+
 def default_methods(checkpoints: List[str], classical: Optional[str], ablation: bool,
                     identity: bool = False, verify: bool = False,
                     directions: bool = False, no_rotation_matching: bool = False,
-                    constant_step: bool = False) -> List[MethodSpec]:
+                    constant_step: bool = False,
+                    relative_fallback: bool = False) -> List[MethodSpec]:
     """Labels: checkpoint file stems (``+nocross_switch`` with the switch, ``+verified`` with
     geometric verification, ``+flipped_directions`` run one way if the checkpoint runs both and
     the other way round, ``+no_rotation_matching`` with G2G's own pose; both the switch and G2G's
@@ -347,12 +360,13 @@ def default_methods(checkpoints: List[str], classical: Optional[str], ablation: 
     if constant_step:
         specs.append(MethodSpec("constant_step", constant_step=True))
     if verify:
-        specs.append(MethodSpec("geometry", verify=True))
+        specs.append(MethodSpec("geometry", verify=True, relative_fallback=relative_fallback))
     for path in checkpoints:
         stem = Path(path).stem
         specs.append(MethodSpec(stem, checkpoint=path))
         if verify:
-            specs.append(MethodSpec(stem + "+verified", checkpoint=path, verify=True))
+            specs.append(MethodSpec(stem + "+verified", checkpoint=path, verify=True,
+                                    relative_fallback=relative_fallback))
         if ablation:
             specs.append(MethodSpec(stem + "+nocross_switch", checkpoint=path,
                                     no_cross_group=True))
