@@ -88,6 +88,22 @@ class Verification:
     g2g_disagreement: Optional[Tuple[float, float]] = None
 
 
+@dataclass
+class QueryMatches:
+    """The query's 2D-3D matches with a map window (:meth:`StructureVerifier.query_matches`): per
+    query image its keypoints ``p2d`` ``[M, 2]`` and map points ``p3d`` ``[M, 3]``, its PoseLib
+    pose in the query's first camera frame (``exts``) and camera (``cams``); ``k_b`` the query
+    intrinsics per image; ``points``: the map window's points; ``features``: the query's."""
+
+    p2d: List[np.ndarray]
+    p3d: List[np.ndarray]
+    exts: list
+    cams: list
+    k_b: np.ndarray
+    points: int
+    features: int
+
+
 class StructureVerifier:
     """``verifier(group_a, query, map_T_b) -> Verification`` (see the module docstring).
 
@@ -269,11 +285,11 @@ class StructureVerifier:
             fallback.reason = str(why)
             return fallback
 
-    def _verify(self, group_a, query, map_T_b: np.ndarray, view_prior: Optional[np.ndarray],
-                pairs=None) -> Optional[Verification]:
+    def query_matches(self, group_a, query, view_prior: Optional[np.ndarray] = None,
+                      pairs=None) -> "QueryMatches":
+        """The query images' 2D-3D matches with the map window's points (cached), what the
+        solve of :meth:`__call__` starts from; ``view_prior`` and ``pairs`` as there."""
         cfg = self.config
-        if not np.all(np.isfinite(map_T_b)):
-            raise Fallback("G2G's estimate is not finite")
         k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
         k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
         window_key = tuple(self.local.image_key(im) for im in group_a.images)
@@ -282,21 +298,14 @@ class StructureVerifier:
         # against the map frames that look its way: a fraction of the work while tracking.
         axes_a = np.asarray(group_a.cam_to_world, float)[:, :3, 2]
         cos_view = np.cos(np.radians(cfg.prior_view_angle_deg))
-        num_points = len(points)
-        if num_points < cfg.min_inliers:
-            a_pos = np.asarray(group_a.cam_to_world, float)[:, :3, 3]
-            baseline = float(np.max(np.linalg.norm(a_pos - a_pos[0], axis=1)))
-            raise Fallback(f"the map window gives {num_points} triangulated points (< "
-                           f"{cfg.min_inliers}; its frames span {baseline:.2f} m)")
         odom_T_b = np.asarray(query.cam_to_world, float)
         b0_T_odom = invert_pose(odom_T_b[0])
-        p2d: List[np.ndarray] = []
-        p3d: List[np.ndarray] = []
-        exts, cams = [], []
-        num_feats = []
+        out = QueryMatches([], [], [], [], k_b, len(points), 0)
+        if len(points) < cfg.min_inliers:
+            return out
         for j, image in enumerate(query.images):
             feats = self.local.describe(image)
-            num_feats.append(len(feats.keypoints))
+            out.features += len(feats.keypoints)
             frames = None
             if view_prior is not None:
                 frames = np.flatnonzero(axes_a @ np.asarray(view_prior[j], float)[:3, 2]
@@ -309,12 +318,28 @@ class StructureVerifier:
                 hit = self._matches_cache.put(key, self._correspondences(
                     feats, points[rows], descs[rows]))
             x, X = hit
-            p2d.append(x)
-            p3d.append(X)
-            exts.append(camera_pose(invert_pose(b0_T_odom @ odom_T_b[j])))
-            cams.append(pinhole_camera(k_b[j], image))
-        if sum(num_feats) < cfg.min_inliers:
-            raise Fallback(f"too few features in the query ({sum(num_feats)}): blank, dark or "
+            out.p2d.append(x)
+            out.p3d.append(X)
+            out.exts.append(camera_pose(invert_pose(b0_T_odom @ odom_T_b[j])))
+            out.cams.append(pinhole_camera(k_b[j], image))
+        return out
+
+    def _verify(self, group_a, query, map_T_b: np.ndarray, view_prior: Optional[np.ndarray],
+                pairs=None) -> Optional[Verification]:
+        cfg = self.config
+        if not np.all(np.isfinite(map_T_b)):
+            raise Fallback("G2G's estimate is not finite")
+        found = self.query_matches(group_a, query, view_prior, pairs)
+        num_points = found.points
+        if num_points < cfg.min_inliers:
+            a_pos = np.asarray(group_a.cam_to_world, float)[:, :3, 3]
+            baseline = float(np.max(np.linalg.norm(a_pos - a_pos[0], axis=1)))
+            raise Fallback(f"the map window gives {num_points} triangulated points (< "
+                           f"{cfg.min_inliers}; its frames span {baseline:.2f} m)")
+        p2d, p3d, exts, cams, k_b = found.p2d, found.p3d, found.exts, found.cams, found.k_b
+        odom_T_b = np.asarray(query.cam_to_world, float)
+        if found.features < cfg.min_inliers:
+            raise Fallback(f"too few features in the query ({found.features}): blank, dark or "
                            "textureless images")
         matched = sum(len(p) for p in p2d)
         if matched < cfg.min_inliers:
