@@ -76,19 +76,16 @@ def test_a_window_without_enough_structure_is_solved_between_the_windows(scene):
     assert alone.path == PATH_G2G and alone.reason == structure.reason
 
 
-def test_a_map_window_seen_from_one_spot_is_solved_from_the_query_s_baseline(scene):
+def test_a_relative_pose_the_map_s_points_do_not_confirm_is_refused(scene):
+    """A map window seen from one spot has no points: its relative pose (a few centimetres and
+    up to 3.5 deg off in this scene, depending on G2G's seed) has nothing to confirm it."""
     group_a, query, truth = case(scene)
     one = Group(images=[group_a.images[0]] * 5,
                 intrinsics=np.stack([group_a.intrinsics[0]] * 5),
                 cam_to_world=np.stack([group_a.cam_to_world[0]] * 5))
-    for metres, degrees in ((0.3, 5.0), (0.5, 10.0), (0.2, -8.0)):
-        result = fallback_on()(one, query, perturbed(truth, metres, degrees))
-        assert result.path != PATH_G2G, result.reason
-        dt, dr = pose_error(truth[0], result.map_T_b0)
-        assert dt < 0.15 and dr < 4.0, (dt, dr, result.reason)
-        # Less precise than the structure (a window of one spot is the hardest case): what the
-        # published covariance must say.
-        assert_covariance_covers(result, truth[0])
+    result = fallback_on()(one, query, perturbed(truth, 0.3, 5.0))
+    assert result.path == PATH_G2G
+    assert "not confirmed by the map's points" in result.reason, result.reason
 
 
 def test_where_the_structure_solves_its_pose_is_kept(scene):
