@@ -135,9 +135,9 @@ class RigMotionVerifier:
         if total < cfg.min_inliers:
             raise Fallback(f"too few features ({total}): blank, dark or textureless images")
         matches: List = []
-        if pairs is None:
-            pairs = overlapping_pairs(group_a, group_b, cfg.max_turn_deg)
-        for i, j in pairs:
+        camera_pairs = (overlapping_pairs(group_a, group_b, cfg.max_turn_deg) if pairs is None
+                        else pairs)
+        for i, j in camera_pairs:
             f1, f2 = fa[i], fb[j]
             pairs = self.local.match(f1.descriptors, f2.descriptors)
             if len(pairs) < 5:
