@@ -12,7 +12,6 @@ import pathlib
 import sys
 from dataclasses import replace
 
-import cv2
 import numpy as np
 import pytest
 
@@ -23,6 +22,7 @@ from test_localization_verification import case, perturbed, pose_error  # noqa: 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.estimation.groups import Group  # noqa: E402
 from g2g_model.geometry import make_pose, axis_angle_to_matrix  # noqa: E402
+from g2g_model.localization.rig_epipolar import perturbed as perturbed_step  # noqa: E402
 from g2g_model.localization.verdict import Fallback  # noqa: E402
 from g2g_model.localization.verification import (  # noqa: E402
     PATH_G2G, PATH_VERIFIED, StructureVerifier, VerifierConfig,
@@ -137,10 +137,7 @@ def test_the_covariance_is_carried_into_the_map_frame():
     map_T_a0 = make_pose(axis_angle_to_matrix(np.radians([10.0, 30.0, -60.0])), [5.0, 1.0, 0.0])
 
     def centre_and_rotation(d6):
-        moved = correction.copy()
-        moved[:3, :3] = cv2.Rodrigues(d6[3:])[0] @ moved[:3, :3]
-        moved[:3, 3] += d6[:3]
-        pose = map_T_a0 @ moved @ make_pose(np.eye(3), b0)
+        pose = map_T_a0 @ perturbed_step(correction, d6) @ make_pose(np.eye(3), b0)
         return pose[:3, 3], pose[:3, :3]
 
     c0, r0 = centre_and_rotation(np.zeros(6))

@@ -14,12 +14,12 @@ relative pose only: no overlap path, no keyframe map, no standstill test) betwee
 and the query window placed by G2G's estimate. Placed so, only frame pairs whose views can
 overlap if G2G's rotation is within ``prior_rotation_deg`` of the truth are matched, at most
 :data:`MAX_FRAME_PAIRS` of them, those looking most the same way (:func:`facing_pairs`: the
-matching is the cost); the
-solution is the correction of G2G's estimate, judged by the rules of every geometric pose
-(inliers, position uncertainty, distance from G2G) and three more (:meth:`_check`,
-:meth:`_confirm`: the map's own points must agree). Its reason
-starts with ``relative pose between the windows:``. It is less precise than the structure and
-its residuals say less than that: its covariance is published :data:`SD_SCALE` times wider.
+matching is the cost); the solution is the correction of G2G's estimate, judged by the rules of
+every geometric pose (inliers, position uncertainty, distance from G2G) and three more
+(:meth:`RelocalizationVerifier._check`, :meth:`RelocalizationVerifier._confirm`: the map's own
+points must agree). Its reason starts with ``relative pose between the windows:``. It is less
+precise than the structure and its residuals say less than that: its covariance is published
+:data:`SD_SCALE` times wider.
 
 Where the structure solves, its pose is kept: on the real TUM windows it is the more accurate of
 the two (5 + 5: 0.41 against 0.49 deg, 1.2 against 2.2 cm median, docs/VERIFICATION.md).
@@ -40,6 +40,7 @@ import numpy as np
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
 from g2g_model.localization.absolute_pose import reprojection_errors
+from g2g_model.localization.covariance import transfer_covariance
 from g2g_model.localization.local_features import LocalFeatures
 from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_model.localization.rig_pairs import overlapping_pairs
@@ -172,12 +173,11 @@ def map_covariance(cov: np.ndarray, correction: np.ndarray, b0: np.ndarray,
     """The covariance of the query's first camera in the map (x y z of its centre, then small
     rotations about the map axes) from ``cov``, that of ``correction`` (a translation and a
     rotation about the map window's first camera's axes, :func:`~.rig_epipolar.perturbed`),
-    which moves G2G's first query camera, at ``b0`` in that camera's frame."""
-    lever = correction[:3, :3] @ np.asarray(b0, float)
-    jac = np.eye(6)
-    # A small rotation w of the correction moves the camera centre by w x lever.
-    jac[:3, 3:] = -np.array([[0, -lever[2], lever[1]], [lever[2], 0, -lever[0]],
-                             [-lever[1], lever[0], 0]])
+    which moves G2G's first query camera, at ``b0`` in that camera's frame: the correction's
+    covariance carried to that camera (:func:`~.covariance.transfer_covariance`), then rotated
+    into the map's axes."""
+    moved = transfer_covariance(np.asarray(cov, float),
+                                correction[:3, :3] @ np.asarray(b0, float))
     rot = np.kron(np.eye(2), np.asarray(map_T_a0, float)[:3, :3])
-    out = rot @ jac @ np.asarray(cov, float) @ jac.T @ rot.T
+    out = rot @ moved @ rot.T
     return 0.5 * (out + out.T)
