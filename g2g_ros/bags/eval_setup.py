@@ -17,6 +17,11 @@ after the rig preset and checks the merged result against the bag's cameras.
   truth at the first image moved ``OFFSET_M`` along the body's x axis and turned ``YAW_DEG``
   about its z axis (the map frame taken to be the ground truth's world, as for a map built
   from the same dataset); sent on ``/initialpose`` once the nodes are up.
+* ``--domain-id N``: the DDS domain of the replay's own graph (player, nodes, recorder). By
+  default a private one (:func:`private_domain_id`, discovery limited to this machine), not
+  the inherited ``ROS_DOMAIN_ID``: the recorder takes every output on its domain, so two
+  replays running at once on one domain mixed their outputs (2026-11-30: a replay failed on
+  another's stamps), and a replay on a robot's domain would publish the bag's ``/tf`` into it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import argparse
 import dataclasses
 import importlib
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -62,6 +68,29 @@ class ReplaySetup:
     with_odometry: bool = False
     initial_pose: Optional[Tuple[int, np.ndarray]] = None
     log_level: str = ""
+    domain_id: Optional[int] = None
+
+    def domain(self) -> Tuple[int, Dict[str, str]]:
+        """``(DDS domain, environment overrides)`` of the replay's graph: ``domain_id``, or a
+        private domain (:func:`private_domain_id`) with discovery limited to this machine."""
+        if self.domain_id is not None:
+            return int(self.domain_id), {"ROS_DOMAIN_ID": str(int(self.domain_id))}
+        domain = private_domain_id()
+        return domain, {"ROS_DOMAIN_ID": str(domain),
+                        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+
+
+#: The private domains of evaluation replays (:func:`private_domain_id`): within the range that
+#: DDS's default port mapping allows on Linux (0-101), away from 0 (the usual default).
+PRIVATE_DOMAINS = range(10, 100)
+
+
+def private_domain_id(pid: Optional[int] = None) -> int:
+    """The DDS domain of an evaluation replay started by process ``pid`` (default: this one):
+    one of :data:`PRIVATE_DOMAINS` by the process id, so replays started at once by different
+    processes use different domains (two processes 90 ids apart would share one)."""
+    pid = os.getpid() if pid is None else int(pid)
+    return PRIVATE_DOMAINS[pid % len(PRIVATE_DOMAINS)]
 
 
 def graph_nodes(graph: str, with_odometry: bool) -> List[str]:
@@ -187,6 +216,10 @@ def add_setup_arguments(parser: argparse.ArgumentParser) -> None:
                            "OFFSET_M along the body x axis and turned YAW_DEG about z (the "
                            "map frame being the ground truth's world)")
     parser.add_argument("--log-level", default="", help="the nodes' ROS log level")
+    parser.add_argument("--domain-id", type=int, default=None, metavar="N",
+                        help="DDS domain of the replay's graph (default: a private one, "
+                             f"{PRIVATE_DOMAINS.start}-{PRIVATE_DOMAINS.stop - 1} by the "
+                             "process id, discovery limited to this machine)")
 
 
 def setup_from_args(opts: argparse.Namespace, bag, graph: str) -> ReplaySetup:
@@ -200,8 +233,11 @@ def setup_from_args(opts: argparse.Namespace, bag, graph: str) -> ReplaySetup:
         pose = (first_image_stamp(bag), yaw_pose(x, y, z, yaw))
     elif opts.initial_pose_from_bag is not None:
         pose = initial_pose_from_bag(bag, *opts.initial_pose_from_bag)
+    domain = getattr(opts, "domain_id", None)
+    if domain is not None and not 0 <= domain <= 232:
+        raise ValueError(f"--domain-id must be in 0-232 (DDS), got {domain}")
     return ReplaySetup(node_params_from(opts.params_file, opts.param, nodes),
-                       opts.with_odometry, pose, opts.log_level)
+                       opts.with_odometry, pose, opts.log_level, domain)
 
 
 def _params_file(path: Path, cams: Sequence[str], compressed: bool, setup: ReplaySetup,
