@@ -50,7 +50,7 @@ RELOC_FLAGS = ("--rig", "sim", "-p", "relocalize.localize_period_s:=0.5",
                "--log-level", "warn")
 METHOD_ROWS = (("G2G alone (the node's windows)", "node", "b0"),
                ("classical SIFT + RANSAC, same windows", "method", "classical"),
-               ("published fix (G2G + verification)", "node", "fix_b0"),
+               ("published fix (G2G + verification)", "node", "fix"),
                ("'no motion' reference", "method", "identity"))
 
 

@@ -26,11 +26,11 @@ def fix_records(fixes: Sequence[tuple], ground_truth: Mapping[int, np.ndarray],
                 alignments: Sequence[object]) -> List[Dict[str, object]]:
     """One record per published fix ``(stamp_ns, map_T_base)`` that has ground truth
     (``ground_truth``: stamp -> map_T_base): its errors and the evidence of its alignment
-    message (the ``GroupAlignment`` with the same header stamp)."""
-    by_stamp = {}
-    for msg in alignments:
-        stamp = msg.header.stamp
-        by_stamp[int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)] = msg
+    message (the ``GroupAlignment`` published with it: :func:`~g2g_ros.bags.evaluation.
+    fix_stamp` gives the fix's stamp)."""
+    from g2g_ros.bags.evaluation import fix_stamp
+
+    by_stamp = {fix_stamp(msg): msg for msg in alignments}
     records = []
     for stamp, pose in fixes:
         ref = ground_truth.get(int(stamp))

@@ -4,9 +4,11 @@ A published ``GroupAlignment`` names its map window (``stamps_a``), its query wi
 (``stamps_b``), G2G's poses (``poses_b``) and the verifier's path and inlier count. This runs
 the relocalize node's verifier (:class:`~g2g_model.localization.verification.StructureVerifier`,
 default settings with its window span off: the whole window's solve) again on the same
-windows -- the map's keyframes, the query images, the
+windows -- the map's keyframes, the query images newest instant first, the
 query's intra-window poses from the bag's (drifted) odometry and G2G's estimate carried by that
-odometry, as the node does -- and records what it decided on:
+odometry, as the node does -- and records what it decided on, at the window's newest instant
+(where the node's geometric fix holds and is stamped; "B0" and "anchor" below are that
+instant, the verifier's anchor):
 
 * ``inliers``, ``position_sd_m`` / ``rotation_sd_deg`` (the covariance it publishes),
   ``g2g_m`` / ``g2g_deg`` (how far G2G's pose was from the geometric one);
@@ -37,8 +39,8 @@ import numpy as np
 
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
-from g2g_ros.bags.evaluation import alignment_camera
-from g2g_ros.conversions import header_ns, pose_to_matrix, stamp_ns
+from g2g_ros.bags.evaluation import alignment_camera, fix_stamp
+from g2g_ros.conversions import pose_to_matrix, stamp_ns
 
 GRID = 4
 
@@ -165,10 +167,13 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
     for msg in alignments:
         cam_a = alignment_camera(msg)
         frames = [map_frames.get((cam_a, stamp_ns(t))) for t in msg.stamps_a]
-        sb = [stamp_ns(t) for t in msg.stamps_b]
+        # The node verifies the query window newest instant first (relocalizer.newest_first):
+        # its "B0" here is that newest instant, where a geometric fix holds.
+        b0 = stamp_ns(msg.stamps_b[0]) if len(msg.stamps_b) else None
+        sb = [stamp_ns(t) for t in msg.stamps_b][::-1]
         if any(f is None for f in frames) or any(s not in query_images or s not in odom_T_base
                                                  for s in sb):
-            records.append({"stamp_ns": header_ns(msg.header), "skipped": True})
+            records.append({"stamp_ns": fix_stamp(msg), "skipped": True})
             continue
         group_a = Group(images=[f.decode() for f in frames],
                         intrinsics=np.stack([f.intrinsics for f in frames]),
@@ -192,7 +197,9 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
         def solve(base_poses: Mapping[int, np.ndarray]) -> Dict[str, object]:
             query = query_group(base_poses)
             cams = query.cam_to_world
-            map_T_odom = group_a.cam_to_world[0] @ a0_T_b0 @ invert_pose(cams[0])
+            # G2G's correction, from its anchor B0 (the window's first instant), as the node.
+            map_T_odom = (group_a.cam_to_world[0] @ a0_T_b0
+                          @ invert_pose(base_poses[b0] @ base_T_cam))
             return {**verify_again(verifier, group_a, query, map_T_odom @ cams),
                     "map_T_odom": map_T_odom, "odom_T_b0": cams[0]}
 
@@ -200,7 +207,7 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
         truth = truth_T_base.get(sb[0])
         truth_b0 = truth @ base_T_cam if truth is not None else None
         solved, anchor = got.pop("map_T_b0"), got.pop("anchor_map_T_b0", None)
-        row = {"stamp_ns": header_ns(msg.header), "published_inliers": int(msg.inliers),
+        row = {"stamp_ns": fix_stamp(msg), "published_inliers": int(msg.inliers),
                "published_path": msg.path or "g2g", "window_span_m": float(np.linalg.norm(
                    odom_T_base[sb[-1]][:3, 3] - odom_T_base[sb[0]][:3, 3])),
                **{k: v for k, v in got.items() if k not in ("map_T_odom", "odom_T_b0")}}

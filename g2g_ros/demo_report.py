@@ -4,7 +4,9 @@ It computes nothing of its own: the nodes' rows are g2g-eval-bag's report of the
 (:func:`g2g_ros.bags.eval_bag.build_report`), the other methods' rows are g2g-eval's scores
 (:func:`g2g_model.training.evaluate.evaluate_methods`) on the pair indexes that report wrote, so
 the demo's figures and a bag evaluation's agree by construction. Every row is the primary pose
-``T_{A0<-B0}`` of the pair, in the frame of the pair's first camera (ARCHITECTURE §1).
+``T_{A0<-B0}`` of the pair, in the frame of the pair's first camera (ARCHITECTURE §1), except
+the published fix's: ``T_{A0<-X}`` at the instant X the fix holds (the query window's newest for
+a geometric fix, :func:`g2g_ros.bags.evaluation.fix_stamp`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ COLUMNS = ("n", "n_failed", "rot_err_mean", "rot_err_median", "trans_err_mean",
 RELOC_ROWS = (("relocalization node: G2G alone (the node's windows)", "node", "b0"),
               ("relocalization classical, same windows", "method", "classical"),
               ("relocalization 'no motion' reference", "method", "identity"),
-              ("relocalization published fix (G2G + verification)", "node", "fix_b0"))
+              ("relocalization published fix (G2G + verification)", "node", "fix"))
 RIG_ROWS = (("rig odometry node: G2G + verification (per keyframe step)", "node", ""),
             ("rig odometry G2G alone, same steps", "method", "g2g"),
             ("rig odometry classical, same steps", "method", "classical"),

@@ -23,13 +23,15 @@ def pose_with_covariance_msg(map_T_base: np.ndarray, covariance: np.ndarray, sta
 
 
 def relocalized_pose_msg(result, base_T_cam, stamp, frame_id: str):
-    """The robot's pose in the map at the query anchor of an accepted
+    """The robot's pose in the map at the fix's instant (``result.fix_frame`` of the query
+    window: its newest for a geometric fix, B0 for G2G alone) of an accepted
     :class:`~g2g_model.localization.relocalizer.LocalizationResult`, with the result's
-    covariance (the query camera's) carried to base_link through the lever arm."""
+    covariance (the query camera's) carried to base_link through the lever arm; ``stamp``:
+    that instant's."""
     from g2g_model.geometry import invert_pose
     from g2g_model.localization.covariance import transfer_covariance
 
-    map_T_cam0 = result.current @ np.asarray(result.query.cam_to_world)[0]
+    map_T_cam0 = result.current @ np.asarray(result.query.cam_to_world)[result.fix_frame]
     map_T_base0 = map_T_cam0 @ invert_pose(base_T_cam if base_T_cam is not None else np.eye(4))
     covariance = transfer_covariance(result.covariance, map_T_base0[:3, 3] - map_T_cam0[:3, 3])
     return pose_with_covariance_msg(map_T_base0, covariance, stamp, frame_id)

@@ -178,7 +178,8 @@ def test_bags_recorded_before_pose_source_still_read(tmp_path, gt):
     assert [s.sec * 10**9 + s.nanosec for s in aligns[0].stamps_b] == stamps
     assert not hasattr(aligns[0], "pose_source")
     # The report's count by pose source files such fixes under "not recorded".
-    rows = fixes_by(aligns, pose_source_kind, {stamps[0]: 0.7}, {stamps[0]: 1.0}, 0.5, 5.0)
+    # A verified fix is stamped at the query window's newest instant (fix_stamp).
+    rows = fixes_by(aligns, pose_source_kind, {stamps[-1]: 0.7}, {stamps[-1]: 1.0}, 0.5, 5.0)
     assert rows == {"not recorded": {"fixes": 1, "with_gt": 1, "false_accepts": 1,
                                      "median_trans_m": 0.7, "median_rot_deg": 1.0}}
 

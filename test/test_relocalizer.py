@@ -89,27 +89,34 @@ def test_a_verified_pose_makes_the_correction_and_its_covariance(scene):
 
     def verifier(group_a, q, map_T_b, **_):
         seen["map_T_b"], seen["group_a"], seen["query"] = map_T_b, group_a, q
-        return Verification("verified", truth[0], cov, inliers=57, reason="agrees with G2G")
+        # The verifier's anchor is the query window's newest instant (given newest first).
+        return Verification("verified", truth[-1], cov, inliers=57, reason="agrees with G2G")
 
     engine = _engine(pipeline, verifier=verifier)
     engine.use_map(gmap, "mem")
     truth = _fill(engine, query)
     result = engine.localize()  # no hint: the scorer picks the window
     assert result.how == "map-whitened similarity", result.how
-    # The verifier saw G2G's pose of the first query camera in the map frame, carried to the
-    # other query frames through their odometry (one rigid pose for the whole group).
+    # The verifier saw the query window newest instant first, and G2G's pose of the first
+    # query camera (B0) in the map frame carried to every query frame through their odometry
+    # (one rigid pose for the whole group).
     assert seen["map_T_b"].shape == (W, 4, 4)
     map_T_b0 = result.group_a.cam_to_world[0] @ result.prediction.poses_b[0]
     odom = np.asarray(result.query.cam_to_world)
-    np.testing.assert_allclose(seen["map_T_b"], map_T_b0 @ np.linalg.inv(odom[0]) @ odom,
+    np.testing.assert_allclose(seen["map_T_b"], map_T_b0 @ np.linalg.inv(odom[0]) @ odom[::-1],
                                atol=1e-9)
-    assert seen["query"] is result.query  # no rig views given: the query itself
+    # No rig views given: the query itself, newest first.
+    np.testing.assert_array_equal(np.asarray(seen["query"].cam_to_world), odom[::-1])
+    assert list(seen["query"].stamps) == list(result.query.stamps)[::-1]
+    assert all(a is b for a, b in zip(seen["query"].images, result.query.images[::-1]))
     # The map side: the window's frames first, then the other cameras at its stamps.
     window = np.asarray(result.group_a.cam_to_world)
     np.testing.assert_array_equal(np.asarray(seen["group_a"].cam_to_world)[:W], window)
     assert len(seen["group_a"].images) == W * len(gmap.cameras())
-    # map_T_odom = map_T_b0 @ inv(odom_T_b0): exactly the true offset.
+    # map_T_odom = map_T_bN @ inv(odom_T_bN) at the newest frame: exactly the true offset; the
+    # fix is published at that instant.
     np.testing.assert_allclose(result.map_T_odom, MAP_T_ODOM, atol=1e-9)
+    assert result.fix_frame == W - 1
     assert result.accepted and (result.path, result.inliers) == ("verified", 57)
     np.testing.assert_array_equal(result.covariance, cov)
     assert "path verified, 57 inliers" in result.message
@@ -120,7 +127,7 @@ def test_the_gate_receives_path_inliers_and_covariance(scene):
     pipeline, gmap, path, query = scene
     cov = np.diag([2e-4] * 3 + [1e-5] * 3)
     engine = _engine(pipeline, gate=GateConfig(consistency_count=2),
-                     verifier=lambda a, q, m, **_: Verification("refined", truth[0], cov, 31))
+                     verifier=lambda a, q, m, **_: Verification("refined", truth[-1], cov, 31))
     engine.use_map(gmap, "mem")
     truth = _fill(engine, query)
     result = engine.localize()
@@ -317,7 +324,7 @@ def test_a_window_without_geometry_gets_a_second_disjoint_window(scene, second):
         calls.append((np.asarray(group_a.cam_to_world)[:W].copy(), map_T_b[0].copy()))
         if len(calls) == 1:
             return Verification("g2g", map_T_b[0], np.eye(6), reason="9 inliers (< 30)")
-        return Verification("verified", truth[0], np.diag([1e-4] * 3 + [1e-5] * 3), 44)
+        return Verification("verified", truth[-1], np.diag([1e-4] * 3 + [1e-5] * 3), 44)
 
     selector = WindowSelector.from_config(
         SelectorConfig(scorer="whitened", window_size=W, pair_verifier="none"), pipeline)

@@ -365,7 +365,7 @@ class StructureVerifier:
                                    [exts[i].Rt for i in near], k_b[near], cfg.reprojection_px):
                 map_T_b0, cov, inliers = refined
                 note = (f"; solved on the {len(near)} of {len(p2d)} frames within "
-                        f"{cfg.window_span_m:g} m of the start (the window is bent)")
+                        f"{cfg.window_span_m:g} m of the anchor instant (the window is bent)")
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason + note, disagreement)
 

@@ -7,7 +7,9 @@ real TUM frames replayed with the demo's drift (2 %/m, 1 deg/m), two verified fi
 windows were 0.19 and 0.21 m off while the same windows with the true intra-window poses were
 5-9 mm off (benchmarks/RESULTS_real_reloc.md). So the whole window's solution is refined on the
 instants within ``verify_window_span_m`` of odometry travel from the first one (the anchor's,
-whose pose is published), where a drift of a few percent per metre bends the group by a
+whose pose is published; the relocalize node gives the window newest instant first,
+:func:`~g2g_model.localization.relocalizer.newest_first`), where a drift of a few percent per
+metre bends the group by a
 centimetre or so; where those instants have too few inliers, the whole window's solution stands,
 and so it does where the refinement moves the anchor further than drift can explain
 (:func:`refinement_allowed`) or where they do not fit the refined pose much better than the

@@ -193,16 +193,17 @@ def fix_corrections(out: Outputs, odom_input: Dict[int, np.ndarray]
                     ) -> List[Tuple[int, np.ndarray]]:
     """``[(from stamp, map_T_odom)]`` sorted: the correction each published fix put in force.
 
-    A fix (``relocalize/pose``: ``map_T_base`` at the query anchor B0) is the node's correction
-    composed with its odometry at B0, so ``map_T_odom = map_T_base0 @ inv(odom_T_base0)`` with
-    the bag's odometry input at B0 (interpolated between samples when B0 has none; a fix outside
-    the odometry is skipped). It counts from the query's newest frame (its ``GroupAlignment``'s
-    last ``stamps_b``; B0 without one): the earliest frame the node could have known it. Derived
+    A fix (``relocalize/pose``: ``map_T_base`` at its instant, :func:`fix_stamp`) is the node's
+    correction composed with its odometry there, so ``map_T_odom = map_T_base @
+    inv(odom_T_base)`` with the bag's odometry input at the fix's stamp (interpolated between
+    samples when it has none; a fix outside the odometry is skipped). It counts from the
+    query's newest frame (its ``GroupAlignment``'s last ``stamps_b``; the fix's stamp without
+    one): the earliest frame the node could have known it. Derived
     from the fixes and their stamps only, never from when ``/tf`` reached the recorder, so two
     replays of the same bag give the same figure."""
     if not out.reloc_poses or not odom_input:
         return []
-    newest = {header_ns(a.header): max(stamp_ns(t) for t in a.stamps_b)
+    newest = {fix_stamp(a): max(stamp_ns(t) for t in a.stamps_b)
               for a in out.alignments if len(a.stamps_b)}
     o_stamps = np.array(sorted(odom_input), np.int64)
     o_poses = np.stack([odom_input[int(s)] for s in o_stamps])
@@ -245,6 +246,17 @@ def map_frames_by_camera_stamp(map_path: str | Path) -> Dict[Tuple[str, int], np
     return {(f.camera, int(f.stamp_ns)): f.world_T_cam for f in gmap.frames}
 
 
+def fix_stamp(msg) -> int:
+    """The stamp of the fix (``relocalize/pose``) published with a GroupAlignment: the query
+    window's newest instant for a geometric fix (path ``verified`` / ``refined``: the node
+    verifies the window newest first and the fix holds there), B0 (the header's) for G2G
+    alone (``Relocalizer``'s ``fix_frame``)."""
+    stamps = list(getattr(msg, "stamps_b", ()) or ())
+    if alignment_path(msg) in ("verified", "refined") and stamps:
+        return max(stamp_ns(t) for t in stamps)
+    return header_ns(msg.header)
+
+
 def alignment_camera(msg) -> str:
     """The map window's camera of a GroupAlignment (header frame ``<cam>_optical_frame@map``)."""
     return str(msg.header.frame_id).split("@")[0].split("_optical_frame")[0]
@@ -259,10 +271,11 @@ def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
     the map window's (:func:`alignment_camera`). Frames without ground truth are skipped.
 
     ``fixes``: the published fixes (``relocalize/pose``, ``map_T_base`` by stamp); key
-    ``fix_b0`` then holds each fix as ``T_{A0<-B0}`` on its alignment's window (G2G +
-    verification, against the same ground truth as ``b0``)."""
+    ``fix`` then holds each fix as ``T_{A0<-X}`` on its alignment's window at its own instant X
+    (:func:`fix_stamp`: the window's newest for a geometric fix, B0 for G2G alone), against the
+    ground truth there (G2G + verification)."""
     Tbc = gt.base_T_cam[camera]
-    out = {"b0": ([], []), "fix_b0": ([], []), "b_all": ([], []), "a_all": ([], [])}
+    out = {"b0": ([], []), "fix": ([], []), "b_all": ([], []), "a_all": ([], [])}
     fixes = fixes or {}
     for msg in alignments:
         cam_a = alignment_camera(msg)
@@ -271,6 +284,7 @@ def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
         if not sa or sa[0] not in map_frames:
             continue
         a0_inv = invert_pose(map_frames[sa[0]])
+        fix_at = fix_stamp(msg)
         for j, (s, p) in enumerate(zip(sb, msg.poses_b)):
             g = gt.at(s)
             if g is None:
@@ -279,9 +293,9 @@ def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
             if j == 0:
                 out["b0"][0].append(pair[0])
                 out["b0"][1].append(pair[1])
-                if s in fixes:
-                    out["fix_b0"][0].append(a0_inv @ fixes[s] @ Tbc)
-                    out["fix_b0"][1].append(pair[1])
+            if s == fix_at and s in fixes:
+                out["fix"][0].append(a0_inv @ fixes[s] @ Tbc)
+                out["fix"][1].append(pair[1])
             out["b_all"][0].append(pair[0])
             out["b_all"][1].append(pair[1])
         for s, p in zip(sa[1:], list(msg.poses_a)[1:]):
@@ -308,7 +322,7 @@ def fixes_by(alignments: Sequence[object], key: Callable[[object], str],
     truth."""
     out: Dict[str, object] = {}
     for msg in alignments:
-        stamp = header_ns(msg.header)
+        stamp = fix_stamp(msg)
         row = out.setdefault(key(msg), {"fixes": 0, "with_gt": 0, "false_accepts": 0,
                                         "trans": [], "rot": []})
         row["fixes"] += 1

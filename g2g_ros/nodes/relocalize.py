@@ -7,8 +7,10 @@ gate): parameters (:mod:`~g2g_ros.nodes.relocalize_params`), images + odometry -
 (:mod:`~g2g_ros.nodes.relocalize_map_loading`), services, status and publishing:
 
 * TF ``map -> odom`` (re-sent at ``tf_rate_hz``, future-dated by ``tf_future_dating_s``);
-* ``~/pose`` (PoseWithCovarianceStamped: base_link in the map at the query anchor's stamp, with
-  the localization's covariance); ``~/alignment`` (g2g_msgs/GroupAlignment);
+* ``~/pose`` (PoseWithCovarianceStamped: base_link in the map, with the localization's
+  covariance, at the instant the fix holds: the query window's newest for a geometric fix, its
+  first, G2G's anchor B0, for G2G alone); ``~/alignment`` (g2g_msgs/GroupAlignment, stamped
+  B0);
 * ``~/status`` and ``/diagnostics`` (with the last localization's path and inliers);
 * ``~/map_path`` (nav_msgs/Path, transient local: the loaded map's keyframes in the map frame,
   republished at each map load; :mod:`g2g_ros.map_path`);
@@ -262,10 +264,12 @@ class RelocalizeNode(QueryInputs, MapLoading, ManagedNode):
     def _publish_fix(self, result: LocalizationResult) -> None:
         """Publish an accepted fix: the robot pose in the map and the group alignment (the
         map id and camera are those of the window the localization used)."""
-        stamp = to_stamp(int(result.query.stamps[0]))
-        self.pose_pub.publish(relocalized_pose_msg(result, self._camera_extrinsics(), stamp,
-                                                   self.p["map_frame"]))
-        self.align_pub.publish(alignment_msg(result, stamp, self.p["camera_frame_suffix"]))
+        stamps = result.query.stamps
+        self.pose_pub.publish(relocalized_pose_msg(
+            result, self._camera_extrinsics(), to_stamp(int(stamps[result.fix_frame])),
+            self.p["map_frame"]))
+        self.align_pub.publish(alignment_msg(result, to_stamp(int(stamps[0])),
+                                             self.p["camera_frame_suffix"]))
         self._publish_tf()
 
     def _publish_tf(self) -> None:

@@ -102,7 +102,8 @@ class RelocalizeParams(VerifyParams, CameraParams):
                                       "of cameras, [] = reloc_camera only")
     verify_window_span_m: float = param(
         VerifierConfig.window_span_m, "the whole query window's geometric solution is refined "
-        "on the instants within this odometry travel of its first one, when they have "
+        "on the instants within this odometry travel of its newest one (where the fix holds), "
+        "when they have "
         "verify_min_inliers and fit the refined pose far better than noise explains (drift "
         "inside a long window bends the rigid group); 0 = off",
         value_range=(0.0, 1000.0))
