@@ -201,8 +201,8 @@ def render(results: List[Dict[str, object]], argv: List[str]) -> str:
                   "that first window, where it found none: such a row has 0 inliers again and "
                   "its evidence columns are not the fix's.", "",
                   "| fix | error m / deg | path, published inliers | inliers again | spread | "
-                  "residual px med / p90 | position sd mm | G2G gap m | B0 alone gap m "
-                  "(inliers) | B0 alone error m | true-window error m | window span m | "
+                  "residual px med / p90 | position sd mm | G2G gap m | anchor alone gap m "
+                  "(inliers) | anchor alone error m | true-window error m | window span m | "
                   "gap to previous fix m |", "|" + "---|" * 13]
         by_stamp = {e["stamp_ns"]: e for e in r["evidence"]}
         for f in r["fixes"]:

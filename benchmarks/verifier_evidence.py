@@ -15,8 +15,8 @@ instant, the verifier's anchor):
 * ``spread``: the share of a 4 x 4 grid of each query image that holds an inlier (mean over
   the query frames), and ``frames_with_inliers``;
 * ``residual_px``: the median / 90th percentile reprojection residual of the inliers;
-* ``anchor_m`` / ``anchor_deg`` / ``anchor_inliers``: the query's anchor frame B0 solved alone
-  (PoseLib's single-camera absolute pose on B0's own 2D-3D matches, the same RANSAC threshold),
+* ``anchor_m`` / ``anchor_deg`` / ``anchor_inliers``: the query's anchor frame solved alone
+  (PoseLib's single-camera absolute pose on its own 2D-3D matches, the same RANSAC threshold),
   which needs no odometry, against the group solution, which takes the query's intra-window
   poses from the odometry;
 * ``prev_fix_m`` / ``prev_fix_deg``: how far the fix's map->odom correction is from the one the
@@ -84,7 +84,7 @@ def _evidence_of_solve(call: Mapping) -> Dict[str, object]:
 
 
 def _anchor_alone(call: Mapping, b0_R: np.ndarray, b0_t: np.ndarray) -> Dict[str, object]:
-    """B0 solved from its own matches, and how far that is from the group's B0."""
+    """The anchor frame solved from its own matches, and how far that is from the group's."""
     import poselib
 
     x, X = np.asarray(call["p2d"][0], float), np.asarray(call["p3d"][0], float)
@@ -151,7 +151,8 @@ def fix_evidence(alignments: Sequence[object], map_frames: Mapping[tuple, object
     ``map_frames``: ``(camera, stamp) ->`` map frame (``decode()``, ``intrinsics``,
     ``world_T_cam``); ``query_images``: stamp -> RGB image; ``odom_T_base``: the bag's odometry
     input by stamp; ``base_T_cam``: the query camera's extrinsics. With ``truth_T_base`` (the
-    ground truth by stamp) each row also has the errors at B0 of the group solution
+    ground truth by stamp) each row also has the errors at the anchor (the window's newest
+    instant) of the group solution
     (``err_m`` / ``err_deg``), of the anchor alone (``anchor_err_m`` / ``_deg``) and of the
     group solved again with the true intra-window poses instead of the odometry's
     (``true_window_err_m`` / ``_deg``, ``true_window_inliers``): a control that isolates what
@@ -245,8 +246,8 @@ RULES = {
     "residual median > 1.5 px": _over("residual_px_median", 1.5),
     "position sd > 5 mm": _over("position_sd_m", 0.005),
     "G2G vs geometry > 0.1 m": _over("g2g_m", 0.1),
-    "B0 alone vs group > 0.1 m (B0 alone >= 30 inliers)": _over("anchor_m", 0.1,
-                                                                ("anchor_inliers", 30)),
+    "anchor alone vs group > 0.1 m (anchor alone >= 30 inliers)":
+        _over("anchor_m", 0.1, ("anchor_inliers", 30)),
     "query window spans > 1 m of odometry": _over("window_span_m", 1.0),
     "inliers < 35": lambda r: r.get("inliers") is not None and r["inliers"] < 35,
 }

@@ -105,7 +105,7 @@ def test_make_real_reloc_from_a_tum_folder(tmp_path):
 
 def test_solver_evidence_on_an_exact_scene():
     """Spread, residuals and the anchor-alone solve of a recorded generalized solve whose
-    inputs are exact: zero residuals, and B0 alone lands on the group's B0."""
+    inputs are exact: zero residuals, and the anchor alone lands on the group's anchor."""
     from benchmarks.verifier_evidence import _evidence_of_solve
     from g2g_model.poselib_conversions import camera_pose, pinhole_camera
 
@@ -145,7 +145,7 @@ def test_rule_table_counts_rejections():
     table = rule_table(records, [True, False])
     assert table["residual median > 1.5 px"] == {"bad_rejected": 1, "bad": 1,
                                                  "good_kept": 1, "good": 1}
-    # B0-alone's gap counts only with enough inliers of its own
-    assert table["B0 alone vs group > 0.1 m (B0 alone >= 30 inliers)"]["good_kept"] == 1
+    # The anchor-alone gap counts only with enough inliers of its own
+    assert table["anchor alone vs group > 0.1 m (anchor alone >= 30 inliers)"]["good_kept"] == 1
     assert table["inliers < 35"] == {"bad_rejected": 0, "bad": 1, "good_kept": 0, "good": 1}
     assert table["position sd > 5 mm"]["bad_rejected"] == 0          # no value: not applied
