@@ -54,6 +54,13 @@ METHOD_ROWS = (("G2G alone (the node's windows)", "node", "b0"),
                ("'no motion' reference", "method", "identity"))
 
 
+# Which instant each row of a run's window table is scored at.
+INSTANTS = ("G2G alone, g2g-eval's classical baseline and 'no motion' are scored at each window's "
+            "first query instant (B0, G2G's anchor); the published fix and the classical "
+            "baseline run again on the same windows at the instant the fix holds (the window's "
+            "newest, where the node's verifier anchors).")
+
+
 def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Path,
            drift: tuple = (0.02, 1.0), params: Sequence[str] = ()) -> Dict[str, object]:
     """Steps 1-4 of the module docstring for one map / query pair; the scored result.
@@ -186,6 +193,7 @@ def render(results: List[Dict[str, object]], argv: List[str]) -> str:
             f"{_fmt(s['covered_fraction'], 2)} | {_fmt(s['fix_rate_where_covered'], 2)} |")
     for r in results:
         lines += ["", f"## {r['name']}: the node's windows (g2g-eval on the same pairs)", "",
+                  INSTANTS, "",
                   "| method | n | failed | rot mean / median (deg) | trans mean / median (m) |",
                   "|---|---|---|---|---|"]
         for label, row in {**r["windows"], **_classical_rows(r)}.items():
