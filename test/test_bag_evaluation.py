@@ -8,7 +8,7 @@ pytest.importorskip("rosbags")
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose  # noqa: E402
 from g2g_ros.bags.evaluation import (  # noqa: E402
     GroundTruth, Outputs, alignment_pairs, corrected_trajectory, evaluate_latency,
-    evaluate_relocalization, fix_corrections, odometry_pairs,
+    evaluate_relocalization, fix_corrections, fix_stamp, odometry_pairs,
 )
 from g2g_ros.bags.report import markdown  # noqa: E402
 from g2g_ros.bags.typestore import bag_typestore  # noqa: E402
@@ -200,3 +200,19 @@ def test_pose_source_kind_drops_counts_and_reasons():
     assert kind(SimpleNamespace(rotation=None, reason="too few matches")) == "G2G"
     assert kind(None) == "G2G"
     assert pose_source_kind(SimpleNamespace(pose_source="")) == "not recorded"
+
+
+def test_a_fix_is_paired_with_its_alignment_at_the_instant_it_holds():
+    """A geometric fix is stamped at its query window's newest instant, G2G alone at B0 (the
+    alignment's header); a bag recorded without paths counts as G2G alone."""
+    from types import SimpleNamespace
+
+    def align(path, stamps):
+        return SimpleNamespace(header=SimpleNamespace(stamp=to_stamp(stamps[0])), path=path,
+                               stamps_b=[to_stamp(s) for s in stamps])
+
+    stamps = [3 * 10**9, 3 * 10**9 + 10**8, 3 * 10**9 + 2 * 10**8]
+    assert fix_stamp(align("verified", stamps)) == stamps[-1]
+    assert fix_stamp(align("refined", stamps)) == stamps[-1]
+    assert fix_stamp(align("g2g", stamps)) == stamps[0]
+    assert fix_stamp(align("", stamps)) == stamps[0]
