@@ -32,8 +32,7 @@ from g2g_model.maps.building import build_map_from_trajectory  # noqa: E402
 from g2g_model.maps.format import save_map  # noqa: E402
 from g2g_ros.bags.convert import convert_trajectory  # noqa: E402
 from g2g_ros.bags.eval_bag import build_parser, evaluate_args  # noqa: E402
-from g2g_ros.bags.eval_setup import (  # noqa: E402
-    PRIVATE_DOMAINS, first_image_stamp, private_domain_id, setup_from_args, yaw_pose)
+from g2g_ros.bags.eval_setup import first_image_stamp, setup_from_args, yaw_pose  # noqa: E402
 from g2g_ros.bags.evaluation import load_ground_truth  # noqa: E402
 from g2g_ros.demo import DEMO_EVAL_FLAGS  # noqa: E402
 from ros_helpers import Listener, Proc, node_cmd  # noqa: E402
@@ -98,17 +97,10 @@ def test_flags_build_the_replay_setup(mono, tmp_path):
     np.testing.assert_allclose(pose[:3, 0], [0, 1, 0], atol=1e-12)   # x turned onto y
 
 
-def test_a_replay_runs_on_a_domain_of_its_own(mono, monkeypatch):
-    """Outputs are recorded from the whole domain: by default a replay takes a private one
-    (whatever ROS_DOMAIN_ID the shell has), found on this machine only; --domain-id sets it."""
+def test_domain_flag_and_its_range(mono):
     _, bag = mono
-    monkeypatch.setenv("ROS_DOMAIN_ID", "0")
-    domain, env = _setup([], bag).domain()
-    assert domain == private_domain_id() and domain in PRIVATE_DOMAINS and domain != 0
-    assert env == {"ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
-    # Two processes started one after the other get different domains.
-    assert private_domain_id(4242) != private_domain_id(4243)
-    assert _setup(["--domain-id", "42"], bag).domain() == (42, {"ROS_DOMAIN_ID": "42"})
+    assert _setup([], bag).domain_id is None          # a private domain (test_domains.py)
+    assert _setup(["--domain-id", "42"], bag).domain_id == 42
     with pytest.raises(ValueError, match="--domain-id must be in 0-232"):
         _setup(["--domain-id", "300"], bag)
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from g2g_model.geometry import invert_pose
 from g2g_ros.bags.bag_reader import BagError
+from g2g_ros.bags.domains import replay_domain
 from g2g_ros.bags.eval_setup import (ReplaySetup, add_setup_arguments, checked_parameters,
                                      setup_from_args)
 from g2g_ros.bags.rig_check import camera_topics, node_cameras
@@ -94,9 +95,11 @@ def _send_initial_pose(node, spin, stamp: int, map_T_base: np.ndarray) -> None:
 def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], rig: str,
                checkpoint: str, wait_timeout: float, startup_timeout: float,
                progress: bool, setup: ReplaySetup,
-               checked: Tuple[Path, Dict[str, Dict[str, object]]]):
+               checked: Tuple[Path, Dict[str, Dict[str, object]]],
+               domain: Tuple[int, Dict[str, str]]):
     """Graph + evaluation replay + recording; returns ``(outputs bag, PlayStats)``.
-    ``checked``: what :func:`checked_parameters` returned for this replay."""
+    ``checked``: what :func:`checked_parameters` returned for this replay; ``domain``: its DDS
+    domain and environment (:func:`g2g_ros.bags.domains.replay_domain`)."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
@@ -126,7 +129,7 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     wait = _wait_specs(graph, reloc_image, wait_timeout, startup_timeout, setup.with_odometry,
                        rig_images)
     prefer_large_shm_profile()  # the player below and the nodes' processes
-    domain, domain_env = setup.domain()  # the replay's own DDS domain (eval_setup)
+    domain, domain_env = domain  # the replay's own DDS domain (g2g_ros.bags.domains)
     context = rclpy.Context()
     rclpy.init(context=context, domain_id=domain)
     runner = GraphRunner(commands, env={**os.environ, **domain_env}).start()
@@ -294,8 +297,10 @@ def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Opt
     # Before any node starts: what the report needs, then the bag's cameras against the rig.
     load_ground_truth(bag)  # fails early, naming what is missing
     checked = checked_parameters(bag, graph, out_dir, rig, setup)
-    outputs, stats = run_replay(bag, graph, out_dir, map_path, rig, checkpoint, wait_timeout,
-                                startup_timeout, progress, setup, checked)
+    with replay_domain(setup.domain_id) as domain:
+        outputs, stats = run_replay(bag, graph, out_dir, map_path, rig, checkpoint,
+                                    wait_timeout, startup_timeout, progress, setup, checked,
+                                    domain)
     return build_report(bag, outputs, graph, stats, out_dir, map_path, segment_lengths_m,
                         pairs_index)
 

@@ -17,11 +17,9 @@ after the rig preset and checks the merged result against the bag's cameras.
   truth at the first image moved ``OFFSET_M`` along the body's x axis and turned ``YAW_DEG``
   about its z axis (the map frame taken to be the ground truth's world, as for a map built
   from the same dataset); sent on ``/initialpose`` once the nodes are up.
-* ``--domain-id N``: the DDS domain of the replay's own graph (player, nodes, recorder). By
-  default a private one (:func:`private_domain_id`, discovery limited to this machine), not
-  the inherited ``ROS_DOMAIN_ID``: the recorder takes every output on its domain, so two
-  replays running at once on one domain mixed their outputs (2026-11-30: a replay failed on
-  another's stamps), and a replay on a robot's domain would publish the bag's ``/tf`` into it.
+* ``--domain-id N``: the DDS domain of the replay's own graph (player, nodes, recorder); by
+  default a private one no other replay holds, not the inherited ``ROS_DOMAIN_ID``
+  (:mod:`g2g_ros.bags.domains`).
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ import argparse
 import dataclasses
 import importlib
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -39,6 +36,7 @@ import numpy as np
 import yaml
 
 from g2g_ros.bags.bag_reader import BagError, iter_messages, open_bag
+from g2g_ros.bags.domains import PRIVATE_DOMAINS
 from g2g_ros.bags.rig_check import bag_cameras, check_rig
 from g2g_ros.launch_graphs import (GRAPHS, file_parameters, node_fqn, node_parameters,
                                    params_key, section_matches)
@@ -69,28 +67,6 @@ class ReplaySetup:
     initial_pose: Optional[Tuple[int, np.ndarray]] = None
     log_level: str = ""
     domain_id: Optional[int] = None
-
-    def domain(self) -> Tuple[int, Dict[str, str]]:
-        """``(DDS domain, environment overrides)`` of the replay's graph: ``domain_id``, or a
-        private domain (:func:`private_domain_id`) with discovery limited to this machine."""
-        if self.domain_id is not None:
-            return int(self.domain_id), {"ROS_DOMAIN_ID": str(int(self.domain_id))}
-        domain = private_domain_id()
-        return domain, {"ROS_DOMAIN_ID": str(domain),
-                        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
-
-
-#: The private domains of evaluation replays (:func:`private_domain_id`): within the range that
-#: DDS's default port mapping allows on Linux (0-101), away from 0 (the usual default).
-PRIVATE_DOMAINS = range(10, 100)
-
-
-def private_domain_id(pid: Optional[int] = None) -> int:
-    """The DDS domain of an evaluation replay started by process ``pid`` (default: this one):
-    one of :data:`PRIVATE_DOMAINS` by the process id, so replays started at once by different
-    processes use different domains (two processes 90 ids apart would share one)."""
-    pid = os.getpid() if pid is None else int(pid)
-    return PRIVATE_DOMAINS[pid % len(PRIVATE_DOMAINS)]
 
 
 def graph_nodes(graph: str, with_odometry: bool) -> List[str]:
@@ -218,8 +194,8 @@ def add_setup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="", help="the nodes' ROS log level")
     parser.add_argument("--domain-id", type=int, default=None, metavar="N",
                         help="DDS domain of the replay's graph (default: a private one, "
-                             f"{PRIVATE_DOMAINS.start}-{PRIVATE_DOMAINS.stop - 1} by the "
-                             "process id, discovery limited to this machine)")
+                             f"{PRIVATE_DOMAINS.start}-{PRIVATE_DOMAINS.stop - 1}, that no "
+                             "other replay holds, discovery limited to this machine)")
 
 
 def setup_from_args(opts: argparse.Namespace, bag, graph: str) -> ReplaySetup:
