@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import shlex
 import shutil
@@ -123,9 +122,7 @@ def evaluate_replay(query_bag, query_traj, map_traj, map_path, data_dir: pathlib
 
     replay = out / "replay"
     shutil.rmtree(replay, ignore_errors=True)
-    env = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-           "ROS_DOMAIN_ID": os.environ.get("ROS_DOMAIN_ID", str(90 + os.getpid() % 9))}
-    os.environ.update(env)
+    # The replay reserves a DDS domain of its own (g2g_ros.bags.domains).
     argv = eval_command(query_bag, map_path, map_traj, query_traj, data_dir, replay)
     print(f"  the same from the command line:\n    g2g-eval-bag {shlex.join(argv)}")
     _, report = evaluate_args(argv + ([] if sys.stderr.isatty() else ["--quiet"]))
