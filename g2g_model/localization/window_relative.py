@@ -1,4 +1,5 @@
-"""Relocalization's verifier: the map window's structure first, the windows' relative pose next.
+"""Relocalization's verifier: the map window's structure first, then (``relative_fallback``) the
+query's anchor frame from its 2D-3D and 2D-2D matches, then the windows' relative pose.
 
 :class:`~g2g_model.localization.verification.StructureVerifier` needs map points: the map
 window's frames are matched with each other and triangulated with their metric poses, and the
@@ -7,7 +8,11 @@ triangulates few points; then the query finds too few 2D-3D inliers and the stru
 pose, although the two windows share plenty of texture (real 3 + 3 TUM windows, 2026-11-30: 5
 of 60 pairs with 16-28 inliers against the 30 needed, from about 100 matches).
 
-The two windows then still have their 2D-2D matches, and each window's intra-group poses are
+The query's anchor frame is then solved alone from its few 2D-3D matches and its 2D-2D matches
+with the map frames together (:mod:`~g2g_model.localization.anchor_hybrid`; its reason starts
+with ``the anchor frame's 2D-3D and 2D-2D matches:``), judged by the rules below. Where that
+gives no trusted pose, the two windows still have their 2D-2D matches, and each window's
+intra-group poses are
 known (the map's, the query's odometry), so the pose between them is a generalized relative
 pose: the rig odometry's verifier (:class:`~g2g_model.localization.rig_motion.RigMotionVerifier`,
 relative pose only: no overlap path, no keyframe map, no standstill test) between the map window
@@ -24,10 +29,13 @@ precise than the structure and its residuals say less than that: its covariance 
 Where the structure solves, its pose is kept: on the real TUM windows it is the more accurate of
 the two (5 + 5: 0.41 against 0.49 deg, 1.2 against 2.2 cm median, docs/VERIFICATION.md).
 
-Off by default (``VerifierConfig.relative_fallback``): on the simulated twin of
-``bench_real_reloc`` (windows of 0.2-0.36 m) it made 20 fixes of 18, one of them wrong (0.18 m /
-3.4 deg) that passed every rule here (without :meth:`RelocalizationVerifier._confirm`: 22, two
-wrong by 1.12 m / 23.6 deg and 0.29 m / 10.2 deg); docs/VERIFICATION.md has the measurements.
+Off by default (``VerifierConfig.relative_fallback``). The relative pose alone, on the simulated
+twin of ``bench_real_reloc`` (windows of 0.2-0.36 m), made 20 fixes of 18, one of them wrong
+(0.18 m / 3.4 deg) that passed every rule here (without :meth:`RelocalizationVerifier._confirm`:
+22, two wrong by 1.12 m / 23.6 deg and 0.29 m / 10.2 deg). With the anchor frame's solve first
+(2026-11-30): 19 fixes of 30 on the twin, none wrong (that window is solved by the anchor
+frame, 0.8 cm off); real 3 + 3 TUM windows 57 of 60 accepted, none falsely; docs/VERIFICATION.md
+has the measurements.
 """
 
 from __future__ import annotations
@@ -40,16 +48,18 @@ import numpy as np
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
 from g2g_model.localization.absolute_pose import reprojection_errors
+from g2g_model.localization.anchor_hybrid import anchor_hybrid_pose
 from g2g_model.localization.covariance import transfer_covariance
 from g2g_model.localization.local_features import LocalFeatures
 from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_model.localization.rig_pairs import overlapping_pairs
 from g2g_model.localization.verdict import Fallback, judge
 from g2g_model.localization.verification import (
-    PATH_G2G, StructureVerifier, Verification, VerifierConfig,
+    G2G_COVARIANCE, PATH_G2G, StructureVerifier, Verification, VerifierConfig,
 )
 
 PREFIX = "relative pose between the windows: "
+HYBRID_PREFIX = "the anchor frame's 2D-3D and 2D-2D matches: "
 # The least share of the matches that a relative pose must explain. A match lies on its
 # epipolar line by chance far more often than a 2D-3D match reprojects onto its point by
 # chance: a map window of another scene gave a relative pose with 73 inliers of 1,386 matches
@@ -99,6 +109,10 @@ class RelocalizationVerifier:
         if (result.path != PATH_G2G or self.relative is None
                 or not np.all(np.isfinite(map_T_b))):
             return result
+        hybrid = self._anchor_hybrid(group_a, query, map_T_b, view_prior, pairs)
+        if hybrid.path != PATH_G2G:
+            return hybrid
+        result.reason += f"; {hybrid.reason}"
         map_T_a = np.asarray(group_a.cam_to_world, float)
         a0_T_map = invert_pose(map_T_a[0])
         # The query's frames where G2G puts them, in the map window's first camera frame: the
@@ -125,6 +139,25 @@ class RelocalizationVerifier:
             return result
         return Verification(path, map_T_b0, cov * SD_SCALE ** 2, step.inliers, PREFIX + reason,
                             apart)
+
+    def _anchor_hybrid(self, group_a, query, map_T_b: np.ndarray, view_prior, pairs
+                       ) -> Verification:
+        """The query's anchor frame alone from its 2D-3D and 2D-2D matches with the map window
+        (:func:`~g2g_model.localization.anchor_hybrid.anchor_hybrid_pose`), judged as every
+        geometric pose and by :meth:`_check`; a ``g2g`` outcome says why not."""
+        cfg = self.config
+        found = self.structure.query_matches(group_a, query, view_prior, pairs)
+        try:
+            solved, cov, inliers, matched = anchor_hybrid_pose(
+                self.local, group_a, query, found, map_T_b[0], cfg.reprojection_px)
+            if inliers < cfg.min_inliers:
+                raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers})")
+            self._check(map_T_b[0], solved, inliers, matched)
+            path, reason, apart = judge(map_T_b[0], solved, cov, inliers, matched, cfg)
+        except Fallback as why:
+            return Verification(PATH_G2G, map_T_b[0], G2G_COVARIANCE.copy(), 0,
+                                f"{HYBRID_PREFIX}{why}")
+        return Verification(path, solved, cov, inliers, HYBRID_PREFIX + reason, apart)
 
     def _check(self, g2g: np.ndarray, solved: np.ndarray, inliers: int, matched: int) -> None:
         """Raises :class:`Fallback` where the relative pose is not trusted beyond the rules of

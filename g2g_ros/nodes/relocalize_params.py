@@ -109,10 +109,10 @@ class RelocalizeParams(VerifyParams, CameraParams):
         value_range=(0.0, 1000.0))
     verify_relative_fallback: bool = param(
         VerifierConfig.relative_fallback, "where the map window's triangulated points give no "
-        "geometric pose, solve the generalized relative pose between the map window and the "
+        "geometric pose, solve the query's anchor frame from its 2D-3D and 2D-2D matches with "
+        "the map window, then the generalized relative pose between the map window and the "
         "query window (2D-2D matches, both windows' known poses), judged by the same rules and "
-        "confirmed by the map's own points; off by default: more fixes, but one wrong on short "
-        "simulated windows (docs/VERIFICATION.md)")
+        "confirmed by the map's own points; off by default (docs/VERIFICATION.md)")
     verify_second_window: bool = param(
         True, "when the map window gives no geometric pose, verify once more against the "
         "nearest window (to G2G's estimate) that shares no keyframe with it")
