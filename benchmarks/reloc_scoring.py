@@ -26,9 +26,9 @@ def fix_records(fixes: Sequence[tuple], ground_truth: Mapping[int, np.ndarray],
                 alignments: Sequence[object]) -> List[Dict[str, object]]:
     """One record per published fix ``(stamp_ns, map_T_base)`` that has ground truth
     (``ground_truth``: stamp -> map_T_base): its errors and the evidence of its alignment
-    message (the ``GroupAlignment`` published with it: :func:`~g2g_ros.bags.evaluation.
+    message (the ``GroupAlignment`` published with it: :func:`~g2g_ros.bags.alignment_fields.
     fix_stamp` gives the fix's stamp)."""
-    from g2g_ros.bags.evaluation import fix_stamp
+    from g2g_ros.bags.alignment_fields import fix_stamp
 
     by_stamp = {fix_stamp(msg): msg for msg in alignments}
     records = []

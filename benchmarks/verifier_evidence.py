@@ -39,7 +39,7 @@ import numpy as np
 
 from g2g_model.estimation.groups import Group
 from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
-from g2g_ros.bags.evaluation import alignment_camera, fix_stamp
+from g2g_ros.bags.alignment_fields import alignment_camera, fix_stamp
 from g2g_ros.conversions import pose_to_matrix, stamp_ns
 
 GRID = 4

@@ -6,7 +6,7 @@ It computes nothing of its own: the nodes' rows are g2g-eval-bag's report of the
 the demo's figures and a bag evaluation's agree by construction. Every row is the primary pose
 ``T_{A0<-B0}`` of the pair, in the frame of the pair's first camera (ARCHITECTURE §1), except
 the published fix's: ``T_{A0<-X}`` at the instant X the fix holds (the query window's newest for
-a geometric fix, :func:`g2g_ros.bags.evaluation.fix_stamp`).
+a geometric fix, :func:`g2g_ros.bags.alignment_fields.fix_stamp`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ pytest.importorskip("rosbags")
 from g2g_model.geometry import axis_angle_to_matrix, invert_pose, make_pose  # noqa: E402
 from g2g_ros.bags.evaluation import (  # noqa: E402
     GroundTruth, Outputs, alignment_pairs, corrected_trajectory, evaluate_latency,
-    evaluate_relocalization, fix_corrections, fix_stamp, odometry_pairs,
+    evaluate_relocalization, fix_corrections, odometry_pairs,
 )
+from g2g_ros.bags.alignment_fields import fix_stamp, pose_source_kind  # noqa: E402
 from g2g_ros.bags.report import markdown  # noqa: E402
 from g2g_ros.bags.typestore import bag_typestore  # noqa: E402
 from g2g_ros.conversions import matrix_to_pose, to_stamp  # noqa: E402
@@ -146,7 +147,7 @@ def test_bags_recorded_before_pose_source_still_read(tmp_path, gt):
 
     from rosbags.rosbag2 import StoragePlugin, Writer
 
-    from g2g_ros.bags.evaluation import fixes_by, load_outputs, pose_source_kind
+    from g2g_ros.bags.evaluation import fixes_by, load_outputs
     from g2g_ros.bags.typestore import MSGS_DIR, bag_qos
 
     old_msgs = tmp_path / "msg"
@@ -188,7 +189,6 @@ def test_pose_source_kind_drops_counts_and_reasons():
     from types import SimpleNamespace
 
     from g2g_model.localization.relocalizer import pose_source
-    from g2g_ros.bags.evaluation import pose_source_kind
 
     def kind(match):
         return pose_source_kind(SimpleNamespace(pose_source=pose_source(match)))

@@ -71,7 +71,7 @@ class FrameLookup:
 def relocalization_pairs(alignments: Sequence[object], query: FrameLookup, map_traj: FrameLookup,
                          query_camera: str) -> List[FramesPair]:
     """One FramesPair per GroupAlignment (see the module docstring)."""
-    from g2g_ros.bags.evaluation import alignment_camera
+    from g2g_ros.bags.alignment_fields import alignment_camera
     from g2g_ros.conversions import stamp_ns
 
     pairs = []

@@ -35,6 +35,9 @@ from g2g_model.geometry import invert_pose
 from g2g_model.metrics import (
     kitti_odometry_errors, rotation_error_deg, summarize_pairs, translation_error_m,
 )
+from g2g_ros.bags.alignment_fields import (
+    alignment_camera, alignment_path, fix_stamp, pose_source_kind,
+)
 from g2g_ros.bags.bag_reader import (
     BagError, open_bag, read_metadata, read_topic, require_topics,
 )
@@ -246,22 +249,6 @@ def map_frames_by_camera_stamp(map_path: str | Path) -> Dict[Tuple[str, int], np
     return {(f.camera, int(f.stamp_ns)): f.world_T_cam for f in gmap.frames}
 
 
-def fix_stamp(msg) -> int:
-    """The stamp of the fix (``relocalize/pose``) published with a GroupAlignment: the query
-    window's newest instant for a geometric fix (path ``verified`` / ``refined``: the node
-    verifies the window newest first and the fix holds there), B0 (the header's) for G2G
-    alone (``Relocalizer``'s ``fix_frame``)."""
-    stamps = list(getattr(msg, "stamps_b", ()) or ())
-    if alignment_path(msg) in ("verified", "refined") and stamps:
-        return max(stamp_ns(t) for t in stamps)
-    return header_ns(msg.header)
-
-
-def alignment_camera(msg) -> str:
-    """The map window's camera of a GroupAlignment (header frame ``<cam>_optical_frame@map``)."""
-    return str(msg.header.frame_id).split("@")[0].split("_optical_frame")[0]
-
-
 def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
                     map_frames: Dict[Tuple[str, int], np.ndarray], camera: str,
                     fixes: Optional[Dict[int, np.ndarray]] = None
@@ -305,14 +292,6 @@ def alignment_pairs(gt: GroundTruth, alignments: Sequence[object],
     return out
 
 
-def pose_source_kind(msg) -> str:
-    """The kind of a GroupAlignment's ``pose_source`` without its counts and reasons
-    (``feature matches``, ``feature matches solved with parallax``, ``G2G``); bags recorded
-    before the field existed give ``not recorded``."""
-    text = getattr(msg, "pose_source", "") or ""
-    return text.split(" (")[0].strip() or "not recorded"
-
-
 def fixes_by(alignments: Sequence[object], key: Callable[[object], str],
              t_err: Dict[int, float], r_err: Dict[int, float], trans_m: float,
              rot_deg: float) -> Dict[str, object]:
@@ -335,11 +314,6 @@ def fixes_by(alignments: Sequence[object], key: Callable[[object], str],
         row["median_trans_m"] = float(np.median(row.pop("trans"))) if row["with_gt"] else None
         row["median_rot_deg"] = float(np.median(row.pop("rot"))) if row["with_gt"] else None
     return out
-
-
-def alignment_path(msg) -> str:
-    """The path that made a GroupAlignment's fix (``g2g`` where the bag has none)."""
-    return getattr(msg, "path", "") or "g2g"
 
 
 def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int, np.ndarray],
