@@ -29,10 +29,10 @@ import numpy as np
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.absolute_pose import reprojection_errors
 from g2g_model.localization.covariance import pose_covariance
-from g2g_model.localization.local_features import LocalFeatures
+from g2g_model.localization.local_features import LocalFeatures, per_frame_intrinsics
 from g2g_model.localization.verdict import Fallback
 from g2g_model.localization.verification import QueryMatches
-from g2g_model.poselib_conversions import camera_pose, pinhole_camera
+from g2g_model.poselib_conversions import camera_pose, pinhole_camera, pose_matrix
 
 #: The least 2D-2D matches with a map frame for that frame to join the solve.
 MIN_PAIR_MATCHES = 8
@@ -40,12 +40,6 @@ MIN_PAIR_MATCHES = 8
 MIN_POINT_INLIERS = 6
 #: PoseLib's epipolar (Sampson) threshold of the 2D-2D matches, pixels.
 EPIPOLAR_PX = 2.0
-
-
-def per_frame(intrinsics, n: int) -> np.ndarray:
-    """``[n, 3, 3]`` intrinsics from one K or one per frame."""
-    k = np.asarray(intrinsics, float)
-    return k if k.ndim == 3 else np.repeat(k[None], n, axis=0)
 
 
 def anchor_hybrid_pose(local: LocalFeatures, group_a, query, found: QueryMatches,
@@ -58,13 +52,13 @@ def anchor_hybrid_pose(local: LocalFeatures, group_a, query, found: QueryMatches
     Raises :class:`Fallback` with the reason where it gives no usable pose."""
     import poselib
 
-    k_a = per_frame(group_a.intrinsics, len(group_a.images))
-    k_b = per_frame(query.intrinsics, len(query.images))
+    k_a = per_frame_intrinsics(group_a.intrinsics, len(group_a.images))
+    k_b = per_frame_intrinsics(query.intrinsics, len(query.images))
     anchor = local.describe(query.images[0])
+    frames = [local.describe(image) for image in group_a.images]
     pairs = []
-    for i, image in enumerate(group_a.images):
-        feats = local.describe(image)
-        m = local.match(feats.descriptors, anchor.descriptors)
+    for i, (feats, m) in enumerate(zip(frames, local.match_each(
+            [f.descriptors for f in frames], anchor.descriptors))):
         if len(m) < MIN_PAIR_MATCHES:
             continue
         pm = poselib.PairwiseMatches()
@@ -83,8 +77,7 @@ def anchor_hybrid_pose(local: LocalFeatures, group_a, query, found: QueryMatches
         [pinhole_camera(k, im) for k, im in zip(k_a, group_a.images)],
         {"max_reproj_error": float(reprojection_px), "max_epipolar_error": EPIPOLAR_PX}, {},
         camera_pose(invert_pose(np.asarray(map_T_b0, float))))
-    b0_T_map = np.eye(4)
-    b0_T_map[:3, :3], b0_T_map[:3, 3] = pose.R, pose.t
+    b0_T_map = pose_matrix(pose)
     if not np.all(np.isfinite(b0_T_map)):
         raise Fallback("a non-finite pose")
     solved = invert_pose(b0_T_map)

@@ -55,7 +55,7 @@ from g2g_model.localization.rig_motion import RigMotionVerifier
 from g2g_model.localization.rig_pairs import overlapping_pairs
 from g2g_model.localization.verdict import Fallback, judge
 from g2g_model.localization.verification import (
-    G2G_COVARIANCE, PATH_G2G, StructureVerifier, Verification, VerifierConfig,
+    G2G_COVARIANCE, PATH_G2G, QueryMatches, StructureVerifier, Verification, VerifierConfig,
 )
 
 PREFIX = "relative pose between the windows: "
@@ -109,7 +109,10 @@ class RelocalizationVerifier:
         if (result.path != PATH_G2G or self.relative is None
                 or not np.all(np.isfinite(map_T_b))):
             return result
-        hybrid = self._anchor_hybrid(group_a, query, map_T_b, view_prior, pairs)
+        # The query's 2D-3D matches with the map window's points: too few for the structure's
+        # solve, still evidence for the two poses tried next.
+        found = self.structure.query_matches(group_a, query, view_prior, pairs)
+        hybrid = self._anchor_hybrid(group_a, query, found, map_T_b)
         if hybrid.path != PATH_G2G:
             return hybrid
         result.reason += f"; {hybrid.reason}"
@@ -130,7 +133,7 @@ class RelocalizationVerifier:
                              map_T_a[0])
         try:
             self._check(map_T_b[0], map_T_b0, step.inliers, step.matched)
-            self._confirm(group_a, query, map_T_b0, view_prior, pairs)
+            self._confirm(found, map_T_b0)
             # The rules of every relocalization pose, on the query's first camera in the map.
             path, reason, apart = judge(map_T_b[0], map_T_b0, cov, step.inliers, step.matched,
                                         self.config)
@@ -140,13 +143,12 @@ class RelocalizationVerifier:
         return Verification(path, map_T_b0, cov * SD_SCALE ** 2, step.inliers, PREFIX + reason,
                             apart)
 
-    def _anchor_hybrid(self, group_a, query, map_T_b: np.ndarray, view_prior, pairs
+    def _anchor_hybrid(self, group_a, query, found: QueryMatches, map_T_b: np.ndarray
                        ) -> Verification:
-        """The query's anchor frame alone from its 2D-3D and 2D-2D matches with the map window
-        (:func:`~g2g_model.localization.anchor_hybrid.anchor_hybrid_pose`), judged as every
-        geometric pose and by :meth:`_check`; a ``g2g`` outcome says why not."""
+        """The query's anchor frame alone from its 2D-3D (``found``) and 2D-2D matches with the
+        map window (:func:`~g2g_model.localization.anchor_hybrid.anchor_hybrid_pose`), judged as
+        every geometric pose and by :meth:`_check`; a ``g2g`` outcome says why not."""
         cfg = self.config
-        found = self.structure.query_matches(group_a, query, view_prior, pairs)
         try:
             solved, cov, inliers, matched = anchor_hybrid_pose(
                 self.local, group_a, query, found, map_T_b[0], cfg.reprojection_px)
@@ -173,11 +175,11 @@ class RelocalizationVerifier:
                            f"{cfg.prior_translation_m} m / {cfg.prior_rotation_deg} deg): not "
                            "trusted")
 
-    def _confirm(self, group_a, query, map_T_b0: np.ndarray, view_prior, pairs) -> None:
+    def _confirm(self, found: QueryMatches, map_T_b0: np.ndarray) -> None:
         """Raises :class:`Fallback` unless at least :data:`MIN_MAP_AGREEMENT` of the query's
-        2D-3D matches with the map window's points (the structure's, too few to solve alone)
-        reproject within ``reprojection_px`` at the relative pose: a second check of it."""
-        found = self.structure.query_matches(group_a, query, view_prior, pairs)
+        2D-3D matches with the map window's points (``found``: the structure's, too few to
+        solve alone) reproject within ``reprojection_px`` at the relative pose: a second check
+        of it."""
         errors = reprojection_errors(invert_pose(map_T_b0), found.p2d, found.p3d,
                                      [e.Rt for e in found.exts], found.k_b)
         agree = int(sum((e < self.config.reprojection_px).sum() for e in errors))
