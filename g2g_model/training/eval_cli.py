@@ -58,8 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "and false accepts (verification.md)")
     p.add_argument("--relative-fallback", action="store_true",
                    help="with --verify on relocalization pairs: where the map window's "
-                   "structure gives no pose, also try the relative pose between the windows "
-                   "(the relocalize node's verify_relative_fallback, off by default)")
+                   "structure gives no pose, also try the query's anchor frame from its 2D-3D "
+                   "and 2D-2D matches, then the relative pose between the windows (the "
+                   "relocalize node's verify_relative_fallback, off by default)")
     p.add_argument("--mode", choices=MODES, default="clean", help="clean or noisy extrinsics")
     p.add_argument("--max-pairs", type=int, default=0, help="seeded subset (0: all)")
     p.add_argument("--seed", type=int, default=0)

@@ -3,8 +3,9 @@
 The same verifiers, with the same defaults, the ROS nodes run (:mod:`g2g_model.localization`):
 relocalization pairs get
 the structure-based verifier (map points triangulated from group A's poses, one generalized
-absolute pose for group B; with ``--relative-fallback``, where that gives no pose, the relative
-pose between the groups: :mod:`g2g_model.localization.window_relative`), rig pairs the
+absolute pose for group B; with ``--relative-fallback``, where that gives no pose, the anchor
+frame's 2D-3D and 2D-2D matches, then the relative pose between the groups:
+:mod:`g2g_model.localization.window_relative`), rig pairs the
 generalized relative pose. Both
 see the native images and the same (clean or noisy) input poses as every other method.
 

@@ -12,7 +12,7 @@ rig odometry's ``odometry`` output; relocalize's ``relocalize/processed`` (the n
 ``localize_pacing: stamps``, so its periodic localization is triggered by image stamps and
 finishes before the node answers) -- so the results do not depend on the machine's speed, on
 a DDS domain of its own (``--domain-id``; by default a private one, so that replays running at
-once do not hear each other: :mod:`g2g_ros.bags.eval_setup`); a
+once do not hear each other: :mod:`g2g_ros.bags.domains`); a
 group without an answer within ``--wait-timeout`` is counted in the report (``wait_timeouts``)
 and logged. With ``--with-odometry`` (the demo's) the relocalize graph also runs rig
 odometry, evaluated on its own ``odometry`` output; ``--initial-pose`` /
@@ -129,9 +129,9 @@ def run_replay(bag: Path, graph: str, out_dir: Path, map_path: Optional[str], ri
     wait = _wait_specs(graph, reloc_image, wait_timeout, startup_timeout, setup.with_odometry,
                        rig_images)
     prefer_large_shm_profile()  # the player below and the nodes' processes
-    domain, domain_env = domain  # the replay's own DDS domain (g2g_ros.bags.domains)
+    domain_id, domain_env = domain  # the replay's own DDS domain (g2g_ros.bags.domains)
     context = rclpy.Context()
-    rclpy.init(context=context, domain_id=domain)
+    rclpy.init(context=context, domain_id=domain_id)
     runner = GraphRunner(commands, env={**os.environ, **domain_env}).start()
     player = recorder = executor = None
     try:
