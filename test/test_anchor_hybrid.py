@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -49,8 +50,7 @@ def test_a_frame_among_the_map_frames_is_solved_with_an_honest_covariance(scene)
     dt, dr = pose_error(truth[0], solved)
     assert dt < 0.02 and dr < 0.3, (dt, dr)
     assert inliers >= 100 and matched >= inliers
-    result = type("R", (), {"map_T_b0": solved, "covariance": cov})
-    assert_covariance_covers(result, truth[0])
+    assert_covariance_covers(SimpleNamespace(map_T_b0=solved, covariance=cov), truth[0])
 
 
 def test_another_season_s_frame_with_little_in_common_is_not_trusted(scene):
