@@ -39,9 +39,10 @@ def private_domain(start: Optional[int] = None) -> Iterator[int]:
     id) picks. Raises ``RuntimeError`` when every one is held."""
     n = len(PRIVATE_DOMAINS)
     first = (os.getpid() if start is None else int(start)) % n
+    locks = lock_dir()
     for k in range(n):
         domain = PRIVATE_DOMAINS[(first + k) % n]
-        handle = open(lock_dir() / f"domain-{domain}.lock", "a")
+        handle = open(locks / f"domain-{domain}.lock", "a")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # held by another replay (or by another open file in this process)
