@@ -254,6 +254,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--sim-size", default="640x480", metavar="WxH",
                         help="the twin's images (default: the real set's 640 x 480)")
     parser.add_argument("--sim-data", type=Path, default=ROOT / "data" / "real_reloc_sim")
+    parser.add_argument("--sim-seeds", type=int, nargs="+", default=None, metavar="SEED",
+                        help="the twin's scenes (test split, 20000-20003; default: the "
+                             "twin's own scene, sim_handheld.SEED)")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "real_reloc")
     parser.add_argument("--drift", type=float, nargs=2, default=(0.02, 1.0),
                         metavar=("SCALE_PER_M", "YAW_DEG_PER_M"),
@@ -276,16 +279,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"no real set at {args.real} (tools/make_real_reloc.py builds it)",
               file=sys.stderr)
     if args.sim_frames:
-        from benchmarks.sim_handheld import render_twin
+        from benchmarks.sim_handheld import SEED, render_twin
 
         try:
             size = tuple(int(v) for v in args.sim_size.lower().split("x"))
             assert len(size) == 2 and min(size) >= 64
         except (ValueError, AssertionError):
             parser.error(f"--sim-size must be WIDTHxHEIGHT (each >= 64), got {args.sim_size!r}")
-        map_traj, query_traj = render_twin(args.sim_data, args.sim_frames, size)
-        results.append(replay("simulated twin", args.sim_data, map_traj, query_traj, args.out,
-                              tuple(args.drift), args.params))
+        for seed in args.sim_seeds or [SEED]:
+            map_traj, query_traj = render_twin(args.sim_data, args.sim_frames, size, seed)
+            name = "simulated twin" if seed == SEED else f"simulated twin, scene {seed}"
+            results.append(replay(name, args.sim_data, map_traj, query_traj, args.out,
+                                  tuple(args.drift), args.params))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     text = render(results, list(argv if argv is not None else sys.argv[1:]))

@@ -23,7 +23,7 @@ from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.estimation.groups import Group  # noqa: E402
 from g2g_model.geometry import make_pose, axis_angle_to_matrix  # noqa: E402
 from g2g_model.localization.rig_epipolar import perturbed as perturbed_step  # noqa: E402
-from g2g_model.localization.verdict import Fallback  # noqa: E402
+from g2g_model.localization.verdict import PATH_REFINED, Fallback, judge  # noqa: E402
 from g2g_model.localization.verification import (  # noqa: E402
     PATH_G2G, PATH_VERIFIED, StructureVerifier, VerifierConfig,
 )
@@ -121,11 +121,14 @@ def test_blank_images_and_a_non_finite_estimate_fall_back(scene):
 def test_a_relative_pose_explaining_few_of_its_matches_or_far_from_g2g_is_refused():
     verifier = fallback_on()
     with pytest.raises(Fallback, match="inliers of"):
-        verifier._check(np.eye(4), np.eye(4), 73, 1386)  # measured on another place
-    verifier._check(np.eye(4), np.eye(4), int(np.ceil(MIN_INLIER_SHARE * 500)), 500)
+        verifier._check(73, 1386)  # measured on another place
+    verifier._check(int(np.ceil(MIN_INLIER_SHARE * 500)), 500)
+    # 400 inliers are trusted 3 m from G2G as 2D-3D inliers, never as 2D-2D ones.
     far = make_pose(np.eye(3), [3.0, 0.0, 0.0])
-    with pytest.raises(Fallback, match="from G2G's"):
-        verifier._check(np.eye(4), far, 400, 500)
+    tight = np.eye(6) * 1e-6
+    assert judge(np.eye(4), far, tight, 400, 500, verifier.config)[0] == PATH_REFINED
+    with pytest.raises(Fallback, match=r"\(400 inliers\) is 3.00 m / 0.0 deg from G2G's"):
+        judge(np.eye(4), far, tight, 400, 500, verifier.config, near_prior=True)
 
 
 def test_the_covariance_is_carried_into_the_map_frame():

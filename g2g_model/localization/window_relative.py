@@ -46,7 +46,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from g2g_model.estimation.groups import Group
-from g2g_model.geometry import invert_pose, relative_pose, rotation_angle_deg
+from g2g_model.geometry import invert_pose
 from g2g_model.localization.absolute_pose import reprojection_errors
 from g2g_model.localization.anchor_hybrid import anchor_hybrid_pose
 from g2g_model.localization.covariance import transfer_covariance
@@ -132,11 +132,11 @@ class RelocalizationVerifier:
         cov = map_covariance(step.covariance, correction, (a0_T_map @ map_T_b[0])[:3, 3],
                              map_T_a[0])
         try:
-            self._check(map_T_b[0], map_T_b0, step.inliers, step.matched)
+            self._check(step.inliers, step.matched)
             self._confirm(found, map_T_b0)
             # The rules of every relocalization pose, on the query's first camera in the map.
             path, reason, apart = judge(map_T_b[0], map_T_b0, cov, step.inliers, step.matched,
-                                        self.config)
+                                        self.config, near_prior=True)
         except Fallback as why:
             result.reason += f"; {PREFIX}{why}"
             return result
@@ -154,26 +154,22 @@ class RelocalizationVerifier:
                 self.local, group_a, query, found, map_T_b[0], cfg.reprojection_px)
             if inliers < cfg.min_inliers:
                 raise Fallback(f"{inliers} inliers (< verify_min_inliers {cfg.min_inliers})")
-            self._check(map_T_b[0], solved, inliers, matched)
-            path, reason, apart = judge(map_T_b[0], solved, cov, inliers, matched, cfg)
+            self._check(inliers, matched)
+            path, reason, apart = judge(map_T_b[0], solved, cov, inliers, matched, cfg,
+                                        near_prior=True)
         except Fallback as why:
             return Verification(PATH_G2G, map_T_b[0], G2G_COVARIANCE.copy(), 0,
                                 f"{HYBRID_PREFIX}{why}")
         return Verification(path, solved, cov, inliers, HYBRID_PREFIX + reason, apart)
 
-    def _check(self, g2g: np.ndarray, solved: np.ndarray, inliers: int, matched: int) -> None:
-        """Raises :class:`Fallback` where the relative pose is not trusted beyond the rules of
-        :func:`judge` (module docstring: an epipolar inlier is a weaker witness than a 2D-3D
-        one)."""
-        cfg = self.config
+    @staticmethod
+    def _check(inliers: int, matched: int) -> None:
+        """Raises :class:`Fallback` where a pose from 2D-2D matches explains too few of them
+        (module docstring); :func:`judge` with ``near_prior`` then never trusts it beyond
+        ``prior_translation_m`` / ``prior_rotation_deg`` of G2G (an epipolar inlier is a weaker
+        witness than a 2D-3D one)."""
         if inliers < MIN_INLIER_SHARE * matched:
             raise Fallback(f"{inliers} inliers of {matched} matches (< {MIN_INLIER_SHARE:.0%})")
-        rel = relative_pose(g2g, solved)
-        dt, dr = float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
-        if dt > cfg.prior_translation_m or dr > cfg.prior_rotation_deg:
-            raise Fallback(f"the pose is {dt:.2f} m / {dr:.1f} deg from G2G's (> "
-                           f"{cfg.prior_translation_m} m / {cfg.prior_rotation_deg} deg): not "
-                           "trusted")
 
     def _confirm(self, found: QueryMatches, map_T_b0: np.ndarray) -> None:
         """Raises :class:`Fallback` unless at least :data:`MIN_MAP_AGREEMENT` of the query's
