@@ -269,3 +269,19 @@ def test_paired_differences_count_pairs_and_bound_the_mean():
         paired_differences({"a": ref}, [("a", "b")])
     with pytest.raises(ValueError, match="errors"):
         paired_differences({"ref": ref, "short": (ref[0][:5], ref[1][:5])}, [("short", "ref")])
+
+
+def test_paired_ratio_interval_holds_the_ratio_and_narrows_with_pairs():
+    from g2g_model.metrics.summaries import paired_ratio
+
+    rng = np.random.default_rng(5)
+    base = rng.gamma(2.0, 0.1, 400)
+    worse = base * 1.3  # every pair 30 % worse: the ratio is exact, the interval a point
+    assert paired_ratio(worse, base) == pytest.approx((1.3, 1.3, 1.3))
+    noisy = base * rng.uniform(0.8, 1.8, base.shape)  # 30 % worse in the mean, noisily
+    ratio, low, high = paired_ratio(noisy, base, np.mean)
+    assert low < ratio < high and low < 1.3 < high and high - low < 0.15
+    few = paired_ratio(noisy[:12], base[:12], np.mean)
+    assert few[2] - few[1] > high - low  # fewer pairs: a wider interval
+    with pytest.raises(ValueError, match="one length"):
+        paired_ratio(noisy[:3], base[:4])
