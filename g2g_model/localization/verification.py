@@ -13,7 +13,9 @@ texture, geometry can check and sharpen that answer:
 4. the solution is refined on the query instants near the window's first one where they
    show the group bent (:mod:`.window_span`: odometry drift inside a long window bends it);
 5. the covariance of the refined pose comes from the reprojection residuals of its inliers
-   (Gauss-Newton: ``sigma^2 (J^T J)^-1``).
+   (Gauss-Newton: ``sigma^2 (J^T J)^-1``);
+6. the pose is refused where a rival pose explains the same matches nearly as well
+   (:mod:`.ambiguity`: repeated texture).
 
 The outcome says which path it took: ``verified`` (geometry agrees with G2G), ``refined``
 (geometry found a well-supported pose that G2G did not predict) or ``g2g`` (no trustworthy
@@ -34,6 +36,7 @@ import torch
 
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.absolute_pose import absolute_pose
+from g2g_model.localization.ambiguity import Ambiguous, check_unambiguous
 from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.epipolar_guidance import guided_candidates
 from g2g_model.localization.local_features import (
@@ -78,6 +81,8 @@ class Verification:
         inliers: 2D-3D inliers of the geometric solution (0 on the ``"g2g"`` path).
         reason: why this path (e.g. ``"too few features in the query (12)"``).
         g2g_disagreement: (metres, degrees) between G2G's and the geometric pose, when solved.
+        ambiguous: the geometry found a pose and a rival one about as well supported
+            (:mod:`.ambiguity`), so it is on the ``"g2g"`` path; no other solve may stand in.
     """
 
     path: str
@@ -86,6 +91,7 @@ class Verification:
     inliers: int = 0
     reason: str = ""
     g2g_disagreement: Optional[Tuple[float, float]] = None
+    ambiguous: bool = False
 
 
 @dataclass
@@ -283,6 +289,7 @@ class StructureVerifier:
             return self._verify(group_a, query, map_T_b, view_prior, pairs) or fallback
         except Fallback as why:
             fallback.reason = str(why)
+            fallback.ambiguous = isinstance(why, Ambiguous)
             return fallback
 
     def query_matches(self, group_a, query, view_prior: Optional[np.ndarray] = None,
@@ -366,6 +373,12 @@ class StructureVerifier:
                 map_T_b0, cov, inliers = refined
                 note = (f"; solved on the {len(near)} of {len(p2d)} frames within "
                         f"{cfg.window_span_m:g} m of the anchor instant (the window is bent)")
+        # Repeated texture: refused where a second pose explains the same frames' matches
+        # nearly as well (ambiguity).
+        used = near if note else range(len(p2d))
+        check_unambiguous([p2d[i] for i in used], [p3d[i] for i in used],
+                          [exts[i] for i in used], [cams[i] for i in used],
+                          k_b[np.asarray(list(used), int)], map_T_b0, cfg)
         path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason + note, disagreement)
 

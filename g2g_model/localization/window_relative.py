@@ -106,7 +106,7 @@ class RelocalizationVerifier:
                  pairs: Optional[Sequence[Tuple[int, int]]] = None) -> Verification:
         result = self.structure(group_a, query, map_T_b, view_prior, pairs)
         map_T_b = np.asarray(map_T_b, float)
-        if (result.path != PATH_G2G or self.relative is None
+        if (result.path != PATH_G2G or self.relative is None or result.ambiguous
                 or not np.all(np.isfinite(map_T_b))):
             return result
         # The query's 2D-3D matches with the map window's points: too few for the structure's
