@@ -1,7 +1,8 @@
 """Relocalization on a real image sequence through the node, and on its simulated twin.
 
 For each of (the real set built by ``tools/make_real_reloc.py``, the hand-held single-camera
-twin of :mod:`benchmarks.sim_handheld`) it runs the documented workflow:
+twin of :mod:`benchmarks.sim_handheld` in two test-split scenes, ``--sim-seeds``) it runs the
+documented workflow:
 
 1. the query trajectory -> a rosbag2 bag with a drifting odometry input (2 %/m scale, 1 deg/m
    heading, as the demo), ``g2g_ros.bags.convert`` (``g2g-bag convert``);
@@ -254,9 +255,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--sim-size", default="640x480", metavar="WxH",
                         help="the twin's images (default: the real set's 640 x 480)")
     parser.add_argument("--sim-data", type=Path, default=ROOT / "data" / "real_reloc_sim")
-    parser.add_argument("--sim-seeds", type=int, nargs="+", default=None, metavar="SEED",
-                        help="the twin's scenes (test split, 20000-20003; default: the "
-                             "twin's own scene, sim_handheld.SEED)")
+    parser.add_argument("--sim-seeds", type=int, nargs="+", default=[20001, 20002],
+                        metavar="SEED", help="the twin's scenes (test split, 20000-20003; "
+                        "default: sim_handheld.SEED and a second one)")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "real_reloc")
     parser.add_argument("--drift", type=float, nargs=2, default=(0.02, 1.0),
                         metavar=("SCALE_PER_M", "YAW_DEG_PER_M"),
@@ -286,7 +287,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             assert len(size) == 2 and min(size) >= 64
         except (ValueError, AssertionError):
             parser.error(f"--sim-size must be WIDTHxHEIGHT (each >= 64), got {args.sim_size!r}")
-        for seed in args.sim_seeds or [SEED]:
+        for seed in args.sim_seeds:
             map_traj, query_traj = render_twin(args.sim_data, args.sim_frames, size, seed)
             name = "simulated twin" if seed == SEED else f"simulated twin, scene {seed}"
             results.append(replay(name, args.sim_data, map_traj, query_traj, args.out,
