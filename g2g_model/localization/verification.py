@@ -355,7 +355,7 @@ class StructureVerifier:
         map_T_b0, cov, inliers = absolute_pose(p2d, p3d, exts, cams, k_b, map_T_b[0], cfg)
         travel = instant_travel(odom_T_b, query.stamps)
         near = frames_within(travel, cfg.window_span_m)
-        note = ""
+        note, used = "", np.arange(len(p2d))  # the frames of the published solve
         if len(near) < len(p2d):
             # Refined on the instants near the first one, from the whole window's solution:
             # odometry drift inside a long window bends the whole, and where the instants near
@@ -371,15 +371,15 @@ class StructureVerifier:
                                    [p3d[i] for i in near],
                                    [exts[i].Rt for i in near], k_b[near], cfg.reprojection_px):
                 map_T_b0, cov, inliers = refined
+                used = near
                 note = (f"; solved on the {len(near)} of {len(p2d)} frames within "
                         f"{cfg.window_span_m:g} m of the anchor instant (the window is bent)")
+        path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
         # Repeated texture: refused where a second pose explains the same frames' matches
         # nearly as well (ambiguity).
-        used = near if note else range(len(p2d))
         check_unambiguous([p2d[i] for i in used], [p3d[i] for i in used],
-                          [exts[i] for i in used], [cams[i] for i in used],
-                          k_b[np.asarray(list(used), int)], map_T_b0, cfg)
-        path, reason, disagreement = judge(map_T_b[0], map_T_b0, cov, inliers, matched, cfg)
+                          [exts[i] for i in used], [cams[i] for i in used], k_b[used],
+                          map_T_b0, cfg)
         return Verification(path, map_T_b0, cov, inliers, reason + note, disagreement)
 
 
