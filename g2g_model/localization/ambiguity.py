@@ -14,10 +14,11 @@ right, each match would side with either by chance, and the difference would spr
 
 Measured 2026-11-30 (query windows of the simulated hand-held twin of ``bench_real_reloc``, scene
 20002, whose floor repeats every 0.75 m; real TUM windows through the node and by g2g-eval; the
-lead of each published pose): a first fix 0.76 m / 1.9 deg off with 104 inliers had a rival
-0.68 m / 3.2 deg from the truth competing with 77 (a lead of 2.0 sd); of the correct fixes, the
-least clear lead was 4.1 sd (real, 31 against 6) and 5.3 sd (simulated), rivals one period away
-included (406 against 236 matches: 6.7 sd).
+lead of each published pose, docs/VERIFICATION.md): a first fix 0.76 m / 1.9 deg off with 104
+inliers had a rival 0.68 m / 3.2 deg from the truth competing with 75 (a lead of 2.2 sd); of the
+correct poses, the least clear leads were 3.7 sd (real photographs: 110 against 62), 4.3 (real
+TUM windows) and 4.7-5.3 (simulated), rivals one period away included (406 against 236 matches:
+6.7 sd). A thin margin on both sides: a statistical threshold, not a wide separation.
 """
 
 from __future__ import annotations

@@ -303,8 +303,8 @@ def paired_ratio(values: np.ndarray, base: np.ndarray, statistic=np.median,
                  confidence: float = 0.95, resamples: int = 9999) -> Tuple[float, float, float]:
     """``(ratio, low, high)``: ``statistic(values) / statistic(base)`` over pairs measured both
     ways (one entry per pair, the same order), and its ``confidence`` interval (scipy's paired
-    bootstrap, percentile method, fixed seed). An interval that holds 1.1 cannot tell "within
-    10 %" from "not within" on these pairs."""
+    bootstrap, percentile method, fixed seed). Where the interval holds a threshold (e.g. 1.1,
+    "within 10 %"), these pairs cannot tell on which side of it the ratio lies."""
     from scipy.stats import bootstrap
 
     values, base = np.asarray(values, float), np.asarray(base, float)
