@@ -255,9 +255,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--sim-size", default="640x480", metavar="WxH",
                         help="the twin's images (default: the real set's 640 x 480)")
     parser.add_argument("--sim-data", type=Path, default=ROOT / "data" / "real_reloc_sim")
-    parser.add_argument("--sim-seeds", type=int, nargs="+", default=[20001, 20002],
-                        metavar="SEED", help="the twin's scenes (test split, 20000-20003; "
-                        "default: sim_handheld.SEED and a second one)")
+    parser.add_argument("--sim-seeds", type=int, nargs="+", default=None, metavar="SEED",
+                        help="the twin's scenes (test split, 20000-20003; default: "
+                        "sim_handheld.SCENES, 20001 and 20002)")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "real_reloc")
     parser.add_argument("--drift", type=float, nargs=2, default=(0.02, 1.0),
                         metavar=("SCALE_PER_M", "YAW_DEG_PER_M"),
@@ -280,14 +280,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"no real set at {args.real} (tools/make_real_reloc.py builds it)",
               file=sys.stderr)
     if args.sim_frames:
-        from benchmarks.sim_handheld import SEED, render_twin
+        from benchmarks.sim_handheld import SCENES, SEED, render_twin
 
         try:
             size = tuple(int(v) for v in args.sim_size.lower().split("x"))
             assert len(size) == 2 and min(size) >= 64
         except (ValueError, AssertionError):
             parser.error(f"--sim-size must be WIDTHxHEIGHT (each >= 64), got {args.sim_size!r}")
-        for seed in args.sim_seeds:
+        for seed in args.sim_seeds or SCENES:
             map_traj, query_traj = render_twin(args.sim_data, args.sim_frames, size, seed)
             name = "simulated twin" if seed == SEED else f"simulated twin, scene {seed}"
             results.append(replay(name, args.sim_data, map_traj, query_traj, args.out,

@@ -24,6 +24,8 @@ from g2g_model.data.sim.trajectory import MotionConfig, make_traversals
 from g2g_model.geometry import make_pose
 
 SEED = 20001            # a test-split scene, never used for training
+SCENES = (SEED, 20002)  # the twin's scenes in bench_real_reloc (20002: a floor repeating
+#                         every 0.75 m)
 HANDHELD = MotionConfig(rate_hz=30.0, step_m=(0.005, 0.085), height_m=(1.2, 1.6),
                         max_turn_deg=3.0)
 HAND_OFFSET_M = 0.10
