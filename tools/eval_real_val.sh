@@ -10,9 +10,9 @@
 #
 # Environment: PY (python, default .venv/bin/python), ROOT (default data/real_val),
 # OUT (default outputs/eval_real_val; tables in $OUT/w3/comparison.md, $OUT/w5/comparison.md),
-# VERIFY (1 / 0), WINDOWS (default "3 5"), RELATIVE_FALLBACK (1: where the map window's structure gives no pose, verification
-# also tries the query's anchor frame's 2D-3D and 2D-2D matches, then the relative pose between
-# the windows; default 0).
+# VERIFY (1 / 0), WINDOWS (default "3 5"), RELATIVE_FALLBACK (1: where the map window's
+# structure gives no pose, verification also tries the query's anchor frame's 2D-3D and 2D-2D
+# matches, then the relative pose between the windows; default 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
