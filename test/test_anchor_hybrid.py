@@ -53,22 +53,29 @@ def test_a_frame_among_the_map_frames_is_solved_with_an_honest_covariance(scene)
     assert_covariance_covers(SimpleNamespace(map_T_b0=solved, covariance=cov), truth[0])
 
 
+def _accepted(structure, group_a, query, found, seed, cfg):
+    """The anchor frame's pose if the verifier's rules accept it, else None."""
+    try:
+        solved, cov, inliers, matched = anchor_hybrid_pose(
+            structure.local, group_a, query, found, seed, 4.0)
+        if inliers < cfg.min_inliers:
+            return None
+        judge(seed, solved, cov, inliers, matched, cfg)
+    except Fallback:
+        return None
+    return solved
+
+
 def test_another_season_s_frame_with_little_in_common_is_not_trusted(scene):
     """The query's frame of the other season against the whole map window has few matches
-    with it: whatever the solve gives (0.48 m / 37 deg off with 28 inliers in one run, too few
-    2D-3D inliers for a covariance in another), the verifier's rules (an outright refusal,
-    verify_min_inliers, judge's position uncertainty) never accept a pose 0.1 m off."""
+    with it (4 agree on one pose, measured 2026-11-30): from a seed 0.3 m / 5 deg or
+    0.1 m / 2 deg off, the verifier's rules (an outright refusal, verify_min_inliers,
+    judge's position uncertainty) accept no pose for it."""
     group_a, query, truth = case(scene)
     structure = StructureVerifier()
     found = structure.query_matches(group_a, query)
     cfg = VerifierConfig()
     for seed in (perturbed(truth, 0.3, 5.0)[0], perturbed(truth, 0.1, 2.0)[0]):
-        try:
-            solved, cov, inliers, matched = anchor_hybrid_pose(
-                structure.local, group_a, query, found, seed, 4.0)
-            if inliers < cfg.min_inliers:
-                continue
-            judge(seed, solved, cov, inliers, matched, cfg)
-        except Fallback:
-            continue
-        assert pose_error(truth[0], solved)[0] < 0.1, "an inaccurate pose passed the rules"
+        solved = _accepted(structure, group_a, query, found, seed, cfg)
+        assert solved is None, ("a pose from too little shared view passed the rules",
+                                pose_error(truth[0], solved))
