@@ -45,6 +45,8 @@ from benchmarks.reloc_scoring import (
 from benchmarks.verifier_evidence import fix_evidence, rule_table
 
 ROOT = Path(__file__).resolve().parents[1]
+# The real sets of tools/make_real_reloc.py: TUM fr3 office (17 frames) and fr3 cabinet (58).
+REAL_SETS = (ROOT / "data" / "real_reloc", ROOT / "data" / "real_reloc_cabinet")
 # The demo's relocalize settings (g2g_ros/demo.py), a fix every 0.5 s of bag time, no hint.
 RELOC_FLAGS = ("--rig", "sim", "-p", "relocalize.localize_period_s:=0.5",
                "-p", "relocalize.consistency_count:=1", "-p", "relocalize.min_translation_m:=0.05",
@@ -140,13 +142,24 @@ def _provenance(results: List[Dict[str, object]]) -> List[str]:
         src = r.get("sources")
         if not src:
             continue
-        where = "; ".join(f"{k}: {v['repo']}@{v['commit'][:12]}:{v['path']}" if isinstance(
+        where = "; ".join(f"{k}: {v['repo']}@{v['commit'][:12]}:{_paths(v)}" if isinstance(
             v, dict) else f"{k}: {v}" for k, v in src.get("sources", {}).items())
         lines += [f"Real data ({r['name']}): {src['dataset']['name']} "
                   f"({src['dataset']['license']}); {where}; split {src['split']} of "
                   f"{src['frames']} frames; sha256 of every input in sources.json "
                   "(tools/make_real_reloc.py).", ""]
     return lines
+
+
+def _paths(source: Dict[str, object]) -> str:
+    """The repository paths a make_real_reloc source names."""
+    return str(source.get("path") or ", ".join(
+        str(source[k]) for k in ("frames", "ground_truth") if k in source))
+
+
+def real_name(root: Path, first: bool) -> str:
+    """A real set's run name: ``real`` for the first set, ``real, <folder>`` for the others."""
+    return "real" if first else f"real, {root.name}"
 
 
 def _classical_rows(result: Dict[str, object]) -> Dict[str, Dict[str, object]]:
@@ -248,8 +261,10 @@ def render(results: List[Dict[str, object]], argv: List[str]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--real", type=Path, default=ROOT / "data" / "real_reloc",
-                        help="built by tools/make_real_reloc.py (map/, query/)")
+    parser.add_argument("--real", type=Path, nargs="+", default=list(REAL_SETS),
+                        help="real sets built by tools/make_real_reloc.py (map/, query/; "
+                        "default: data/real_reloc and data/real_reloc_cabinet; none: no real "
+                        "set)")
     parser.add_argument("--sim-frames", type=int, default=480,
                         help="frames per pass of the twin (0: no twin)")
     parser.add_argument("--sim-size", default="640x480", metavar="WxH",
@@ -270,15 +285,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     results = []
-    if args.real and (args.real / "map").exists():
-        results.append(replay("real", args.real, args.real / "map", args.real / "query",
+    for k, real in enumerate(args.real):
+        if str(real) == "none":
+            continue
+        if not (real / "map").exists():
+            print(f"no real set at {real} (tools/make_real_reloc.py builds it)",
+                  file=sys.stderr)
+            continue
+        results.append(replay(real_name(real, k == 0), real, real / "map", real / "query",
                               args.out, tuple(args.drift), args.params))
-        sources = args.real / "sources.json"
+        sources = real / "sources.json"
         if sources.exists():
             results[-1]["sources"] = json.loads(sources.read_text())
-    else:
-        print(f"no real set at {args.real} (tools/make_real_reloc.py builds it)",
-              file=sys.stderr)
     if args.sim_frames:
         from benchmarks.sim_handheld import SCENES, SEED, render_twin
 

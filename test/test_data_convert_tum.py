@@ -258,3 +258,23 @@ def test_convert_tum_rotates_a_y_down_world_to_z_up(tmp_path):
     old = same.world_T_body[:, :3, 3]
     np.testing.assert_allclose(up.world_T_body[:, :3, 3],
                                np.stack([old[:, 2], -old[:, 0], -old[:, 1]], 1), atol=1e-9)
+
+
+def test_convert_tum_takes_a_ground_truth_sampled_at_the_images(tmp_path):
+    """A ground truth already associated with the images (one sample per image, here 0.15 s
+    apart: more than the 50 ms interpolation gap) gives every image its own sample; an image
+    between two such samples is still dropped."""
+    src = tmp_path / "src"
+    _tum_tree(src)
+    lines = ["# timestamp tx ty tz qx qy qz qw\n"]
+    for name in IMG_T[1:5]:
+        rot, pos = _gt_pose(float(name))
+        lines.append(f"{name} {' '.join(f'{v:.6f}' for v in pos)} "
+                     f"{' '.join(f'{v:.8f}' for v in rot.as_quat())}\n")
+    (src / "groundtruth.txt").write_text("".join(lines))
+    cv2.imwrite(str(src / "rgb" / "10.300000.png"), np.zeros((H, W, 3), np.uint8))
+    r = TrajectoryReader(convert_tum(src, tmp_path / "traj", camera=None,
+                                     intrinsics=(FX, FY, CX, CY)))
+    assert [int(t) for t in r.timestamps_ns] == [10_100_000_000, 10_250_000_000,
+                                                 10_400_000_000, 10_550_000_000]
+    np.testing.assert_allclose(r.world_T_cam("cam0")[2][:3, 3], _gt_pose(10.4)[1], atol=1e-6)

@@ -16,6 +16,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from make_real_reloc import main as make_main, split_frames  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "test"))
+from test_data_convert_tum import _git_repo  # noqa: E402
+
 from benchmarks.reloc_scoring import (  # noqa: E402
     coverage, fix_records, is_false_accept, summarize,
 )
@@ -101,6 +104,41 @@ def test_make_real_reloc_from_a_tum_folder(tmp_path):
     assert all(len(v) == 64 for v in sources["input_sha256"].values())
     with pytest.raises(SystemExit):
         make_main(["--tum-dir", str(tmp_path / "missing"), "--out", str(out)])
+
+
+def test_make_real_reloc_from_the_cabinet_clone(tmp_path, monkeypatch):
+    """cube_slam's frames (JPEG, named by index) take the stamps of its pose file's lines, one
+    pose per frame 0.67 s apart (the ground truth already associated with them)."""
+    import make_real_reloc as tool
+
+    files, poses = {}, []
+    for i in range(6):
+        ok, jpg = cv2.imencode(".jpg", np.full((48, 64, 3), 30 * i, np.uint8))
+        files[f"{tool.CABINET['frames']}/{i:04d}_rgb_raw.jpg"] = jpg.tobytes()
+        poses.append(f"{1341841278.8427 + 0.67 * i:.4f}\t{0.1 * i:.4f}\t0\t1.1\t0\t0\t0\t1\t")
+    files[tool.CABINET["ground_truth"]] = ("\n".join(poses) + "\n").encode()
+    files[f"{tool.CABINET['frames']}/notes.txt"] = b"not a frame"
+    commit = _git_repo(tmp_path / "clone", files)
+    monkeypatch.setattr(tool, "CABINET", dict(tool.CABINET, commit=commit))
+    out = tmp_path / "out"
+    assert make_main(["--cubeslam-repo", str(tmp_path / "clone"), "--out", str(out)]) == 0
+    m, q = TrajectoryReader(out / "map"), TrajectoryReader(out / "query")
+    assert (m.num_frames, q.num_frames) == (3, 3)                    # interleaved
+    np.testing.assert_allclose(q.world_T_cam("cam0")[:, 0, 3], [0.1, 0.3, 0.5], atol=1e-6)
+    sources = json.loads((out / "sources.json").read_text())
+    assert sources["dataset"]["name"].endswith("freiburg3_cabinet")
+    assert len(sources["input_sha256"]) == 7
+    assert all(k.startswith(f"shichaoy/cube_slam@{commit[:12]}:")
+               for k in sources["input_sha256"])
+    # A pose file that does not list every frame is a clear error.
+    files[tool.CABINET["ground_truth"]] = ("\n".join(poses[:5]) + "\n").encode()
+    monkeypatch.setattr(tool, "CABINET", dict(tool.CABINET, commit=_git_repo(
+        tmp_path / "clone2", files)))
+    assert make_main(["--cubeslam-repo", str(tmp_path / "clone2"), "--out",
+                      str(tmp_path / "o2")]) == 2
+    with pytest.raises(SystemExit):
+        make_main(["--cubeslam-repo", str(tmp_path / "clone"), "--tum-dir", str(tmp_path),
+                   "--out", str(tmp_path / "o3")])
 
 
 def test_solver_evidence_on_an_exact_scene():

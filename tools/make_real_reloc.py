@@ -17,7 +17,12 @@ Sources (one of):
   frames (1 Hz) of ``fr3_long_office_household`` that ``magicleap/SuperGluePretrainedNetwork``
   carries, with the sequence's ground truth from ``ChanghyeonKim93/edgeICP``. The camera does not
   come back within those 17 s, so the default split there is ``interleave``: even frames make
-  the map, odd frames the query (each query view lies between two mapped ones, 1 s apart).
+  the map, odd frames the query (each query view lies between two mapped ones, 1 s apart);
+* ``--cubeslam-repo`` (a clone of ``shichaoy/cube_slam``, BSD-3): 58 frames (1.5 Hz, JPEG) of
+  ``rgbd_dataset_freiburg3_cabinet`` with their ground truth, already associated one pose per
+  frame: the camera circles a plain cabinet on a plain floor once (358 deg, 8.3 m) and ends
+  0.3 m from where it began. Little texture: a real scene where verification should mostly
+  refuse. Default split ``interleave``.
 
 Writes ``<out>/map/``, ``<out>/query/`` (trajectories, provenance in meta.json) and
 ``<out>/sources.json`` (the sources, the split, and the sha256 of every input file read).
@@ -28,6 +33,7 @@ Usage::
         --camera fr3 --split half --max-frames 600 --out data/real_reloc
     python tools/make_real_reloc.py --superglue-repo ~/src/SuperGluePretrainedNetwork \
         --edgeicp-repo ~/src/edgeICP --out data/real_reloc
+    python tools/make_real_reloc.py --cubeslam-repo ~/src/cube_slam --out data/real_reloc_cabinet
 """
 
 from __future__ import annotations
@@ -44,12 +50,46 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_real_val import DATASET, FRAMES, GROUND_TRUTH, stage  # noqa: E402
+from make_real_val import DATASET, FRAMES, GROUND_TRUTH, git_ls, git_show, stage  # noqa: E402
 
 from g2g_model.data.convert_tum import convert_tum, source_images  # noqa: E402
 from g2g_model.model.checkpoint import sha256_of  # noqa: E402
 
 SPLITS = ("half", "interleave")
+CABINET = {
+    "repo": "shichaoy/cube_slam",
+    "commit": "c371989bf1448802898bc7f17e99bba4a76167e6",
+    "frames": "object_slam/data/raw_imgs",
+    "ground_truth": "object_slam/data/truth_cam_poses.txt",
+    "license": "repository: BSD-3-Clause (LICENSE); the frames and poses are TUM RGB-D "
+               "benchmark data, CC BY 4.0",
+}
+CABINET_DATASET = dict(DATASET, name="TUM RGB-D benchmark, rgbd_dataset_freiburg3_cabinet")
+
+
+def stage_cabinet(repo: Path, dest: Path) -> List[str]:
+    """``dest/rgb.txt``, ``dest/rgb/*.jpg`` and ``dest/groundtruth.txt`` of cube_slam's cabinet
+    frames: its pose file has one line per frame (``stamp tx ty tz qx qy qz qw``, the frame's
+    index its line's), so each frame takes its pose's stamp. Returns the frame paths used."""
+    names = sorted(p for p in git_ls(repo, CABINET["commit"], CABINET["frames"])
+                   if p.endswith("_rgb_raw.jpg"))
+    poses = git_show(repo, CABINET["commit"], CABINET["ground_truth"])
+    rows = [line.split() for line in poses.decode().splitlines()
+            if line.strip() and not line.startswith("#")]
+    if len(rows) != len(names) or any(len(r) != 8 for r in rows):
+        raise ValueError(f"{repo}: {len(names)} frames but {len(rows)} pose lines (8 fields "
+                         "each expected)")
+    (dest / "rgb").mkdir(parents=True)
+    listed = ["# timestamp filename"]
+    for name, row in zip(names, rows):
+        data = git_show(repo, CABINET["commit"], name)
+        if not data.startswith(b"\xff\xd8"):
+            raise ValueError(f"{repo}: {name} is not a JPEG (a Git LFS pointer?)")
+        (dest / "rgb" / Path(name).name).write_bytes(data)
+        listed.append(f"{row[0]} rgb/{Path(name).name}")
+    (dest / "rgb.txt").write_text("\n".join(listed) + "\n")
+    (dest / "groundtruth.txt").write_bytes(poses)
+    return names
 
 
 def split_frames(count: int, mode: str, map_fraction: float = 0.5
@@ -110,6 +150,7 @@ def main(argv=None) -> int:
     p.add_argument("--camera", default="fr3", help="TUM calibration preset (fr1, fr2, fr3)")
     p.add_argument("--superglue-repo", type=Path, help="clone / mirror of " + FRAMES["repo"])
     p.add_argument("--edgeicp-repo", type=Path, help="clone / mirror of " + GROUND_TRUTH["repo"])
+    p.add_argument("--cubeslam-repo", type=Path, help="clone / mirror of " + CABINET["repo"])
     p.add_argument("--split", choices=SPLITS,
                    help="default: half for --tum-dir, interleave for the repositories")
     p.add_argument("--map-fraction", type=float, default=0.5, help="with --split half")
@@ -118,8 +159,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("data/real_reloc"))
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
-    if (args.tum_dir is None) == (args.superglue_repo is None and args.edgeicp_repo is None):
-        p.error("give either --tum-dir or both --superglue-repo and --edgeicp-repo")
+    given = [args.tum_dir is not None, args.cubeslam_repo is not None,
+             args.superglue_repo is not None or args.edgeicp_repo is not None]
+    if sum(given) != 1:
+        p.error("give one source: --tum-dir, --cubeslam-repo, or both --superglue-repo and "
+                "--edgeicp-repo")
     if args.stride < 1:
         p.error("--stride must be >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -133,6 +177,19 @@ def main(argv=None) -> int:
             sources = {"tum_dir": str(args.tum_dir.resolve())}
             result = build(args.tum_dir, args.out, args.camera, args.split or "half",
                            args.max_frames, args.stride, args.map_fraction, meta, args.overwrite)
+        elif args.cubeslam_repo is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                names = stage_cabinet(args.cubeslam_repo, Path(tmp))
+                meta = {"dataset": CABINET_DATASET, "source": dict(CABINET, files=len(names))}
+                sources = {"frames_and_ground_truth": CABINET}
+                result = build(Path(tmp), args.out, "fr3", args.split or "interleave",
+                               args.max_frames, args.stride, args.map_fraction, meta,
+                               args.overwrite)
+                result["input_sha256"] = {
+                    f"{CABINET['repo']}@{CABINET['commit'][:12]}:"
+                    + (f"{CABINET['frames']}/{Path(k).name}" if Path(k).suffix == ".jpg"
+                       else CABINET["ground_truth"]): v
+                    for k, v in result["input_sha256"].items()}
         else:
             if args.superglue_repo is None or args.edgeicp_repo is None:
                 p.error("--superglue-repo and --edgeicp-repo go together")

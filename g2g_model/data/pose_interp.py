@@ -29,6 +29,8 @@ def interpolate_poses(stamps: np.ndarray, poses: np.ndarray, query: np.ndarray,
 
     Returns the poses and a validity mask ``[M]``: False outside ``[stamps[0], stamps[-1]]`` or
     where the bracketing samples are more than ``max_gap_ns`` apart (invalid rows are identity).
+    A query stamp equal to a sample's is that sample, whatever the gap to its neighbours (a
+    ground truth already associated with the images, one sample per image).
     """
     stamps = np.asarray(stamps, dtype=np.int64)
     query = np.asarray(query, dtype=np.int64)
@@ -39,7 +41,8 @@ def interpolate_poses(stamps: np.ndarray, poses: np.ndarray, query: np.ndarray,
     valid = (query >= stamps[0]) & (query <= stamps[-1])
     gap = stamps[hi] - stamps[lo]
     if max_gap_ns is not None:
-        valid &= gap <= max_gap_ns
+        exact = (query == stamps[lo]) | (query == stamps[hi])
+        valid &= (gap <= max_gap_ns) | exact
     w = np.clip((query - stamps[lo]) / gap, 0.0, 1.0)
     poses = np.asarray(poses, dtype=np.float64)
     t = (1 - w)[:, None] * poses[lo, :3, 3] + w[:, None] * poses[hi, :3, 3]
