@@ -181,6 +181,8 @@ def _classical_rows(result: Dict[str, object]) -> Dict[str, Dict[str, object]]:
             rows[label] = {"n": len(got) + failed, "n_failed": failed,
                            "rot_err_mean": rot.mean(), "rot_err_median": np.median(rot),
                            "trans_err_mean": trans.mean(), "trans_err_median": np.median(trans)}
+        elif failed:   # failed on every window: the row says so
+            rows[label] = {"n": failed, "n_failed": failed}
     return rows
 
 
