@@ -192,6 +192,35 @@ def test_real_val_tool_builds_set_from_git_clones(tmp_path, monkeypatch):
                       str(tmp_path / "gt_repo"), "--out", str(tmp_path / "other")]) == 2
 
 
+def test_real_val_tool_builds_the_cabinet_set(tmp_path, monkeypatch):
+    """--cubeslam-repo: the frames (JPEG, named by index) with one pose per frame, converted
+    to data/real_val_cabinet's layout with its window pairs."""
+    tool = _load_tool()
+    files, poses = {}, []
+    for i in range(6):
+        ok, jpg = cv2.imencode(".jpg", np.full((H, W, 3), 30 * i, np.uint8))
+        files[f"{tool.CABINET['frames']}/{i:04d}_rgb_raw.jpg"] = jpg.tobytes()
+        rot, pos = _gt_pose(10.0 + 0.1 * i)
+        poses.append(f"{1341841278.8427 + 0.67 * i:.4f}\t" + "\t".join(
+            f"{v:.6f}" for v in (*pos, *rot.as_quat())))
+    files[tool.CABINET["ground_truth"]] = ("\n".join(poses) + "\n").encode()
+    monkeypatch.setattr(tool, "CABINET", dict(tool.CABINET, commit=_git_repo(
+        tmp_path / "clone", files)))
+    monkeypatch.setattr(tool, "PAIR_SETS", {1: (1, 2)})
+    out = tmp_path / "cabinet"
+    assert tool.main(["--cubeslam-repo", str(tmp_path / "clone"), "--out", str(out)]) == 0
+    r = TrajectoryReader(out / tool.CABINET_TRAJ_NAME)
+    assert r.num_frames == 6
+    np.testing.assert_allclose(r.world_T_cam("cam0")[3][:3, 3], _gt_pose(10.3)[1], atol=1e-6)
+    assert len(json.loads((out / "pairs_w1.json").read_text())) == 2 * (5 + 4)
+    written = json.loads((out / "sources.json").read_text())
+    assert written["dataset"]["name"].endswith("freiburg3_cabinet")
+    assert written["source"]["repo"] == "shichaoy/cube_slam"
+    with pytest.raises(SystemExit):   # one source at a time
+        tool.main(["--cubeslam-repo", str(tmp_path / "clone"), "--superglue-repo",
+                   str(tmp_path), "--out", str(tmp_path / "x")])
+
+
 def test_g2g_data_convert_tum_cli(tmp_path, capsys):
     from g2g_model.data.cli import main
 

@@ -110,6 +110,7 @@ def test_make_real_reloc_from_the_cabinet_clone(tmp_path, monkeypatch):
     """cube_slam's frames (JPEG, named by index) take the stamps of its pose file's lines, one
     pose per frame 0.67 s apart (the ground truth already associated with them)."""
     import make_real_reloc as tool
+    import make_real_val as real_sources
 
     files, poses = {}, []
     for i in range(6):
@@ -119,7 +120,8 @@ def test_make_real_reloc_from_the_cabinet_clone(tmp_path, monkeypatch):
     files[tool.CABINET["ground_truth"]] = ("\n".join(poses) + "\n").encode()
     files[f"{tool.CABINET['frames']}/notes.txt"] = b"not a frame"
     commit = _git_repo(tmp_path / "clone", files)
-    monkeypatch.setattr(tool, "CABINET", dict(tool.CABINET, commit=commit))
+    for module in (tool, real_sources):
+        monkeypatch.setattr(module, "CABINET", dict(tool.CABINET, commit=commit))
     out = tmp_path / "out"
     assert make_main(["--cubeslam-repo", str(tmp_path / "clone"), "--out", str(out)]) == 0
     m, q = TrajectoryReader(out / "map"), TrajectoryReader(out / "query")
@@ -132,8 +134,9 @@ def test_make_real_reloc_from_the_cabinet_clone(tmp_path, monkeypatch):
                for k in sources["input_sha256"])
     # A pose file that does not list every frame is a clear error.
     files[tool.CABINET["ground_truth"]] = ("\n".join(poses[:5]) + "\n").encode()
-    monkeypatch.setattr(tool, "CABINET", dict(tool.CABINET, commit=_git_repo(
-        tmp_path / "clone2", files)))
+    commit = _git_repo(tmp_path / "clone2", files)
+    for module in (tool, real_sources):
+        monkeypatch.setattr(module, "CABINET", dict(tool.CABINET, commit=commit))
     assert make_main(["--cubeslam-repo", str(tmp_path / "clone2"), "--out",
                       str(tmp_path / "o2")]) == 2
     with pytest.raises(SystemExit):

@@ -50,46 +50,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_real_val import DATASET, FRAMES, GROUND_TRUTH, git_ls, git_show, stage  # noqa: E402
+from make_real_val import (  # noqa: E402
+    CABINET, CABINET_DATASET, DATASET, FRAMES, GROUND_TRUTH, stage, stage_cabinet,
+)
 
 from g2g_model.data.convert_tum import convert_tum, source_images  # noqa: E402
 from g2g_model.model.checkpoint import sha256_of  # noqa: E402
 
 SPLITS = ("half", "interleave")
-CABINET = {
-    "repo": "shichaoy/cube_slam",
-    "commit": "c371989bf1448802898bc7f17e99bba4a76167e6",
-    "frames": "object_slam/data/raw_imgs",
-    "ground_truth": "object_slam/data/truth_cam_poses.txt",
-    "license": "repository: BSD-3-Clause (LICENSE); the frames and poses are TUM RGB-D "
-               "benchmark data, CC BY 4.0",
-}
-CABINET_DATASET = dict(DATASET, name="TUM RGB-D benchmark, rgbd_dataset_freiburg3_cabinet")
-
-
-def stage_cabinet(repo: Path, dest: Path) -> List[str]:
-    """``dest/rgb.txt``, ``dest/rgb/*.jpg`` and ``dest/groundtruth.txt`` of cube_slam's cabinet
-    frames: its pose file has one line per frame (``stamp tx ty tz qx qy qz qw``, the frame's
-    index its line's), so each frame takes its pose's stamp. Returns the frame paths used."""
-    names = sorted(p for p in git_ls(repo, CABINET["commit"], CABINET["frames"])
-                   if p.endswith("_rgb_raw.jpg"))
-    poses = git_show(repo, CABINET["commit"], CABINET["ground_truth"])
-    rows = [line.split() for line in poses.decode().splitlines()
-            if line.strip() and not line.startswith("#")]
-    if len(rows) != len(names) or any(len(r) != 8 for r in rows):
-        raise ValueError(f"{repo}: {len(names)} frames but {len(rows)} pose lines (8 fields "
-                         "each expected)")
-    (dest / "rgb").mkdir(parents=True)
-    listed = ["# timestamp filename"]
-    for name, row in zip(names, rows):
-        data = git_show(repo, CABINET["commit"], name)
-        if not data.startswith(b"\xff\xd8"):
-            raise ValueError(f"{repo}: {name} is not a JPEG (a Git LFS pointer?)")
-        (dest / "rgb" / Path(name).name).write_bytes(data)
-        listed.append(f"{row[0]} rgb/{Path(name).name}")
-    (dest / "rgb.txt").write_text("\n".join(listed) + "\n")
-    (dest / "groundtruth.txt").write_bytes(poses)
-    return names
 
 
 def split_frames(count: int, mode: str, map_fraction: float = 0.5

@@ -12,12 +12,18 @@ Sources (docs/TRAINING.md, "Real images (validation set)"):
   frames (about 1 Hz, the first 17 s) of the TUM RGB-D sequence
   ``rgbd_dataset_freiburg3_long_office_household`` (640 x 480, fr3 camera: no distortion);
 * ground truth: ``ChanghyeonKim93/edgeICP`` ``dataset/rgbd_dataset_freiburg3_long_office_household/
-  groundtruth.txt``, the benchmark's motion-capture trajectory of the same sequence (100 Hz).
+  groundtruth.txt``, the benchmark's motion-capture trajectory of the same sequence (100 Hz);
+* or, with ``--cubeslam-repo``, a second set: ``shichaoy/cube_slam`` (BSD-3)
+  ``object_slam/data/raw_imgs/*.jpg``, 58 frames (1.5 Hz, JPEG) of
+  ``rgbd_dataset_freiburg3_cabinet`` (a plain cabinet on a plain floor, circled once), and
+  ``object_slam/data/truth_cam_poses.txt``, their ground truth, one pose per frame
+  (``<out>/tum_fr3_cabinet/``, default out ``data/real_val_cabinet``).
 
 Usage (clones anywhere; ``--clone-into DIR`` clones from GitHub when the paths are not given)::
 
     python tools/make_real_val.py --superglue-repo ~/src/SuperGluePretrainedNetwork \
         --edgeicp-repo ~/src/edgeICP --out data/real_val
+    python tools/make_real_val.py --cubeslam-repo ~/src/cube_slam     # -> data/real_val_cabinet
 
 Writes ``<out>/tum_fr3_office/`` (trajectory, provenance in meta.json), ``<out>/pairs_w3.json``,
 ``<out>/pairs_w5.json`` (window pairs, scores from the pose-only overlap proxy of
@@ -41,6 +47,7 @@ from g2g_model.data.frustum_pairs import frustum_overlap_matrix, frustum_window_
 from g2g_model.data.mining import write_index
 
 TRAJ_NAME = "tum_fr3_office"
+CABINET_TRAJ_NAME = "tum_fr3_cabinet"
 FRAMES = {
     "repo": "magicleap/SuperGluePretrainedNetwork",
     "commit": "ddcf11f42e7e0732a0c4607648f9448ea8d73590",
@@ -61,6 +68,15 @@ DATASET = {
                 "Evaluation of RGB-D SLAM Systems, IROS 2012",
     "license": "CC BY 4.0",
 }
+CABINET = {
+    "repo": "shichaoy/cube_slam",
+    "commit": "c371989bf1448802898bc7f17e99bba4a76167e6",
+    "frames": "object_slam/data/raw_imgs",
+    "ground_truth": "object_slam/data/truth_cam_poses.txt",
+    "license": "repository: BSD-3-Clause (LICENSE); the frames and poses are TUM RGB-D "
+               "benchmark data, CC BY 4.0",
+}
+CABINET_DATASET = dict(DATASET, name="TUM RGB-D benchmark, rgbd_dataset_freiburg3_cabinet")
 # (window, gaps): B starts `gap` frames after A (no shared frame), both directions.
 PAIR_SETS = {3: (3, 4, 5), 5: (5, 6)}
 PROXY_DEPTH_M = 2.0
@@ -84,6 +100,31 @@ def git_ls(repo: Path, commit: str, folder: str) -> list[str]:
     return res.stdout.split()
 
 
+def stage_cabinet(repo: Path, dest: Path) -> list[str]:
+    """``dest/rgb.txt``, ``dest/rgb/*.jpg`` and ``dest/groundtruth.txt`` of cube_slam's cabinet
+    frames: its pose file has one line per frame (``stamp tx ty tz qx qy qz qw``, the frame's
+    index its line's), so each frame takes its pose's stamp. Returns the frame paths used."""
+    names = sorted(p for p in git_ls(repo, CABINET["commit"], CABINET["frames"])
+                   if p.endswith("_rgb_raw.jpg"))
+    poses = git_show(repo, CABINET["commit"], CABINET["ground_truth"])
+    rows = [line.split() for line in poses.decode().splitlines()
+            if line.strip() and not line.startswith("#")]
+    if len(rows) != len(names) or any(len(r) != 8 for r in rows):
+        raise ValueError(f"{repo}: {len(names)} frames but {len(rows)} pose lines (8 fields "
+                         "each expected)")
+    (dest / "rgb").mkdir(parents=True)
+    listed = ["# timestamp filename"]
+    for name, row in zip(names, rows):
+        data = git_show(repo, CABINET["commit"], name)
+        if not data.startswith(b"\xff\xd8"):
+            raise ValueError(f"{repo}: {name} is not a JPEG (a Git LFS pointer?)")
+        (dest / "rgb" / Path(name).name).write_bytes(data)
+        listed.append(f"{row[0]} rgb/{Path(name).name}")
+    (dest / "rgb.txt").write_text("\n".join(listed) + "\n")
+    (dest / "groundtruth.txt").write_bytes(poses)
+    return names
+
+
 def stage(frames_repo: Path, gt_repo: Path, dest: Path) -> list[str]:
     """Write ``dest/rgb/*.png`` and ``dest/groundtruth.txt``; return the frame paths used."""
     (dest / "rgb").mkdir(parents=True)
@@ -97,10 +138,6 @@ def stage(frames_repo: Path, gt_repo: Path, dest: Path) -> list[str]:
     (dest / "groundtruth.txt").write_bytes(
         git_show(gt_repo, GROUND_TRUTH["commit"], GROUND_TRUTH["path"]))
     return names
-
-
-def build_pairs(out: Path) -> dict:
-    return write_window_pairs(out, TRAJ_NAME, CAMERA_NAME, PAIR_SETS, PROXY_DEPTH_M)
 
 
 def write_window_pairs(out: Path, traj_name: str, camera: str, pair_sets: dict,
@@ -139,12 +176,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--superglue-repo", type=Path, help="clone / mirror of " + FRAMES["repo"])
     p.add_argument("--edgeicp-repo", type=Path, help="clone / mirror of " + GROUND_TRUTH["repo"])
+    p.add_argument("--cubeslam-repo", type=Path,
+                   help="clone / mirror of " + CABINET["repo"] + ": the fr3 cabinet set "
+                   "instead of the office")
     p.add_argument("--clone-into", type=Path, help="clone missing repositories from GitHub here")
-    p.add_argument("--out", type=Path, default=Path("data/real_val"))
+    p.add_argument("--out", type=Path, default=None,
+                   help="default: data/real_val (office), data/real_val_cabinet (cabinet)")
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
+    cabinet = args.cubeslam_repo is not None
+    if cabinet and (args.superglue_repo or args.edgeicp_repo):
+        p.error("--cubeslam-repo builds the cabinet set alone: leave out --superglue-repo and "
+                "--edgeicp-repo")
+    sources = ((("cubeslam_repo", CABINET),) if cabinet else
+               (("superglue_repo", FRAMES), ("edgeicp_repo", GROUND_TRUTH)))
     repos = {}
-    for key, src in (("superglue_repo", FRAMES), ("edgeicp_repo", GROUND_TRUTH)):
+    for key, src in sources:
         path = getattr(args, key)
         if path is None:
             if args.clone_into is None:
@@ -153,24 +200,31 @@ def main(argv=None) -> int:
         if not path.exists():
             p.error(f"{path}: does not exist")
         repos[key] = path
-    args.out.mkdir(parents=True, exist_ok=True)
-    traj = args.out / TRAJ_NAME
+    out = args.out or Path("data/real_val_cabinet" if cabinet else "data/real_val")
+    out.mkdir(parents=True, exist_ok=True)
+    name, dataset = (CABINET_TRAJ_NAME, CABINET_DATASET) if cabinet else (TRAJ_NAME, DATASET)
+    traj = out / name
     try:
         if args.overwrite or not is_complete(traj):
             with tempfile.TemporaryDirectory() as tmp:
-                names = stage(repos["superglue_repo"], repos["edgeicp_repo"], Path(tmp))
-                meta = {"dataset": DATASET, "frames_source": dict(FRAMES, files=len(names)),
-                        "ground_truth_source": GROUND_TRUTH}
+                if cabinet:
+                    names = stage_cabinet(repos["cubeslam_repo"], Path(tmp))
+                    meta = {"dataset": dataset, "source": dict(CABINET, files=len(names))}
+                else:
+                    names = stage(repos["superglue_repo"], repos["edgeicp_repo"], Path(tmp))
+                    meta = {"dataset": dataset, "frames_source": dict(FRAMES, files=len(names)),
+                            "ground_truth_source": GROUND_TRUTH}
                 convert_tum(tmp, traj, camera="fr3", meta=meta, overwrite=args.overwrite)
-        summary = build_pairs(args.out)
+        summary = write_window_pairs(out, name, CAMERA_NAME, PAIR_SETS, PROXY_DEPTH_M)
     except ValueError as exc:
         print(f"make_real_val: error: {exc}", file=sys.stderr)
         return 2
     reader = TrajectoryReader(traj)
     summary = {"trajectory": str(traj), "frames": reader.num_frames, **summary}
-    (args.out / "sources.json").write_text(json.dumps(
-        {"dataset": DATASET, "frames": FRAMES, "ground_truth": GROUND_TRUTH,
-         "proxy_depth_m": PROXY_DEPTH_M, "summary": summary}, indent=1) + "\n")
+    origin = {"source": CABINET} if cabinet else {"frames": FRAMES, "ground_truth": GROUND_TRUTH}
+    (out / "sources.json").write_text(json.dumps(
+        {"dataset": dataset, **origin, "proxy_depth_m": PROXY_DEPTH_M, "summary": summary},
+        indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     return 0
 
