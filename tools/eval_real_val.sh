@@ -12,7 +12,9 @@
 # OUT (default outputs/eval_real_val; tables in $OUT/w3/comparison.md, $OUT/w5/comparison.md),
 # VERIFY (1 / 0), WINDOWS (default "3 5"), RELATIVE_FALLBACK (1: where the map window's
 # structure gives no pose, verification also tries the query's anchor frame's 2D-3D and 2D-2D
-# matches, then the relative pose between the windows; default 0).
+# matches, then the relative pose between the windows; default 0), MAX_PAIRS (a seeded subset
+# of each index, default 0: all). The cabinet set: ROOT=data/real_val_cabinet (built by
+# tools/make_real_val.py --cubeslam-repo CLONE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -21,6 +23,7 @@ OUT=${OUT:-outputs/eval_real_val}
 VERIFY=${VERIFY:-1}
 RELATIVE_FALLBACK=${RELATIVE_FALLBACK:-0}
 WINDOWS=${WINDOWS:-3 5}
+MAX_PAIRS=${MAX_PAIRS:-0}
 for w in $WINDOWS; do
   if [ ! -f "$ROOT/pairs_w$w.json" ]; then
     echo "eval_real_val: no $ROOT/pairs_w$w.json; build the set first:" >&2
@@ -38,6 +41,6 @@ if [ "$RELATIVE_FALLBACK" = 1 ]; then extra+=(--relative-fallback); fi
 for w in $WINDOWS; do
   nice -n 5 "$PY" -m g2g_model.training.eval_cli --task reloc --root "$ROOT" \
     --index "pairs_w$w.json" "${args[@]}" --identity --classical --no-rotation-matching \
-    "${extra[@]}" -q \
+    --max-pairs "$MAX_PAIRS" "${extra[@]}" -q \
     --out "$OUT/w$w"
 done
