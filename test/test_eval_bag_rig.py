@@ -132,6 +132,25 @@ def test_eval_parameters_keep_the_presets_reloc_camera_when_the_bag_has_it(tmp_p
         assert merged["rig_odometry"]["min_cameras"] == 0          # all the bag's cameras
 
 
+def test_evaluation_lets_the_cameras_pause_while_a_node_works(tmp_path):
+    """The player holds the next group until the nodes answered: the cameras may stay quiet
+    for the replay's wait per group before a node reports them; -p still decides."""
+    from g2g_ros.bags.eval_setup import ReplaySetup, _params_file
+    from g2g_ros.bringup import rig_params_file
+    from g2g_ros.launch_graphs import node_parameters
+
+    sim = rig_params_file("sim")
+    for quiet, setup, want in ((None, ReplaySetup(), (3.0, 3.0)),
+                               (30.0, ReplaySetup(), (30.0, 30.0)),
+                               (1.0, ReplaySetup(), (3.0, 3.0)),
+                               (30.0, ReplaySetup(node_params={
+                                   "relocalize": {"stale_after_s": 7.0}}), (7.0, 30.0))):
+        path = _params_file(tmp_path / "p.yaml", ["cam0"], False, setup, sim, quiet)
+        got = (node_parameters([sim, path], "relocalize").get("stale_after_s", 3.0),
+               node_parameters([sim, path], "rig_odometry").get("lost_after_s", 3.0))
+        assert got == want, (quiet, got)
+
+
 @pytest.mark.parametrize("argv, node, missing", [
     (["-p", "relocalize.reloc_camera:=cam3"], "relocalize", ["cam3"]),
     (["--with-odometry", "-p", "rig_odometry.cameras:=[cam0,cam2]"], "rig_odometry", ["cam2"]),

@@ -296,7 +296,7 @@ def evaluate_bag(bag: str | Path, graph: str, out_dir: str | Path, map_path: Opt
     out_dir.mkdir(parents=True, exist_ok=True)
     # Before any node starts: what the report needs, then the bag's cameras against the rig.
     load_ground_truth(bag)  # fails early, naming what is missing
-    checked = checked_parameters(bag, graph, out_dir, rig, setup)
+    checked = checked_parameters(bag, graph, out_dir, rig, setup, wait_timeout)
     with replay_domain(setup.domain_id) as domain:
         outputs, stats = run_replay(bag, graph, out_dir, map_path, rig, checkpoint,
                                     wait_timeout, startup_timeout, progress, setup, checked,

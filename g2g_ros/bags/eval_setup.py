@@ -217,10 +217,14 @@ def setup_from_args(opts: argparse.Namespace, bag, graph: str) -> ReplaySetup:
 
 
 def _params_file(path: Path, cams: Sequence[str], compressed: bool, setup: ReplaySetup,
-                 preset: Path) -> Path:
+                 preset: Path, quiet_s: Optional[float] = None) -> Path:
     """The evaluation's parameter file (after the rig ``preset``): the bag's cameras (all of
     them needed by rig odometry, ``min_cameras: 0``), the preset's ``reloc_camera`` when the
-    bag has it (else the bag's first camera), then ``setup.node_params``."""
+    bag has it (else the bag's first camera), then ``setup.node_params``. ``quiet_s`` (the
+    replay's wait per group): how long the cameras may stay quiet before the nodes report them
+    (``stale_after_s``, ``lost_after_s``): the player holds the next group until the nodes
+    have answered, so images pause for as long as a node works on one, not because a camera
+    stopped."""
     def common():  # fresh objects per node: rcl's YAML parser rejects aliases
         # fp32 as g2g-eval: on bf16-capable CPUs "auto" would give other numbers.
         return {"cameras": list(cams), "sensor_qos_reliability": "reliable",
@@ -236,6 +240,10 @@ def _params_file(path: Path, cams: Sequence[str], compressed: bool, setup: Repla
                                  tf_wait_s=5.0)}
     if setup.with_odometry:
         params["rig_odometry"]["publish_tf"] = False
+    if quiet_s is not None:
+        quiet = min(max(float(quiet_s), 3.0), 3600.0)
+        params["relocalize"]["stale_after_s"] = quiet
+        params["rig_odometry"]["lost_after_s"] = quiet
     for node, extra in setup.node_params.items():
         params[node].update(extra)
     path.write_text(yaml.safe_dump({params_key(node): {"ros__parameters": values}
@@ -243,16 +251,19 @@ def _params_file(path: Path, cams: Sequence[str], compressed: bool, setup: Repla
     return path
 
 
-def checked_parameters(bag: Path, graph: str, out_dir: Path, rig: str,
-                       setup: ReplaySetup) -> Tuple[Path, Dict[str, Dict[str, object]]]:
+def checked_parameters(bag: Path, graph: str, out_dir: Path, rig: str, setup: ReplaySetup,
+                       wait_timeout: Optional[float] = None
+                       ) -> Tuple[Path, Dict[str, Dict[str, object]]]:
     """Write the evaluation's parameter file; ``(its path, node -> the parameters the node
     will run with)``, after checking that the bag has every camera they use
-    (:class:`~g2g_ros.bags.rig_check.RigMismatch` naming the missing ones)."""
+    (:class:`~g2g_ros.bags.rig_check.RigMismatch` naming the missing ones). ``wait_timeout``:
+    the replay's wait per group (``_params_file``'s ``quiet_s``)."""
     from g2g_ros.bringup import rig_params_file
 
     cams, compressed, topics = bag_cameras(bag)
     preset = rig_params_file(rig)
-    params = _params_file(out_dir / "eval_params.yaml", cams, compressed, setup, preset)
+    params = _params_file(out_dir / "eval_params.yaml", cams, compressed, setup, preset,
+                          wait_timeout)
     nodes = {node: node_parameters([preset, params], node)
              for node in graph_nodes(graph, setup.with_odometry)}
     check_rig(nodes, bag, topics, cams,
