@@ -267,11 +267,12 @@ def test_g2g_alone_does_not_replace_a_geometric_fix_until_the_hold_ends():
     gate = CorrectionGate(GateConfig(max_jump_translation_m=0.5, consistency_count=2,
                                      geometric_hold=3))
     assert not gate.offer(_cand(1.0, path="verified")).accepted
-    assert gate.offer(_cand(1.01, path="refined")).accepted   # first fix, by geometry
+    assert gate.offer(_cand(1.01, path="refined")).accepted   # first fix, by geometry:
+    assert gate.current[0, 3] == pytest.approx(1.01)          # the newest, not the mean
     for k in (1, 2, 3):  # G2G alone, even close by, is held off 3 times
         d = gate.offer(_cand(1.2))
         assert not d.accepted and f"does not replace a refined fix ({k}/3)" in d.reason
-    assert gate.current[0, 3] == pytest.approx(1.005)
+    assert gate.current[0, 3] == pytest.approx(1.01)
     assert gate.offer(_cand(1.2)).accepted                    # hold over: G2G tracks again
     assert gate.current_path == "g2g"
     assert gate.offer(_cand(1.0, path="verified")).accepted   # geometry takes over at once
@@ -291,12 +292,12 @@ def test_with_geometric_fix_g2g_alone_never_moves_the_correction():
         assert not d.accepted and "is reported, not published" in d.reason
     assert gate.current is None and gate.rejected == 3
     assert not gate.offer(_cand(1.0, path="verified")).accepted   # 1 of 2, as before
-    assert gate.offer(_cand(1.02, path="verified")).accepted      # fused: 1.01
+    assert gate.offer(_cand(1.02, path="verified")).accepted      # the newest: 1.02
     d = gate.offer(_cand(1.05))                                    # G2G close to the fix
-    assert not d.accepted and "0.04 m / 0.0 deg from the current correction" in d.reason
+    assert not d.accepted and "0.03 m / 0.0 deg from the current correction" in d.reason
     for x in (7.0, 7.01):                                          # no jump by G2G either
         assert not gate.offer(_cand(x)).accepted
-    assert gate.current[0, 3] == pytest.approx(1.01)
+    assert gate.current[0, 3] == pytest.approx(1.02)
     assert gate.offer(_cand(1.2, path="refined")).accepted          # geometry tracks
     assert not gate.offer(_cand(7.0, path="refined")).accepted      # geometry: 1 of 2
     assert gate.offer(_cand(7.01, path="refined")).accepted         # re-localized
@@ -306,6 +307,11 @@ def test_with_geometric_fix_g2g_alone_never_moves_the_correction():
     plain = CorrectionGate(GateConfig(consistency_count=2))
     assert not plain.offer(_cand(7.0)).accepted and plain.offer(_cand(7.01)).accepted
     assert plain.offer(_cand(7.9)).accepted and plain.offer(_cand(8.8)).accepted  # walks
+    # A first fix of G2G's candidates (or of G2G's and geometry's) fuses them: their errors
+    # are decimetres and independent, where geometric ones are millimetres.
+    mixed = CorrectionGate(GateConfig(consistency_count=2))
+    assert not mixed.offer(_cand(3.0, path="verified")).accepted
+    assert mixed.offer(_cand(3.2)).accepted and mixed.current[0, 3] == pytest.approx(3.1)
 
 
 def test_query_buffer_spacing_and_order():

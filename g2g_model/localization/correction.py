@@ -11,7 +11,8 @@ correction
 
 The gate accepts a correction only if it is consistent: the first fix (and any fix that jumps
 by more than the limits from the current one) needs ``consistency_count`` consecutive
-candidates that agree with each other within the jump limits. With ``geometric_fix`` only
+candidates that agree with each other within the jump limits (the newest of them is
+published where all are geometric, their fusion otherwise). With ``geometric_fix`` only
 geometric candidates (``verified`` / ``refined``) move the correction: a G2G-only candidate is
 reported (the decision says so) and never published. Consistency alone does not catch G2G away
 from the map: a query window slides a little between localizations, the same map window is
@@ -184,6 +185,16 @@ class CorrectionGate:
         dt, dr = pose_jump(a, b)
         return dt <= self.config.max_jump_translation_m and dr <= self.config.max_jump_rotation_deg
 
+    def _settled(self) -> np.ndarray:
+        """The correction that ``pending``'s consistent candidates make: the newest where all
+        are geometric (each good to millimetres or centimetres, while the odometry drifts
+        between them: the earlier ones confirm it, averaging them in would pull the fix back
+        to where the odometry was), else their fusion (G2G's errors are decimetres, and
+        independent)."""
+        if all(c.path != PATH_G2G for c in self.pending):
+            return self.pending[-1].map_T_odom
+        return fuse_poses([c.map_T_odom for c in self.pending])
+
     def offer(self, cand: Candidate) -> GateDecision:
         cfg = self.config
         if not np.all(np.isfinite(cand.map_T_odom)):
@@ -219,7 +230,7 @@ class CorrectionGate:
             self.pending = []
         self.pending.append(cand)
         if len(self.pending) >= cfg.consistency_count:
-            return self._accept(fuse_poses([c.map_T_odom for c in self.pending]), cand,
+            return self._accept(self._settled(), cand,
                                 "first fix" if self.accepted == 0 else
                                 "re-localized after a jump")
         self.rejected += 1
