@@ -240,10 +240,14 @@ def _params_file(path: Path, cams: Sequence[str], compressed: bool, setup: Repla
                                  tf_wait_s=5.0)}
     if setup.with_odometry:
         params["rig_odometry"]["publish_tf"] = False
-    if quiet_s is not None:
-        quiet = min(max(float(quiet_s), 3.0), 3600.0)
-        params["relocalize"]["stale_after_s"] = quiet
-        params["rig_odometry"]["lost_after_s"] = quiet
+    if quiet_s is not None:   # raised to the wait, never lowered below the preset's
+        from g2g_ros.nodes.relocalize_params import RelocalizeParams
+        from g2g_ros.nodes.rig_odometry_params import RigOdometryParams
+
+        for node, name, defaults in (("relocalize", "stale_after_s", RelocalizeParams),
+                                     ("rig_odometry", "lost_after_s", RigOdometryParams)):
+            floor = node_parameters([preset], node).get(name, getattr(defaults, name))
+            params[node][name] = min(max(float(quiet_s), float(floor)), 3600.0)
     for node, extra in setup.node_params.items():
         params[node].update(extra)
     path.write_text(yaml.safe_dump({params_key(node): {"ros__parameters": values}
