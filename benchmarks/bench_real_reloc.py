@@ -1,7 +1,8 @@
 """Relocalization on a real image sequence through the node, and on its simulated twin.
 
-For each of (the real set built by ``tools/make_real_reloc.py``, the hand-held single-camera
-twin of :mod:`benchmarks.sim_handheld` in two test-split scenes, ``--sim-seeds``) it runs the
+For each of (the real sets built by ``tools/make_real_reloc.py``, ``--real``: by default the TUM
+office and the TUM cabinet where they are built; the hand-held single-camera twin of
+:mod:`benchmarks.sim_handheld` in two test-split scenes, ``--sim-seeds``) it runs the
 documented workflow:
 
 1. the query trajectory -> a rosbag2 bag with a drifting odometry input (2 %/m scale, 1 deg/m
