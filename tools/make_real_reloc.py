@@ -112,6 +112,18 @@ def build(src: Path, out: Path, camera: str, split: str, max_frames: int, stride
             "input_sha256": files}
 
 
+def by_repository_path(hashes: Dict[str, str], frame_suffix: str, frames: Tuple[dict, str],
+                       ground_truth: Tuple[dict, str]) -> Dict[str, str]:
+    """``hashes`` (staged file -> sha256) keyed by the repository paths the files came from
+    (the staged copies go away): a file ending in ``frame_suffix`` is a frame of
+    ``frames = (source, folder)``, the other the ground truth ``(source, path)``."""
+    def where(source: dict, path: str) -> str:
+        return f"{source['repo']}@{source['commit'][:12]}:{path}"
+
+    return {where(frames[0], f"{frames[1]}/{Path(k).name}") if Path(k).suffix == frame_suffix
+            else where(*ground_truth): v for k, v in hashes.items()}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tum-dir", type=Path, help="a TUM RGB-D sequence folder")
@@ -153,11 +165,9 @@ def main(argv=None) -> int:
                 result = build(Path(tmp), args.out, "fr3", args.split or "interleave",
                                args.max_frames, args.stride, args.map_fraction, meta,
                                args.overwrite)
-                result["input_sha256"] = {
-                    f"{CABINET['repo']}@{CABINET['commit'][:12]}:"
-                    + (f"{CABINET['frames']}/{Path(k).name}" if Path(k).suffix == ".jpg"
-                       else CABINET["ground_truth"]): v
-                    for k, v in result["input_sha256"].items()}
+                result["input_sha256"] = by_repository_path(
+                    result["input_sha256"], ".jpg", (CABINET, CABINET["frames"]),
+                    (CABINET, CABINET["ground_truth"]))
         else:
             if args.superglue_repo is None or args.edgeicp_repo is None:
                 p.error("--superglue-repo and --edgeicp-repo go together")
@@ -169,12 +179,9 @@ def main(argv=None) -> int:
                 result = build(Path(tmp), args.out, "fr3", args.split or "interleave",
                                args.max_frames, args.stride, args.map_fraction, meta,
                                args.overwrite)
-                # The staged copies go away: name the inputs by their repository paths.
-                result["input_sha256"] = {
-                    f"{FRAMES['repo']}@{FRAMES['commit'][:12]}:{FRAMES['path']}/{Path(k).name}"
-                    if Path(k).suffix == ".png" else
-                    f"{GROUND_TRUTH['repo']}@{GROUND_TRUTH['commit'][:12]}:{GROUND_TRUTH['path']}":
-                    v for k, v in result["input_sha256"].items()}
+                result["input_sha256"] = by_repository_path(
+                    result["input_sha256"], ".png", (FRAMES, FRAMES["path"]),
+                    (GROUND_TRUTH, GROUND_TRUTH["path"]))
     except ValueError as exc:
         print(f"make_real_reloc: error: {exc}", file=sys.stderr)
         return 2
