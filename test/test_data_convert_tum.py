@@ -192,18 +192,26 @@ def test_real_val_tool_builds_set_from_git_clones(tmp_path, monkeypatch):
                       str(tmp_path / "gt_repo"), "--out", str(tmp_path / "other")]) == 2
 
 
+def cabinet_files(cabinet: dict, pose_of, frames: int = 6) -> dict:
+    """The files of a fake ``shichaoy/cube_slam`` clone at ``cabinet``'s paths: ``frames`` JPEG
+    frames named by index and its pose file, one line per frame 0.67 s apart
+    (``stamp tx ty tz qx qy qz qw``, tab-separated; ``pose_of(i)`` -> (Rotation, position))."""
+    files, lines = {}, []
+    for i in range(frames):
+        ok, jpg = cv2.imencode(".jpg", np.full((H, W, 3), 30 * i, np.uint8))
+        files[f"{cabinet['frames']}/{i:04d}_rgb_raw.jpg"] = jpg.tobytes()
+        rot, pos = pose_of(i)
+        lines.append(f"{1341841278.8427 + 0.67 * i:.4f}\t" + "\t".join(
+            f"{v:.6f}" for v in (*pos, *rot.as_quat())))
+    files[cabinet["ground_truth"]] = ("\n".join(lines) + "\n").encode()
+    return files
+
+
 def test_real_val_tool_builds_the_cabinet_set(tmp_path, monkeypatch):
     """--cubeslam-repo: the frames (JPEG, named by index) with one pose per frame, converted
     to data/real_val_cabinet's layout with its window pairs."""
     tool = _load_tool()
-    files, poses = {}, []
-    for i in range(6):
-        ok, jpg = cv2.imencode(".jpg", np.full((H, W, 3), 30 * i, np.uint8))
-        files[f"{tool.CABINET['frames']}/{i:04d}_rgb_raw.jpg"] = jpg.tobytes()
-        rot, pos = _gt_pose(10.0 + 0.1 * i)
-        poses.append(f"{1341841278.8427 + 0.67 * i:.4f}\t" + "\t".join(
-            f"{v:.6f}" for v in (*pos, *rot.as_quat())))
-    files[tool.CABINET["ground_truth"]] = ("\n".join(poses) + "\n").encode()
+    files = cabinet_files(tool.CABINET, lambda i: _gt_pose(10.0 + 0.1 * i))
     monkeypatch.setattr(tool, "CABINET", dict(tool.CABINET, commit=_git_repo(
         tmp_path / "clone", files)))
     monkeypatch.setattr(tool, "PAIR_SETS", {1: (1, 2)})

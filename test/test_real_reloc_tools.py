@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import cv2
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -17,7 +18,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from make_real_reloc import main as make_main, split_frames  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "test"))
-from test_data_convert_tum import _git_repo  # noqa: E402
+from test_data_convert_tum import _git_repo, cabinet_files  # noqa: E402
 
 from benchmarks.reloc_scoring import (  # noqa: E402
     coverage, fix_records, is_false_accept, summarize,
@@ -112,12 +113,9 @@ def test_make_real_reloc_from_the_cabinet_clone(tmp_path, monkeypatch):
     import make_real_reloc as tool
     import make_real_val as real_sources
 
-    files, poses = {}, []
-    for i in range(6):
-        ok, jpg = cv2.imencode(".jpg", np.full((48, 64, 3), 30 * i, np.uint8))
-        files[f"{tool.CABINET['frames']}/{i:04d}_rgb_raw.jpg"] = jpg.tobytes()
-        poses.append(f"{1341841278.8427 + 0.67 * i:.4f}\t{0.1 * i:.4f}\t0\t1.1\t0\t0\t0\t1\t")
-    files[tool.CABINET["ground_truth"]] = ("\n".join(poses) + "\n").encode()
+    files = cabinet_files(tool.CABINET, lambda i: (Rotation.identity(),
+                                                   np.array([0.1 * i, 0.0, 1.1])))
+    poses = files[tool.CABINET["ground_truth"]].decode().splitlines()
     files[f"{tool.CABINET['frames']}/notes.txt"] = b"not a frame"
     commit = _git_repo(tmp_path / "clone", files)
     for module in (tool, real_sources):
