@@ -48,10 +48,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from benchmarks.bench_rig_car_steps import CAR_MOTION
-from benchmarks.common import emit_report, machine_info, machine_line
+from benchmarks.common import ROOT, emit_report, from_root, machine_info, machine_line
 from g2g_model.data.sim.trajectory import MOTION_PRESETS, MotionConfig
 
-ROOT = Path(__file__).resolve().parents[1]
 SEGWAY_MOTION = MotionConfig(rate_hz=5.0, step_m=(0.2, 0.4), radius_m=0.35, height_m=(1.0, 1.3),
                              max_turn_deg=20.0, places_per_room=2)
 
@@ -188,7 +187,7 @@ def run_scale(name: str, scale: Scale, size: int, data: Path, wait_timeout: floa
     if run.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stderr[-4000:]}")
     res = score(bag, out)
-    return " ".join(cmd), scale_lines(name, scale, sizes, frames, res, wall)
+    return from_root(" ".join(cmd)), scale_lines(name, scale, sizes, frames, res, wall)
 
 
 def scale_lines(name: str, scale: Scale, sizes: str, frames: int, res: Dict[str, object],

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pathlib
 import statistics
 import struct
 import subprocess
@@ -42,9 +41,8 @@ from typing import Dict, List, Optional
 import cv2
 import numpy as np
 
-from benchmarks.common import emit_report, machine_info, machine_line
+from benchmarks.common import ROOT, emit_report, machine_info, machine_line
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CAMERAS = ["cam0", "cam1", "cam2", "cam3", "cam4"]
 # CDR encapsulation header (4 bytes) then std_msgs/Header: stamp.sec int32, stamp.nanosec uint32.
 STAMP_OFFSET = 4

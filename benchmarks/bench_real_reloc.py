@@ -38,14 +38,13 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from benchmarks.common import machine_info
+from benchmarks.common import ROOT, from_root, machine_info
 from benchmarks.reloc_scoring import (
     FALSE_ACCEPT_ROT_DEG, FALSE_ACCEPT_TRANS_M, coverage, fix_records, is_false_accept,
     summarize,
 )
 from benchmarks.verifier_evidence import fix_evidence, rule_table
 
-ROOT = Path(__file__).resolve().parents[1]
 # The real sets of tools/make_real_reloc.py: TUM fr3 office (17 frames) and fr3 cabinet (58).
 REAL_SETS = (ROOT / "data" / "real_reloc", ROOT / "data" / "real_reloc_cabinet")
 # The demo's relocalize settings (g2g_ros/demo.py), a fix every 0.5 s of bag time, no hint.
@@ -95,7 +94,7 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
             "--pairs-index", str(replay_dir / "pairs.json"),
             "--dataset-root", str(data_root), "--query-trajectory", str(query_traj),
             "--map-trajectory", str(map_traj), "--quiet"]
-    command = "g2g-eval-bag " + shlex.join(argv)
+    command = from_root("g2g-eval-bag " + shlex.join(argv))
     print(f"[{name}] {command}", flush=True)
     _, report = evaluate_args(argv)
     rel = report["relocalization"]

@@ -22,9 +22,8 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.common import emit_report, machine_info, machine_line
+from benchmarks.common import ROOT, emit_report, machine_info, machine_line
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_TRANSPORTS = """<?xml version="1.0" encoding="UTF-8" ?>
 <profiles xmlns="http://www.eprosima.com">
   <transport_descriptors>

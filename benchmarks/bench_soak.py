@@ -27,9 +27,8 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from benchmarks.bench_nodes import rss_mb
-from benchmarks.common import emit_report, machine_info, machine_line
+from benchmarks.common import ROOT, emit_report, machine_info, machine_line
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 OVERRIDES = ("/**/relocalize:\n  ros__parameters:\n    sensor_qos_reliability: reliable\n"
              "/**/rig_odometry:\n  ros__parameters:\n    publish_tf: false\n"
              "    sensor_qos_reliability: reliable\n")

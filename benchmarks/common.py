@@ -10,10 +10,13 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 from typing import List, Optional, Sequence
 
 import torch
 
+#: The repository's root: commands written into results are shown relative to it.
+ROOT = Path(__file__).resolve().parents[1]
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}
 
 
@@ -92,6 +95,13 @@ def matmul_peak(dtype: torch.dtype, reps: int, budget_s: float, size: int = 2048
     b = torch.randn(size, size).to(dtype)
     times = timed(lambda: torch.mm(a, b), warmup=1, reps=reps, budget_s=budget_s)
     return 2.0 * size ** 3 / min(times)
+
+
+def from_root(text: str) -> str:
+    """``text`` (a command line) with the repository's absolute path taken out of its paths, so
+    that a command written into a results file is the one to type from the repository's root
+    on any machine."""
+    return text.replace(f"{ROOT}{os.sep}", "")
 
 
 def emit_report(title: str, module: str, argv: Optional[Sequence[str]], body: str,
