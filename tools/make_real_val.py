@@ -37,7 +37,9 @@ import json
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Dict, Tuple
 
 import numpy as np
 
@@ -172,6 +174,39 @@ def _clone(repo: str, into: Path) -> Path:
     return dest
 
 
+def _stage_office(repos: Dict[str, Path], dest: Path) -> dict:
+    names = stage(repos["superglue_repo"], repos["edgeicp_repo"], dest)
+    return {"frames_source": dict(FRAMES, files=len(names)), "ground_truth_source": GROUND_TRUTH}
+
+
+def _stage_cabinet(repos: Dict[str, Path], dest: Path) -> dict:
+    names = stage_cabinet(repos["cubeslam_repo"], dest)
+    return {"source": dict(CABINET, files=len(names))}
+
+
+@dataclass(frozen=True)
+class RealSet:
+    """One real validation set: the repositories it is read from (``(argument, source)``), how
+    its TUM-style folder is staged from them (returning its provenance for ``meta.json``), and
+    where it goes."""
+
+    traj_name: str
+    out: str
+    dataset: dict
+    repos: Tuple[Tuple[str, dict], ...]
+    stage: Callable[[Dict[str, Path], Path], dict]
+    origin: dict
+
+
+SETS = {
+    "office": RealSet(TRAJ_NAME, "data/real_val", DATASET,
+                      (("superglue_repo", FRAMES), ("edgeicp_repo", GROUND_TRUTH)),
+                      _stage_office, {"frames": FRAMES, "ground_truth": GROUND_TRUTH}),
+    "cabinet": RealSet(CABINET_TRAJ_NAME, "data/real_val_cabinet", CABINET_DATASET,
+                       (("cubeslam_repo", CABINET),), _stage_cabinet, {"source": CABINET}),
+}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--superglue-repo", type=Path, help="clone / mirror of " + FRAMES["repo"])
@@ -188,10 +223,9 @@ def main(argv=None) -> int:
     if cabinet and (args.superglue_repo or args.edgeicp_repo):
         p.error("--cubeslam-repo builds the cabinet set alone: leave out --superglue-repo and "
                 "--edgeicp-repo")
-    sources = ((("cubeslam_repo", CABINET),) if cabinet else
-               (("superglue_repo", FRAMES), ("edgeicp_repo", GROUND_TRUTH)))
+    real = SETS["cabinet" if cabinet else "office"]
     repos = {}
-    for key, src in sources:
+    for key, src in real.repos:
         path = getattr(args, key)
         if path is None:
             if args.clone_into is None:
@@ -200,31 +234,23 @@ def main(argv=None) -> int:
         if not path.exists():
             p.error(f"{path}: does not exist")
         repos[key] = path
-    out = args.out or Path("data/real_val_cabinet" if cabinet else "data/real_val")
+    out = args.out or Path(real.out)
     out.mkdir(parents=True, exist_ok=True)
-    name, dataset = (CABINET_TRAJ_NAME, CABINET_DATASET) if cabinet else (TRAJ_NAME, DATASET)
-    traj = out / name
+    traj = out / real.traj_name
     try:
         if args.overwrite or not is_complete(traj):
             with tempfile.TemporaryDirectory() as tmp:
-                if cabinet:
-                    names = stage_cabinet(repos["cubeslam_repo"], Path(tmp))
-                    meta = {"dataset": dataset, "source": dict(CABINET, files=len(names))}
-                else:
-                    names = stage(repos["superglue_repo"], repos["edgeicp_repo"], Path(tmp))
-                    meta = {"dataset": dataset, "frames_source": dict(FRAMES, files=len(names)),
-                            "ground_truth_source": GROUND_TRUTH}
+                meta = {"dataset": real.dataset, **real.stage(repos, Path(tmp))}
                 convert_tum(tmp, traj, camera="fr3", meta=meta, overwrite=args.overwrite)
-        summary = write_window_pairs(out, name, CAMERA_NAME, PAIR_SETS, PROXY_DEPTH_M)
+        summary = write_window_pairs(out, real.traj_name, CAMERA_NAME, PAIR_SETS, PROXY_DEPTH_M)
     except ValueError as exc:
         print(f"make_real_val: error: {exc}", file=sys.stderr)
         return 2
     reader = TrajectoryReader(traj)
     summary = {"trajectory": str(traj), "frames": reader.num_frames, **summary}
-    origin = {"source": CABINET} if cabinet else {"frames": FRAMES, "ground_truth": GROUND_TRUTH}
     (out / "sources.json").write_text(json.dumps(
-        {"dataset": dataset, **origin, "proxy_depth_m": PROXY_DEPTH_M, "summary": summary},
-        indent=1) + "\n")
+        {"dataset": real.dataset, **real.origin, "proxy_depth_m": PROXY_DEPTH_M,
+         "summary": summary}, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     return 0
 
