@@ -65,6 +65,7 @@ class CameraInputs:
         self.first_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
         self.last_stamp: Dict[str, Optional[int]] = {c: None for c in cameras}
         self.last_wall: Dict[str, Optional[float]] = {c: None for c in cameras}
+        self.subscribed_wall = time.monotonic()  # a camera is awaited from here on (silent)
         self._stamped: Dict[str, int] = {c: 0 for c in cameras}  # images since first_stamp
         self.rejected_future: Dict[str, int] = {c: 0 for c in cameras}
         self.dropped_no_clock: Dict[str, int] = {c: 0 for c in cameras}
@@ -149,13 +150,17 @@ class CameraInputs:
 
     def silent(self, seconds: float) -> Dict[str, Optional[float]]:
         """Cameras with no image for ``seconds`` (wall time): name -> seconds since the last
-        image, or None if none ever arrived."""
+        image, or None if none arrived in the ``seconds`` since these inputs subscribed (a
+        camera is not silent before the node has waited that long for it: a replay or a
+        driver starting after the node)."""
         now = time.monotonic()
         with self._lock:
             out = {}
             for cam, last in self.last_wall.items():
-                if last is None or now - last > seconds:
-                    out[cam] = None if last is None else now - last
+                if last is None and now - self.subscribed_wall > seconds:
+                    out[cam] = None
+                elif last is not None and now - last > seconds:
+                    out[cam] = now - last
             return out
 
     def newest_age_s(self) -> Optional[float]:

@@ -325,11 +325,12 @@ class ManagedNode(LifecycleNode):
 
     def report_quiet_cameras(self, seconds: float) -> None:
         """Report (:meth:`report_input`) every camera of ``self.inputs`` that sent no image for
-        ``seconds``; nothing while inactive."""
+        ``seconds`` (one that never sent any: once the node has been active that long);
+        nothing while inactive."""
         if self.active and getattr(self, "inputs", None) is not None:
             for cam, age in self.inputs.silent(seconds).items():
-                self.report_input(f"camera {cam}", "no images received" if age is None
-                                  else f"no images for {age:.1f} s")
+                self.report_input(f"camera {cam}", f"no images received in {seconds:.1f} s"
+                                  if age is None else f"no images for {age:.1f} s")
 
     def report_input(self, key: str, message: str) -> None:
         """Bad input: shown in ``~/status`` / ``/diagnostics`` (problem ``key``) and logged

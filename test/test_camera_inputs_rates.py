@@ -71,3 +71,23 @@ def test_images_before_the_first_clock_are_dropped_and_a_lasting_lack_reported()
         assert "no ROS time yet (use_sim_time is set and no /clock arrived)" in rejects[-1]
     finally:
         ros.close()
+
+
+def test_a_camera_never_heard_from_is_silent_only_after_the_wait():
+    # An evaluation replay starts its bag after the node is active: a camera that sent nothing
+    # yet is not reported before the node has waited the quiet limit for it (it was, at the
+    # first status tick, in every replay).
+    ros = Listener("g2g_test_camera_inputs_silent")
+    try:
+        inputs = CameraInputs(ros.node, ["cam0", "cam1"], lambda cam, stamp, msg: None,
+                              max_ahead_s=None)
+        assert inputs.silent(5.0) == {}
+        inputs.subscribed_wall -= 6.0  # the node has waited 6 s
+        assert inputs.silent(5.0) == {"cam0": None, "cam1": None}
+        inputs._image_cb("cam0")(image_msg(np.zeros((4, 4, 3), np.uint8), "cam0_optical_frame",
+                                           10**9))
+        assert inputs.silent(5.0) == {"cam1": None}
+        inputs.last_wall["cam0"] -= 7.0  # and cam0's image is 7 s old
+        assert set(inputs.silent(5.0)) == {"cam0", "cam1"} and inputs.silent(5.0)["cam0"] > 6.9
+    finally:
+        ros.close()
