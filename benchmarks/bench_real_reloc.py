@@ -30,6 +30,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -78,7 +79,8 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
     from g2g_ros.bags.eval_bag import evaluate_args
     from g2g_ros.bags.evaluation import load_ground_truth, load_outputs
 
-    work = out.resolve() / name
+    # The run's folder: its name with the commas and spaces a command line would quote.
+    work = out.resolve() / re.sub(r"[, ]+", "_", name)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     bag = work / "query.mcap"
