@@ -51,7 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from make_real_val import (  # noqa: E402
-    CABINET, CABINET_DATASET, DATASET, FRAMES, GROUND_TRUTH, stage, stage_cabinet,
+    CABINET, DATASET, FRAMES, GROUND_TRUTH, real_sets,
 )
 
 from g2g_model.data.convert_tum import convert_tum, source_images  # noqa: E402
@@ -157,31 +157,21 @@ def main(argv=None) -> int:
             sources = {"tum_dir": str(args.tum_dir.resolve())}
             result = build(args.tum_dir, args.out, args.camera, args.split or "half",
                            args.max_frames, args.stride, args.map_fraction, meta, args.overwrite)
-        elif args.cubeslam_repo is not None:
-            with tempfile.TemporaryDirectory() as tmp:
-                names = stage_cabinet(args.cubeslam_repo, Path(tmp))
-                meta = {"dataset": CABINET_DATASET, "source": dict(CABINET, files=len(names))}
-                sources = {"frames_and_ground_truth": CABINET}
-                result = build(Path(tmp), args.out, "fr3", args.split or "interleave",
-                               args.max_frames, args.stride, args.map_fraction, meta,
-                               args.overwrite)
-                result["input_sha256"] = by_repository_path(
-                    result["input_sha256"], ".jpg", (CABINET, CABINET["frames"]),
-                    (CABINET, CABINET["ground_truth"]))
         else:
-            if args.superglue_repo is None or args.edgeicp_repo is None:
+            real = real_sets()["cabinet" if args.cubeslam_repo is not None else "office"]
+            repos = {key: getattr(args, key) for key, _ in real.repos}
+            if None in repos.values():
                 p.error("--superglue-repo and --edgeicp-repo go together")
+            # The cabinet's two inputs come from one repository, named as such.
+            sources = ({"frames_and_ground_truth": CABINET} if args.cubeslam_repo is not None
+                       else real.origin)
             with tempfile.TemporaryDirectory() as tmp:
-                names = stage(args.superglue_repo, args.edgeicp_repo, Path(tmp))
-                meta = {"dataset": DATASET, "frames_source": dict(FRAMES, files=len(names)),
-                        "ground_truth_source": GROUND_TRUTH}
-                sources = {"frames": FRAMES, "ground_truth": GROUND_TRUTH}
+                meta = {"dataset": real.dataset, **real.stage(repos, Path(tmp))}
                 result = build(Path(tmp), args.out, "fr3", args.split or "interleave",
                                args.max_frames, args.stride, args.map_fraction, meta,
                                args.overwrite)
-                result["input_sha256"] = by_repository_path(
-                    result["input_sha256"], ".png", (FRAMES, FRAMES["path"]),
-                    (GROUND_TRUTH, GROUND_TRUTH["path"]))
+                result["input_sha256"] = by_repository_path(result["input_sha256"],
+                                                            *real.inputs)
     except ValueError as exc:
         print(f"make_real_reloc: error: {exc}", file=sys.stderr)
         return 2

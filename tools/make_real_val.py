@@ -187,8 +187,9 @@ def _stage_cabinet(repos: Dict[str, Path], dest: Path) -> dict:
 @dataclass(frozen=True)
 class RealSet:
     """One real validation set: the repositories it is read from (``(argument, source)``), how
-    its TUM-style folder is staged from them (returning its provenance for ``meta.json``), and
-    where it goes."""
+    its TUM-style folder is staged from them (returning its provenance for ``meta.json``),
+    where it goes, and where its inputs lie in those repositories (``(frame suffix, (source,
+    frames folder), (source, ground truth path))``, for ``make_real_reloc``'s sha256 list)."""
 
     traj_name: str
     out: str
@@ -196,15 +197,22 @@ class RealSet:
     repos: Tuple[Tuple[str, dict], ...]
     stage: Callable[[Dict[str, Path], Path], dict]
     origin: dict
+    inputs: Tuple[str, Tuple[dict, str], Tuple[dict, str]]
 
 
-SETS = {
-    "office": RealSet(TRAJ_NAME, "data/real_val", DATASET,
-                      (("superglue_repo", FRAMES), ("edgeicp_repo", GROUND_TRUTH)),
-                      _stage_office, {"frames": FRAMES, "ground_truth": GROUND_TRUTH}),
-    "cabinet": RealSet(CABINET_TRAJ_NAME, "data/real_val_cabinet", CABINET_DATASET,
-                       (("cubeslam_repo", CABINET),), _stage_cabinet, {"source": CABINET}),
-}
+def real_sets() -> Dict[str, RealSet]:
+    """The real sets by name (built when called, from the sources above as they are then)."""
+    return {
+        "office": RealSet(TRAJ_NAME, "data/real_val", DATASET,
+                          (("superglue_repo", FRAMES), ("edgeicp_repo", GROUND_TRUTH)),
+                          _stage_office, {"frames": FRAMES, "ground_truth": GROUND_TRUTH},
+                          (".png", (FRAMES, FRAMES["path"]),
+                           (GROUND_TRUTH, GROUND_TRUTH["path"]))),
+        "cabinet": RealSet(CABINET_TRAJ_NAME, "data/real_val_cabinet", CABINET_DATASET,
+                           (("cubeslam_repo", CABINET),), _stage_cabinet, {"source": CABINET},
+                           (".jpg", (CABINET, CABINET["frames"]),
+                            (CABINET, CABINET["ground_truth"]))),
+    }
 
 
 def main(argv=None) -> int:
@@ -223,7 +231,7 @@ def main(argv=None) -> int:
     if cabinet and (args.superglue_repo or args.edgeicp_repo):
         p.error("--cubeslam-repo builds the cabinet set alone: leave out --superglue-repo and "
                 "--edgeicp-repo")
-    real = SETS["cabinet" if cabinet else "office"]
+    real = real_sets()["cabinet" if cabinet else "office"]
     repos = {}
     for key, src in real.repos:
         path = getattr(args, key)
