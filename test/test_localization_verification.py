@@ -60,9 +60,10 @@ def pose_error(a: np.ndarray, b: np.ndarray):
     return float(np.linalg.norm(rel[:3, 3])), float(rotation_angle_deg(rel[:3, :3]))
 
 
-def test_cross_season_query_is_verified_to_centimetres(scene):
+@pytest.mark.parametrize("feature", ["sift", "aliked"])
+def test_cross_season_query_is_verified_to_centimetres(scene, feature):
     group_a, query, truth = case(scene)
-    verifier = StructureVerifier()
+    verifier = StructureVerifier(VerifierConfig(feature=feature))
     result = verifier(group_a, query, perturbed(truth, 0.3, 5.0))
     assert result.path == PATH_VERIFIED, result.reason
     dt, dr = pose_error(truth[0], result.map_T_b0)
@@ -85,12 +86,14 @@ def test_a_g2g_estimate_that_is_off_is_refined(scene):
     assert "was off" in result.reason
 
 
-def test_another_place_is_not_accepted(scene, tmp_path):
+@pytest.mark.parametrize("feature", ["sift", "aliked"])
+def test_another_place_is_not_accepted(scene, tmp_path, feature):
     """A map window of ANOTHER scene with this query, G2G seeding the true pose: every
     geometric pose would be a false accept, so the verifier must fall back."""
     other = TrajectoryReader(tiny_trajectories(tmp_path, seed=20004, frames=10)[0])
     _, query, truth = case(scene)
-    result = StructureVerifier()(other.rig_group(range(0, 9, 2)), query, truth)
+    verifier = StructureVerifier(VerifierConfig(feature=feature))
+    result = verifier(other.rig_group(range(0, 9, 2)), query, truth)
     assert result.path == PATH_G2G, result.reason
     assert "inliers" in result.reason or "match" in result.reason
 

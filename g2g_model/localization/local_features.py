@@ -1,6 +1,8 @@
 """Local features for geometric verification: detection, caching and matching.
 
-RootSIFT (OpenCV SIFT, L1-normalised, square-rooted) compared with the L2 norm; matches are
+RootSIFT (OpenCV SIFT, L1-normalised, square-rooted; ``feature`` "sift", the default) or ALIKED
+(``feature`` "aliked", :mod:`~g2g_model.localization.aliked_keypoints`: more correct matches on
+plain surfaces, several times the cost), both compared with the L2 norm; matches are
 mutual nearest neighbours that pass Lowe's ratio test. An image whose long side exceeds
 ``max_image_px`` is described at that size (area-averaged; an image wider than 16:9 with the
 pixels of a 16:9 image of that long side,
@@ -24,7 +26,7 @@ from g2g_model.cameras.reduction import description_scale
 from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.image_keys import image_keys
 
-FEATURES = ("sift",)
+FEATURES = ("sift", "aliked")
 # Half of OpenCV's default: the simulator's and many indoor images are low in contrast, and
 # this doubles to triples the inliers at a modest cost (measured in docs/VERIFICATION.md).
 CONTRAST_THRESHOLD = 0.02
@@ -58,8 +60,14 @@ class LocalFeatures:
         self.ratio = ratio
         self.max_image_px = int(max_image_px)
         self.cache_size = cache_size
-        self._sift = cv2.SIFT_create(nfeatures=max_features,
-                                     contrastThreshold=contrast_threshold)
+        self.feature = feature
+        if feature == "aliked":
+            from g2g_model.localization.aliked_keypoints import AlikedKeypoints
+
+            self._aliked = AlikedKeypoints(max_features)
+        else:
+            self._sift = cv2.SIFT_create(nfeatures=max_features,
+                                         contrastThreshold=contrast_threshold)
         self.cache = BoundedCache(cache_bytes, cache_size)
 
     @staticmethod
@@ -75,22 +83,28 @@ class LocalFeatures:
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
-        height, width = gray.shape[:2]
+        aliked = self.feature == "aliked"
+        pixels = image if aliked or image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
+        height, width = pixels.shape[:2]
         f = description_scale(width, height, self.max_image_px)
         if f < 1.0:
-            gray = cv2.resize(gray, (max(1, round(width * f)), max(1, round(height * f))),
-                              interpolation=cv2.INTER_AREA)
+            pixels = cv2.resize(pixels, (max(1, round(width * f)), max(1, round(height * f))),
+                                interpolation=cv2.INTER_AREA)
+        if aliked:
+            pts, desc = self._aliked(pixels)
+        else:
+            pts, desc = self._rootsift(pixels)
+        if len(pts) and pixels.shape[:2] != (height, width):
+            # the small image's pixel centres -> the original's
+            pts = (pts + 0.5) * [width / pixels.shape[1], height / pixels.shape[0]] - 0.5
+        return self.cache.put(key, Features(pts, desc))
+
+    def _rootsift(self, gray: np.ndarray):
         kps, desc = self._sift.detectAndCompute(gray, None)
         if desc is None or not kps:
-            feats = Features(np.zeros((0, 2)), np.zeros((0, 128), np.float32))
-        else:
-            desc = desc / np.maximum(desc.sum(1, keepdims=True), 1e-9)
-            pts = np.array([k.pt for k in kps], float)
-            if gray.shape[:2] != (height, width):  # small image's pixel centres -> original's
-                pts = (pts + 0.5) * [width / gray.shape[1], height / gray.shape[0]] - 0.5
-            feats = Features(pts, np.sqrt(desc).astype(np.float32))
-        return self.cache.put(key, feats)
+            return np.zeros((0, 2)), np.zeros((0, 128), np.float32)
+        desc = desc / np.maximum(desc.sum(1, keepdims=True), 1e-9)
+        return np.array([k.pt for k in kps], float), np.sqrt(desc).astype(np.float32)
 
     def match(self, desc_a: np.ndarray, desc_b: np.ndarray, with_ratio: bool = False,
               allowed: Optional[np.ndarray] = None):
