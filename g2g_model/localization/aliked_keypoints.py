@@ -2,8 +2,10 @@
 
 RootSIFT finds few repeatable keypoints on plain surfaces; ALIKED (the frozen, shipped t16
 network of :mod:`g2g_model.backbones.aliked`) was trained to match across viewpoint and
-lighting and finds several times more correct matches on a real scene with little texture
-(docs/VERIFICATION.md, "Learned local features"), at several times SIFT's cost per image.
+lighting and finds several times more matches that agree with the true geometry on a real scene
+with little texture, at about ten times SIFT's cost per image; but the poses verified on them
+were about twice as far off, with false fixes (docs/VERIFICATION.md, "Learned local features"):
+RootSIFT stays the default.
 
 Keypoints are the strongest local maxima of the score map (:meth:`ALIKED.detect`), each moved to
 the soft-argmax of the scores in its window (sub-pixel, :func:`soft_argmax`), and described by

@@ -37,8 +37,9 @@ class VerifyParams:
     ``verify_max_features`` (a node may redeclare the last two with its own defaults)."""
 
     verify_feature: str = param("sift", "local features for verification: 'sift' (RootSIFT) "
-                                "or 'aliked' (ALIKED-t16: more matches on plain surfaces, about "
-                                "ten times the cost per image)")
+                                "or 'aliked' (ALIKED-t16: more matches on plain surfaces but "
+                                "less accurate poses and false fixes on real images, about ten "
+                                "times the cost per image: docs/VERIFICATION.md)")
     verify_min_inliers: int = param(30, "fewer geometric inliers: keep G2G's estimate (the "
                                     "reason is in ~/status)", value_range=(6, 100000))
     verify_reprojection_px: float = param(4.0, "inlier threshold of the geometric solver, "
