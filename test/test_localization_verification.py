@@ -168,6 +168,24 @@ def test_a_view_prior_narrows_the_matching_and_keeps_the_accuracy(scene):
     assert StructureVerifier()(group_a, query, seed, view_prior=away).path == PATH_G2G
 
 
+def test_tracking_matches_near_the_priors_projections(scene):
+    """verify_tracking_radius_px: with the true prior the pose is as accurate and at least as
+    well supported; with a prior 0.5 m off the candidates near its projections are not the
+    true ones, and no pose near that prior is made of them."""
+    group_a, query, truth = case(scene)
+    seed = perturbed(truth, 0.3, 5.0)
+    plain = StructureVerifier()(group_a, query, seed, view_prior=truth)
+    tracking = StructureVerifier(VerifierConfig(tracking_radius_px=20.0))
+    result = tracking(group_a, query, seed, view_prior=truth)
+    assert result.path == PATH_VERIFIED, result.reason
+    assert pose_error(truth[0], result.map_T_b0)[0] < 0.03
+    assert result.inliers >= plain.inliers
+    off = perturbed(truth, 0.5, 0.0)
+    wrong = tracking(group_a, query, seed, view_prior=off)
+    assert wrong.path == PATH_G2G or pose_error(truth[0], wrong.map_T_b0)[0] < 0.03, \
+        wrong.reason
+
+
 def test_a_refinement_near_the_start_moves_no_further_than_drift_explains(scene):
     # The query's later instants placed 0.5 m off by the odometry (in a window of 0.53 m of
     # travel): the whole window's rigid solve is bent by about that much. Refined on the

@@ -32,13 +32,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
-import torch
 
 from g2g_model.geometry import invert_pose
 from g2g_model.localization.absolute_pose import absolute_pose
 from g2g_model.localization.ambiguity import Ambiguous, check_unambiguous
 from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.epipolar_guidance import guided_candidates
+from g2g_model.localization.point_matches import point_matches
+from g2g_model.localization.projection_guidance import projected_candidates
 from g2g_model.localization.local_features import (
     Features, LocalFeatures, per_frame_intrinsics,
 )
@@ -63,8 +64,6 @@ G2G_COVARIANCE = np.diag([0.13] * 3 + [0.046] * 3)
 # Shares of VerifierConfig.cache_mb: features of images, map points of windows, triangulated
 # map-frame pairs, 2D-3D matches of query images.
 CACHE_SHARES = {"features": 0.5, "points": 0.25, "pairs": 0.125, "matches": 0.125}
-# Map-point descriptors closer than this in space belong to the same point (ratio test).
-SAME_POINT_M = 0.05
 
 
 @dataclass
@@ -243,38 +242,6 @@ class StructureVerifier:
             self._points_cache.put(("all",) + key, hit)
         return hit
 
-    def _correspondences(self, feats: Features, points: np.ndarray, descs: np.ndarray
-                         ) -> Tuple[np.ndarray, np.ndarray]:
-        """2D-3D matches of one query frame against all map points of the window at once.
-
-        A map point seen in several map frames has several descriptors, so the ratio test
-        compares the nearest descriptor with the nearest one of ANOTHER point (more than
-        ``SAME_POINT_M`` away); matches must also be mutual nearest neighbours. At most
-        ``max_matches_per_frame`` of the most distinctive are kept: the solver's RANSAC cost
-        grows with the number of matches and steeply with the outlier share."""
-        empty = (np.zeros((0, 2)), np.zeros((0, 3)))
-        if len(feats.descriptors) < 2 or len(descs) < 2:
-            return empty
-        # RootSIFT descriptors have unit L2 norm: squared distance = 2 - 2 cosine. One matrix
-        # product (torch: multi-threaded) instead of a brute-force matcher per map frame.
-        sim = torch.from_numpy(feats.descriptors) @ torch.from_numpy(descs).T
-        k = min(6, len(descs))
-        best_sim, top = (t.numpy() for t in torch.topk(sim, k, dim=1))
-        # Mutual check only where it matters: the best query keypoint of each map descriptor
-        # that some query keypoint chose (a column argmax over those columns, not all M).
-        cols = np.unique(top[:, 0])
-        best_query = np.full(len(descs), -1)
-        best_query[cols] = sim[:, torch.from_numpy(cols)].argmax(0).numpy()
-        dist = np.sqrt(np.maximum(2.0 - 2.0 * best_sim, 0.0))
-        other = np.linalg.norm(points[top[:, 1:]] - points[top[:, :1]], axis=2) > SAME_POINT_M
-        second = np.where(other.any(1), other.argmax(1) + 1, k - 1)
-        ratio = dist[:, 0] / np.maximum(dist[np.arange(len(dist)), second], 1e-9)
-        mutual = best_query[top[:, 0]] == np.arange(len(top))
-        keep = np.flatnonzero((ratio < self.config.ratio) & mutual)
-        keep = keep[np.argsort(ratio[keep])][:self.config.max_matches_per_frame]
-        return (feats.keypoints[keep].astype(float).reshape(-1, 2),
-                points[top[keep, 0]].astype(float).reshape(-1, 3))
-
     # ------------------------------------------------------------------ verification
     def __call__(self, group_a, query, map_T_b: np.ndarray,
                  view_prior: Optional[np.ndarray] = None,
@@ -319,11 +286,19 @@ class StructureVerifier:
                                         >= cos_view)
             key = (self.local.image_key(image), window_key,
                    None if frames is None else frames.tobytes())
-            hit = self._matches_cache.get(key)
+            rows = slice(None) if frames is None else np.isin(frame_of, frames)
+            if view_prior is not None and cfg.tracking_radius_px > 0:
+                # Tracking: candidates near the prior's projections (not cached: the prior
+                # moves with every localization).
+                allowed = projected_candidates(feats.keypoints, points[rows], k_b[j],
+                                               np.asarray(view_prior[j], float),
+                                               cfg.tracking_radius_px)
+                hit = point_matches(feats, points[rows], descs[rows], cfg, allowed)
+            else:
+                hit = self._matches_cache.get(key)
             if hit is None:
-                rows = slice(None) if frames is None else np.isin(frame_of, frames)
-                hit = self._matches_cache.put(key, self._correspondences(
-                    feats, points[rows], descs[rows]))
+                hit = self._matches_cache.put(key, point_matches(
+                    feats, points[rows], descs[rows], cfg))
             x, X = hit
             out.p2d.append(x)
             out.p3d.append(X)

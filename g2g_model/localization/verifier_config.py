@@ -16,7 +16,7 @@ class VerifierConfig:
     """Settings of the structure-based verifier (named like the node parameters)."""
 
     enabled: bool = True
-    feature: str = "sift"               # local features: "sift" (RootSIFT)
+    feature: str = "sift"               # local features: "sift" (RootSIFT) or "aliked"
     max_features: int = 2000            # per image
     min_inliers: int = 30               # fewer: fall back to G2G
     reprojection_px: float = 4.0        # RANSAC / inlier threshold, pixels
@@ -32,6 +32,10 @@ class VerifierConfig:
     min_triangulation_deg: float = 1.5  # a map point needs this much parallax
     max_pair_angle_deg: float = 60.0    # map frames are paired when their axes are this close
     prior_view_angle_deg: float = 60.0  # with a view prior: map frames within this of a query
+    # Relocalization while tracking a geometric fix (a view prior): each query keypoint competes
+    # only with the map points the prior projects within this many pixels of it
+    # (projection_guidance; 0: off, every point of the window).
+    tracking_radius_px: float = 0.0
     cache_size: int = 160               # frames whose features are kept (at most)
     cache_mb: float = 128.0             # memory of all caches of one verifier (at most)
     # Describe images downscaled to this long side (0: full size); the nodes reduce their
@@ -71,6 +75,9 @@ class VerifierConfig:
             value = float(getattr(self, name))
             if not np.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive finite number, got {value}")
+        radius = float(self.tracking_radius_px)
+        if not np.isfinite(radius) or radius < 0:
+            raise ValueError(f"tracking_radius_px must be >= 0 (0: off), got {radius}")
         if not 0 < self.ratio < 1:
             raise ValueError(f"ratio must be in (0, 1), got {self.ratio}")
         if self.max_image_px and int(self.max_image_px) < MIN_IMAGE_PX:

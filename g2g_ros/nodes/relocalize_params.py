@@ -107,6 +107,12 @@ class RelocalizeParams(VerifyParams, CameraParams):
         "verify_min_inliers and fit the refined pose far better than noise explains (drift "
         "inside a long window bends the rigid group); 0 = off",
         value_range=(0.0, 1000.0))
+    verify_tracking_radius_px: float = param(
+        VerifierConfig.tracking_radius_px, "while tracking a geometric fix, each query "
+        "keypoint is matched only among the map points that the fix (carried by the odometry) "
+        "projects within this many pixels of it, so the ratio test compares neighbours, not "
+        "look-alikes across the image; 0 = off (every point of the map window)",
+        value_range=(0.0, 10000.0))
     verify_relative_fallback: bool = param(
         VerifierConfig.relative_fallback, "where the map window's triangulated points give no "
         "geometric pose, solve the query's anchor frame from its 2D-3D and 2D-2D matches with "
