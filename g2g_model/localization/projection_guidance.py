@@ -15,8 +15,9 @@ import numpy as np
 import torch
 
 #: Descriptor distance a guided match's nearest neighbour must beat by the ratio test when no
-#: other map point lies within the radius (RootSIFT and ALIKED descriptors are unit vectors:
-#: unrelated ones lie about 1.0-1.2 apart, true matches 0.3-0.7).
+#: other map point lies within the radius. Descriptors are unit vectors; on the real office frames
+#: (2026-12-01, 10th-90th percentiles) RootSIFT's true matches lie 0.13-0.36 apart and unrelated
+#: pairs 0.74-1.02, ALIKED's 0.19-0.55 and 1.21-1.50.
 NO_RIVAL_DISTANCE = 1.0
 
 
