@@ -11,14 +11,7 @@ import torch.nn.functional as F
 
 from g2g_model.localization.aliked_keypoints import AlikedKeypoints, soft_argmax
 from g2g_model.localization.local_features import LocalFeatures
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from test_aliked import _one_thread  # noqa: F401 (autouse: one torch thread)
 
 
 def _texture(height: int, width: int, seed: int = 3) -> np.ndarray:
