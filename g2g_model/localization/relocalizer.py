@@ -243,7 +243,7 @@ class Relocalizer:
         t1 = time.perf_counter()
         gmap = prepared.gmap
         frames = [gmap.frames[i] for i in prepared.windows[idx]]
-        group_a = Group(images=[f.decode() for f in frames],
+        group_a = Group(images=prepared.images.images(prepared.windows[idx]),
                         intrinsics=np.stack([f.intrinsics for f in frames]),
                         cam_to_world=np.stack([f.world_T_cam for f in frames]),
                         stamps=[f.stamp_ns for f in frames])
@@ -260,7 +260,7 @@ class Relocalizer:
                                     group_a=group_a, map_id=gmap.map_id,
                                     camera=frames[0].camera)
         if self.verifier is not None:
-            verify_a = map_rig_window(gmap, prepared.windows[idx])
+            verify_a = map_rig_window(gmap, prepared.windows[idx], prepared.images)
             verify_b = rig_group(newest_first(query), self.views)
             # G2G's correction carried to every view through the odometry (the verifier uses
             # the group's relative poses).
@@ -276,8 +276,8 @@ class Relocalizer:
                                        direction=map_T_b[0][:3, 2],
                                        disjoint_from=prepared.windows[idx])
                 if other is not None:
-                    again = self._verify(map_rig_window(gmap, prepared.windows[other]),
-                                         verify_b, map_T_b, view_prior)
+                    other_a = map_rig_window(gmap, prepared.windows[other], prepared.images)
+                    again = self._verify(other_a, verify_b, map_T_b, view_prior)
                     if again.path != PATH_G2G:
                         verification, result.verified_window = again, other
                         verification.reason += f" (second window {other})"

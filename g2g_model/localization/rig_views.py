@@ -133,17 +133,20 @@ def rig_group(query: Group, views: Optional[RigViews]) -> Group:
                  stamps=stamps)
 
 
-def map_rig_window(gmap: G2GMap, window: Sequence[int]) -> Group:
+def map_rig_window(gmap: G2GMap, window: Sequence[int], images=None) -> Group:
     """A map window's frames followed by every other map frame taken within the window's time
     span (the other cameras of the mapping rig; each camera keeps its own keyframes, so their
-    stamps need not coincide)."""
+    stamps need not coincide). ``images``: the map's decoded images
+    (:class:`~g2g_model.localization.map_images.MapImages`; default: decoded here)."""
     first = [int(i) for i in window]
     stamps = [gmap.frames[i].stamp_ns for i in first]
     lo, hi = min(stamps), max(stamps)
     taken = set(first)
     rest = [i for i, f in enumerate(gmap.frames) if lo <= f.stamp_ns <= hi and i not in taken]
     frames = [gmap.frames[i] for i in first + rest]
-    return Group(images=[f.decode() for f in frames],
+    decoded = (images.images(first + rest) if images is not None
+               else [f.decode() for f in frames])
+    return Group(images=decoded,
                  intrinsics=np.stack([f.intrinsics for f in frames]),
                  cam_to_world=np.stack([f.world_T_cam for f in frames]),
                  stamps=[f.stamp_ns for f in frames])

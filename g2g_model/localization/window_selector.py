@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from g2g_model.estimation.groups import Group
+from g2g_model.localization.map_images import MapImages
 from g2g_model.maps.windows import map_windows, nearest_window
 from g2g_model.maps.format import G2GMap
 from g2g_model.covisibility.window_scores import (
@@ -197,6 +198,11 @@ class PreparedMap:
     tokens: Optional[torch.Tensor]        # [F, P, D] float32, or None (no cached features)
     parts: List[Tuple[Describe, torch.Tensor]]  # (describe a query, the map's descriptors)
     verify_images: Optional[torch.Tensor]  # the map's frames shrunk for the pair verifier
+    images: Optional[MapImages] = None    # the map's decoded keyframes (cached)
+
+    def __post_init__(self):
+        if self.images is None:
+            self.images = MapImages(self.gmap)
 
 
 class WindowSelector:
