@@ -91,7 +91,8 @@ def localize(scene, query_camera: str, query_start: int, query_frames: int, wind
     from g2g_model.estimation.groups import Group
     from g2g_model.estimation.pipeline import G2GPipeline
     from g2g_model.assets import default_checkpoint
-    from g2g_model.localization.window_selector import SelectorConfig, WindowSelector
+    from g2g_model.localization.selector_config import SelectorConfig
+    from g2g_model.localization.window_selector import WindowSelector
     from g2g_model.maps.format import load_map
 
     from benchmarks.sim_map import map_path, query_group, trajectory, true_overlap

@@ -16,7 +16,8 @@ from g2g_model.estimation.pipeline import G2GPipeline
 from g2g_model.localization.correction import GateConfig, QueryFrame
 from g2g_model.localization.relocalizer import G2G_COVARIANCE, Relocalizer
 from g2g_model.localization.verification import StructureVerifier, Verification
-from g2g_model.localization.window_selector import SelectorConfig, WindowSelector
+from g2g_model.localization.selector_config import SelectorConfig
+from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps.building import build_map_from_trajectory
 from g2g_model.maps.format import MapError, save_map
 from sim_fixtures import tiny_trajectories

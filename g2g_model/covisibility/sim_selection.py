@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from g2g_model.estimation.groups import Group
-from g2g_model.localization.window_selector import SelectorConfig, SelectorModels, WindowSelector
+from g2g_model.localization.selector_config import SelectorConfig, SelectorModels
+from g2g_model.localization.window_selector import WindowSelector
 from g2g_model.maps.format import G2GMap, MapFrame, encode_image
 
 if TYPE_CHECKING:

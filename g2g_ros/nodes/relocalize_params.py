@@ -1,5 +1,5 @@
 """Parameters of the relocalize node: one dataclass (:mod:`g2g_ros.parameters`), checks, and
-the engine configurations (:class:`~g2g_model.localization.window_selector.SelectorConfig`,
+the engine configurations (:class:`~g2g_model.localization.selector_config.SelectorConfig`,
 :class:`~g2g_model.localization.correction.GateConfig`) built from them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Dict, List, Optional
 
 from g2g_model.localization.correction import GateConfig
 from g2g_model.localization.verifier_config import VerifierConfig
-from g2g_model.localization.window_selector import WINDOW_SCORERS, SelectorConfig
+from g2g_model.localization.selector_config import WINDOW_SCORERS, SelectorConfig
 from g2g_ros.model_loading import (BACKBONE_WEIGHTS_DESCRIPTION, model_max_frames,
                                    window_size_problem)
 from g2g_ros.nodes.camera_params import CameraParams
