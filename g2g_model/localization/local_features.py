@@ -1,9 +1,9 @@
 """Local features for geometric verification: detection, caching and matching.
 
 RootSIFT (OpenCV SIFT, L1-normalised, square-rooted; ``feature`` "sift", the default) or ALIKED
-(``feature`` "aliked", :mod:`~g2g_model.localization.aliked_keypoints`: more correct matches on
-plain surfaces, several times the cost), both compared with the L2 norm; matches are
-mutual nearest neighbours that pass Lowe's ratio test. An image whose long side exceeds
+(``feature`` "aliked", :mod:`~g2g_model.localization.aliked_keypoints`: more matches on plain
+surfaces but less accurate poses, about ten times the cost), both compared with the L2 norm;
+matches are mutual nearest neighbours that pass Lowe's ratio test. An image whose long side exceeds
 ``max_image_px`` is described at that size (area-averaged; an image wider than 16:9 with the
 pixels of a 16:9 image of that long side,
 :func:`~g2g_model.cameras.reduction.description_scale`) and its keypoints are returned in the

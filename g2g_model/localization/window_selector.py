@@ -78,11 +78,7 @@ class PreparedMap:
     tokens: Optional[torch.Tensor]        # [F, P, D] float32, or None (no cached features)
     parts: List[Tuple[Describe, torch.Tensor]]  # (describe a query, the map's descriptors)
     verify_images: Optional[torch.Tensor]  # the map's frames shrunk for the pair verifier
-    images: Optional[MapImages] = None    # the map's decoded keyframes (cached)
-
-    def __post_init__(self):
-        if self.images is None:
-            self.images = MapImages(self.gmap)
+    images: MapImages                      # the map's decoded keyframes (cached)
 
 
 class WindowSelector:
@@ -148,6 +144,7 @@ class WindowSelector:
             except ValueError as exc:
                 raise ValueError(f"{source}: its cached features are unusable: {exc}") from exc
             verifier = models.pair_verifier
+            # Writable copies: the embeddings hand them to torch (the cache's are read-only).
             images = ([f.decode() for f in gmap.frames]
                       if cfg.scorer in ("combined", "image") or verifier is not None else None)
             if cfg.scorer in ("combined", "image"):
@@ -156,7 +153,7 @@ class WindowSelector:
                               image_model.describe(images)))
             verify_images = None if verifier is None else verifier.shrink_all(images)
         tokens = None if gmap.features is None else gmap.features.float()
-        return PreparedMap(gmap, windows, tokens, parts, verify_images)
+        return PreparedMap(gmap, windows, tokens, parts, verify_images, MapImages(gmap))
 
     # ------------------------------------------------------------------ a query
     def frame_scores(self, query: Group, query_tokens: Optional[torch.Tensor] = None,
