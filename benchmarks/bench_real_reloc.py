@@ -1,7 +1,7 @@
 """Relocalization on a real image sequence through the node, and on its simulated twin.
 
 For each of (the real sets built by ``tools/make_real_reloc.py``, ``--real``: by default the TUM
-office and the TUM cabinet where they are built; the hand-held single-camera twin of
+office, the TUM cabinet and two KITTI car clips where they are built; the hand-held single-camera twin of
 :mod:`benchmarks.sim_handheld` in two test-split scenes, ``--sim-seeds``) it runs the
 documented workflow:
 
@@ -41,13 +41,15 @@ import numpy as np
 
 from benchmarks.common import ROOT, from_root, machine_info
 from benchmarks.reloc_scoring import (
-    FALSE_ACCEPT_ROT_DEG, FALSE_ACCEPT_TRANS_M, coverage, fix_records, is_false_accept,
-    summarize,
+    COVER_ROT_DEG, COVER_TRANS_M, FALSE_ACCEPT_ROT_DEG, FALSE_ACCEPT_TRANS_M, coverage,
+    fix_records, is_false_accept, summarize,
 )
 from benchmarks.verifier_evidence import fix_evidence, rule_table
 
-# The real sets of tools/make_real_reloc.py: TUM fr3 office (17 frames) and fr3 cabinet (58).
-REAL_SETS = (ROOT / "data" / "real_reloc", ROOT / "data" / "real_reloc_cabinet")
+# The real sets of tools/make_real_reloc.py: TUM fr3 office (17 frames), fr3 cabinet (58) and
+# two KITTI clips (a car, 51 frames each, from data/real_stereo_kitti).
+REAL_SETS = tuple(ROOT / "data" / name for name in (
+    "real_reloc", "real_reloc_cabinet", "real_reloc_kitti06", "real_reloc_kitti01"))
 # The demo's relocalize settings (g2g_ros/demo.py), a fix every 0.5 s of bag time, no hint.
 RELOC_FLAGS = ("--rig", "sim", "-p", "relocalize.localize_period_s:=0.5",
                "-p", "relocalize.consistency_count:=1", "-p", "relocalize.min_translation_m:=0.05",
@@ -66,10 +68,12 @@ INSTANTS = ("G2G alone, g2g-eval's classical baseline and 'no motion' are scored
 
 
 def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Path,
-           drift: tuple = (0.02, 1.0), params: Sequence[str] = ()) -> Dict[str, object]:
+           drift: tuple = (0.02, 1.0), params: Sequence[str] = (),
+           cover_trans_m: float = COVER_TRANS_M) -> Dict[str, object]:
     """Steps 1-4 of the module docstring for one map / query pair; the scored result.
     ``drift``: the odometry input's scale drift per metre and heading drift (deg) per metre;
-    ``params``: more ``NODE.PARAM:=VALUE`` for g2g-eval-bag (after the demo's)."""
+    ``params``: more ``NODE.PARAM:=VALUE`` for g2g-eval-bag (after the demo's);
+    ``cover_trans_m``: how near a map keyframe covers a query frame (a car's set: metres)."""
     from g2g_model.data.format import TrajectoryReader
     from g2g_model.estimation.pipeline import G2GPipeline
     from g2g_model.maps.building import build_map_from_trajectory
@@ -117,7 +121,7 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
         {int(s): query.image("cam0", i) for i, s in enumerate(query.timestamps_ns)},
         query.rig["cam0"].K, gt.odom_input, gt.base_T_cam["cam0"], truth)
     map_cams = np.stack([f.world_T_cam for f in gmap.frames])
-    covered = coverage(query.world_T_cam("cam0"), map_cams)
+    covered = coverage(query.world_T_cam("cam0"), map_cams, trans_m=cover_trans_m)
     rows = {}
     predicted = rel.get("predicted") or {}
     for label, source, key in METHOD_ROWS:
@@ -126,6 +130,7 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
         if row:
             rows[label] = row
     return {"name": name, "command": command, "map_keyframes": len(gmap),
+            "cover_trans_m": cover_trans_m,
             "query_frames": query.num_frames, "replay": report.get("replay"),
             "summary": summarize(records, int(rel.get("attempts") or 0),
                                  float(covered.mean()) if len(covered) else 0.0),
@@ -157,6 +162,13 @@ def _paths(source: Dict[str, object]) -> str:
     """The repository paths a make_real_reloc source names."""
     return str(source.get("path") or ", ".join(
         str(source[k]) for k in ("frames", "ground_truth") if k in source))
+
+
+def _cover_note(results: List[Dict[str, object]]) -> str:
+    """The runs whose set names another cover distance (a car's: its sources.json)."""
+    other = [f"{r['name']}: {r['cover_trans_m']:g} m" for r in results
+             if r.get("cover_trans_m", COVER_TRANS_M) != COVER_TRANS_M]
+    return f"; {', '.join(other)}, as the set names it" if other else ""
 
 
 def real_name(root: Path, first: bool) -> str:
@@ -195,7 +207,8 @@ def render(results: List[Dict[str, object]], argv: List[str]) -> str:
              + shlex.join(argv) + "`", "", "Machine:", *machine_info(), "",
              f"False accept: a published fix off by more than {FALSE_ACCEPT_TRANS_M} m or "
              f"{FALSE_ACCEPT_ROT_DEG} deg. Fix rate where covered: fixes / (localizations x "
-             "the fraction of query frames with a map keyframe within 0.5 m and 30 deg).", "",
+             f"the fraction of query frames with a map keyframe within {COVER_TRANS_M} m and "
+             f"{COVER_ROT_DEG:g} deg{_cover_note(results)}).", "",
              *_provenance(results),
              "| run | map kf / query frames | localizations / fixes | fixes by path | fix error "
              "median / max (m) | rot median / max (deg) | false accepts | covered | fix rate "
@@ -267,8 +280,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--real", type=Path, nargs="+", default=list(REAL_SETS),
                         help="real sets built by tools/make_real_reloc.py (map/, query/; "
-                        "default: data/real_reloc and data/real_reloc_cabinet; none: no real "
-                        "set)")
+                        "default: data/real_reloc, data/real_reloc_cabinet and "
+                        "data/real_reloc_kitti06 / 01 where built; none: no real set)")
     parser.add_argument("--sim-frames", type=int, default=480,
                         help="frames per pass of the twin (0: no twin)")
     parser.add_argument("--sim-size", default="640x480", metavar="WxH",
@@ -296,11 +309,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"no real set at {real} (tools/make_real_reloc.py builds it)",
                   file=sys.stderr)
             continue
-        results.append(replay(real_name(real, k == 0), real, real / "map", real / "query",
-                              args.out, tuple(args.drift), args.params))
         sources = real / "sources.json"
-        if sources.exists():
-            results[-1]["sources"] = json.loads(sources.read_text())
+        sources = json.loads(sources.read_text()) if sources.exists() else {}
+        results.append(replay(real_name(real, k == 0), real, real / "map", real / "query",
+                              args.out, tuple(args.drift), args.params,
+                              float(sources.get("cover_trans_m", COVER_TRANS_M))))
+        if sources:
+            results[-1]["sources"] = sources
     if args.sim_frames:
         from benchmarks.sim_handheld import SCENES, SEED, render_twin
 

@@ -142,6 +142,42 @@ def test_make_real_reloc_from_the_cabinet_clone(tmp_path, monkeypatch):
                    "--out", str(tmp_path / "o3")])
 
 
+def test_make_real_reloc_from_a_stereo_trajectory(tmp_path):
+    """A dataset-format trajectory (a KITTI clip of make_real_stereo): each part keeps one
+    camera, renamed cam0, with its calibration and the body poses; the set names its cover
+    distance for the benchmark; a camera the rig lacks is a clear error."""
+    from g2g_model.data.format import TrajectoryWriter
+    from g2g_model.data.rig import CameraSpec, Rig
+
+    K = np.array([[50.0, 0, 32], [0, 50.0, 24], [0, 0, 1]])
+    right = make_pose(np.eye(3), [0.0, -0.5, 0.0])
+    rig = Rig([CameraSpec("left", K, 64, 48), CameraSpec("right", K, 64, 48, right)])
+    src = tmp_path / "clip"
+    with TrajectoryWriter(src, rig, meta={"kitti_sequence": "06", "kitti_frames": [0, 6],
+                                          "dataset_source": {"repo": "o/r", "commit": "c" * 40,
+                                                             "license": "L", "path": "P"}}) as w:
+        for i in range(7):
+            w.add_frame(100 + 10 * i, make_pose(np.eye(3), [1.2 * i, 0, 0]),
+                        {"left": np.full((48, 64, 3), i, np.uint8),
+                         "right": np.full((48, 64, 3), 100 + i, np.uint8)})
+    out = tmp_path / "out"
+    assert make_main(["--trajectory", str(src), "--query-camera", "right",
+                      "--out", str(out)]) == 0
+    m, q = TrajectoryReader(out / "map"), TrajectoryReader(out / "query")
+    assert m.rig.names == q.rig.names == ["cam0"]
+    assert (m.num_frames, q.num_frames) == (4, 3)                    # interleaved
+    np.testing.assert_allclose(q.world_T_cam("cam0")[:, 0, 3], [1.2, 3.6, 6.0])
+    np.testing.assert_allclose(q.world_T_cam("cam0")[:, 1, 3], -0.5)
+    assert q.image("cam0", 0)[0, 0, 0] == 101 and m.image("cam0", 1)[0, 0, 0] == 2
+    sources = json.loads((out / "sources.json").read_text())
+    assert sources["cover_trans_m"] == 2.0 and sources["sources"]["trajectory"]["repo"] == "o/r"
+    assert sources["dataset"] == {"name": "KITTI odometry, sequence 06 frames 0-6",
+                                  "license": "L"}
+    assert len(sources["input_sha256"]) == 8                         # 7 images + poses.csv
+    assert make_main(["--trajectory", str(src), "--map-camera", "centre",
+                      "--out", str(tmp_path / "o2")]) == 2
+
+
 def test_solver_evidence_on_an_exact_scene():
     """Spread, residuals and the anchor-alone solve of a recorded generalized solve whose
     inputs are exact: zero residuals, and the anchor alone lands on the group's anchor."""

@@ -22,7 +22,15 @@ Sources (one of):
   ``rgbd_dataset_freiburg3_cabinet`` with their ground truth, already associated one pose per
   frame: the camera circles a plain cabinet on a plain floor once (358 deg, 8.3 m) and ends
   0.3 m from where it began. Little texture: a real scene where verification should mostly
-  refuse. Default split ``interleave``.
+  refuse. Default split ``interleave``;
+* ``--trajectory DIR``: a trajectory already in the dataset format, e.g. a clip of
+  ``data/real_stereo_kitti`` (``tools/make_real_stereo.py``: KITTI, a car on a road, frames 1.2 m
+  apart). ``--map-camera`` / ``--query-camera`` pick its cameras (default: the first for
+  both); each part keeps one camera, renamed ``cam0`` (its K, size and ``T_body_cam``). Default
+  split ``interleave``: the query drives between the map's keyframes, 2.4 m apart, looking the
+  same way. The map covers such a query within about 2 m, not the 0.5 m of a hand-held
+  camera: ``--cover-trans-m`` (default 2.0 here) is written into ``sources.json``, where
+  ``benchmarks/bench_real_reloc.py`` reads it.
 
 Writes ``<out>/map/``, ``<out>/query/`` (trajectories, provenance in meta.json) and
 ``<out>/sources.json`` (the sources, the split, and the sha256 of every input file read).
@@ -34,6 +42,8 @@ Usage::
     python tools/make_real_reloc.py --superglue-repo ~/src/SuperGluePretrainedNetwork \
         --edgeicp-repo ~/src/edgeICP --out data/real_reloc
     python tools/make_real_reloc.py --cubeslam-repo ~/src/cube_slam --out data/real_reloc_cabinet
+    python tools/make_real_reloc.py --trajectory data/real_stereo_kitti/kitti06_0000_0050 \
+        --out data/real_reloc_kitti06
 """
 
 from __future__ import annotations
@@ -55,6 +65,8 @@ from make_real_val import (  # noqa: E402
 )
 
 from g2g_model.data.convert_tum import convert_tum, source_images  # noqa: E402
+from g2g_model.data.format import TrajectoryReader, TrajectoryWriter  # noqa: E402
+from g2g_model.data.rig import CameraSpec, Rig  # noqa: E402
 from g2g_model.model.checkpoint import sha256_of  # noqa: E402
 
 SPLITS = ("half", "interleave")
@@ -112,6 +124,39 @@ def build(src: Path, out: Path, camera: str, split: str, max_frames: int, stride
             "input_sha256": files}
 
 
+def build_from_trajectory(src: Path, out: Path, map_camera: str, query_camera: str,
+                          split: str, max_frames: int, stride: int, map_fraction: float,
+                          overwrite: bool) -> Dict[str, object]:
+    """The map and query parts of a dataset-format trajectory: one camera each, named
+    ``cam0``; provenance (the source's meta.json) carried into both parts' meta.json."""
+    reader = TrajectoryReader(src)
+    for cam in (map_camera, query_camera):
+        if cam not in reader.rig.names:
+            raise ValueError(f"{src}: no camera {cam!r} (it has {reader.rig.names})")
+    keep = list(range(0, reader.num_frames, stride))[:max_frames or None]
+    map_idx, query_idx = split_frames(len(keep), split, map_fraction)
+    provenance = {k: v for k, v in reader.meta.items()
+                  if k not in ("format", "version", "num_frames", "cameras", "has_depth",
+                               "complete")}
+    files = {str(reader.path / "poses.csv"): sha256_of(str(reader.path / "poses.csv"))}
+    summary: Dict[str, object] = {}
+    for part, idx, cam in (("map", map_idx, map_camera), ("query", query_idx, query_camera)):
+        spec = reader.rig[cam]
+        rig = Rig([CameraSpec("cam0", spec.K, spec.width, spec.height, spec.T_body_cam)])
+        meta = dict(provenance, part=part, split=split, source_camera=cam,
+                    derived_from=str(reader.path))
+        with TrajectoryWriter(out / part, rig, overwrite=overwrite, meta=meta) as writer:
+            for i in (keep[j] for j in idx):
+                path = reader.image_path(cam, i)
+                files[str(path)] = sha256_of(str(path))
+                writer.add_frame(int(reader.timestamps_ns[i]), reader.world_T_body[i],
+                                 {"cam0": reader.image(cam, i)})
+        summary[part] = {"frames": len(idx), "camera": cam}
+    return {"split": split, "stride": stride, "max_frames": max_frames,
+            "map_fraction": map_fraction, "frames": len(keep), "parts": summary,
+            "input_sha256": files}
+
+
 def by_repository_path(hashes: Dict[str, str], frame_suffix: str, frames: Tuple[dict, str],
                        ground_truth: Tuple[dict, str]) -> Dict[str, str]:
     """``hashes`` (staged file -> sha256) keyed by the repository paths the files came from
@@ -131,8 +176,15 @@ def main(argv=None) -> int:
     p.add_argument("--superglue-repo", type=Path, help="clone / mirror of " + FRAMES["repo"])
     p.add_argument("--edgeicp-repo", type=Path, help="clone / mirror of " + GROUND_TRUTH["repo"])
     p.add_argument("--cubeslam-repo", type=Path, help="clone / mirror of " + CABINET["repo"])
+    p.add_argument("--trajectory", type=Path,
+                   help="a dataset-format trajectory (e.g. data/real_stereo_kitti/<clip>)")
+    p.add_argument("--map-camera", help="with --trajectory (default: its first camera)")
+    p.add_argument("--query-camera", help="with --trajectory (default: its first camera)")
+    p.add_argument("--cover-trans-m", type=float, default=None,
+                   help="how near a map keyframe covers a query frame, for the benchmark "
+                   "(default: 2.0 with --trajectory, else the benchmark's 0.5)")
     p.add_argument("--split", choices=SPLITS,
-                   help="default: half for --tum-dir, interleave for the repositories")
+                   help="default: half for --tum-dir, interleave otherwise")
     p.add_argument("--map-fraction", type=float, default=0.5, help="with --split half")
     p.add_argument("--max-frames", type=int, default=600, help="after --stride; 0: all")
     p.add_argument("--stride", type=int, default=1, help="keep every n-th image")
@@ -140,15 +192,37 @@ def main(argv=None) -> int:
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
     given = [args.tum_dir is not None, args.cubeslam_repo is not None,
-             args.superglue_repo is not None or args.edgeicp_repo is not None]
+             args.superglue_repo is not None or args.edgeicp_repo is not None,
+             args.trajectory is not None]
     if sum(given) != 1:
-        p.error("give one source: --tum-dir, --cubeslam-repo, or both --superglue-repo and "
-                "--edgeicp-repo")
+        p.error("give one source: --tum-dir, --cubeslam-repo, --trajectory, or both "
+                "--superglue-repo and --edgeicp-repo")
+    if args.trajectory is None and (args.map_camera or args.query_camera):
+        p.error("--map-camera and --query-camera go with --trajectory")
+    if args.cover_trans_m is not None and args.cover_trans_m <= 0:
+        p.error("--cover-trans-m must be positive")
     if args.stride < 1:
         p.error("--stride must be >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        if args.tum_dir is not None:
+        if args.trajectory is not None:
+            reader = TrajectoryReader(args.trajectory)
+            first = reader.rig.names[0]
+            origin = reader.meta.get("dataset_source") or {}
+            name = args.trajectory.name if "kitti_sequence" not in reader.meta else (
+                f"KITTI odometry, sequence {reader.meta['kitti_sequence']} frames "
+                + "-".join(map(str, reader.meta.get("kitti_frames", []))))
+            meta = {"dataset": {"name": name,
+                                "license": origin.get("license", "see the source's meta.json")}}
+            sources = {"trajectory": origin if "repo" in origin
+                       else str(args.trajectory.resolve())}
+            result = build_from_trajectory(
+                args.trajectory, args.out, args.map_camera or first, args.query_camera or first,
+                args.split or "interleave", args.max_frames, args.stride, args.map_fraction,
+                args.overwrite)
+            if args.cover_trans_m is None:
+                args.cover_trans_m = 2.0
+        elif args.tum_dir is not None:
             if not args.tum_dir.is_dir():
                 p.error(f"{args.tum_dir}: not a folder")
             meta = {"dataset": {"name": f"TUM RGB-D benchmark, {args.tum_dir.name}",
@@ -175,9 +249,10 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"make_real_reloc: error: {exc}", file=sys.stderr)
         return 2
+    cover = {} if args.cover_trans_m is None else {"cover_trans_m": args.cover_trans_m}
     (args.out / "sources.json").write_text(json.dumps(
-        {"dataset": meta["dataset"], "sources": sources, **result}, indent=1, default=str)
-        + "\n")
+        {"dataset": meta["dataset"], "sources": sources, **cover, **result}, indent=1,
+        default=str) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "input_sha256"}, indent=1,
                      default=str))
     return 0
