@@ -1,9 +1,9 @@
 """Relocalization on a real image sequence through the node, and on its simulated twin.
 
 For each of (the real sets built by ``tools/make_real_reloc.py``, ``--real``: by default
-the TUM office, the TUM cabinet and two KITTI car clips where they are built; the hand-held single-camera twin of
-:mod:`benchmarks.sim_handheld` in two test-split scenes, ``--sim-seeds``) it runs the
-documented workflow:
+the TUM office, the TUM cabinet and two KITTI car clips where they are built; the hand-held
+single-camera twin of :mod:`benchmarks.sim_handheld` in two test-split scenes,
+``--sim-seeds``) it runs the documented workflow:
 
 1. the query trajectory -> a rosbag2 bag with a drifting odometry input (2 %/m scale, 1 deg/m
    heading, as the demo), ``g2g_ros.bags.convert`` (``g2g-bag convert``);
