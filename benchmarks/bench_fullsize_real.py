@@ -3,9 +3,12 @@ the reduced copy against the full-size path, in the same run.
 
 ``bench_fullsize`` measures the reduced-image path on simulator renders; this one measures its
 accuracy on real images: the window pairs of a set built by ``tools/make_real_fullsize.py``
-(``data/real_fullsize``: instant-ngp's fox, 50 phone photographs 1080 x 1920, COLMAP poses,
-rectified). Per window pair (map window: known poses; query window: only its relative poses are
-used, as from odometry), the images travel as JPEG (quality 90), and in the same run:
+(``data/real_fullsize``, the default: instant-ngp's fox, 50 phone photographs 1080 x 1920,
+COLMAP poses, rectified) or by ``tools/make_real_stereo.py`` (``data/real_stereo_kitti``: two
+KITTI clips, 1226 x 370 and 1241 x 376, the left camera's windows 4-10 m apart); each pair
+names its trajectories and cameras. Per window pair (map window: known poses; query window:
+only its relative poses are used, as from odometry), the images travel as JPEG (quality 90),
+and in the same run:
 
 1. ``G2GPipeline.predict`` (the embedded relocalization default) on the full-size images and on
    the relocalize node's reduced copies, with its error against the poses;
@@ -21,6 +24,8 @@ setting is not judged on pairs the baseline fell back on.
 
     python -m benchmarks.bench_fullsize_real --real data/real_fullsize --pairs 8 \
         --output benchmarks/RESULTS_fullsize.md
+    python -m benchmarks.bench_fullsize_real --real data/real_stereo_kitti --pairs 40 \
+        --max-px 0 480
 """
 
 from __future__ import annotations
@@ -79,42 +84,62 @@ def summarize(rows: List[dict], keys: List[int]) -> Dict[int, dict]:
     return out
 
 
+class Views:
+    """The set's trajectories (opened when a pair first names them) and, per trajectory and
+    camera, its lens, poses, the node's reduced copies per setting and the JPEG messages."""
+
+    def __init__(self, real: Path, max_pxs: List[int], reloc_default: int, size):
+        self.real, self.max_pxs, self.reloc_default, self.size = real, max_pxs, reloc_default, size
+        self.readers: Dict[str, TrajectoryReader] = {}
+        self.cameras: Dict[tuple, dict] = {}
+
+    def camera(self, traj: str, cam: str) -> dict:
+        if (traj, cam) not in self.cameras:
+            if traj not in self.readers:
+                self.readers[traj] = TrajectoryReader(self.real / traj)
+            reader = self.readers[traj]
+            spec = reader.rig[cam]
+            lens = Lens.pinhole(spec.K, spec.width, spec.height, cam)
+            self.cameras[traj, cam] = {
+                "reader": reader, "name": cam, "K": spec.K, "poses": reader.world_T_cam(cam),
+                "imaging": {k: imaging(k, self.size, lens) for k in self.max_pxs},
+                "g2g": imaging(self.reloc_default, self.size, lens), "msgs": {}}
+        return self.cameras[traj, cam]
+
+    @staticmethod
+    def group(view: dict, frames: List[int], max_px: Optional[int], full: bool = False) -> Group:
+        """The frames as the node would see them with ``max_px`` (None: G2G's copies)."""
+        cam = view["g2g"] if max_px is None else view["imaging"][max_px]
+        images = []
+        for f in frames:
+            if full:
+                images.append(view["reader"].image(view["name"], f))
+                continue
+            if f not in view["msgs"]:
+                view["msgs"][f] = jpeg(view["reader"].image(view["name"], f))
+            images.append(cam.image(view["msgs"][f]))
+        return Group(images, view["K"] if full else cam.K, view["poses"][frames])
+
+
 def run(real: Path, indices: List[str], count: int, max_pxs: List[int], reloc_default: int
         ) -> str:
     start_load = load()
-    reader = TrajectoryReader(real / "fox")
-    cam_name = reader.cameras[0]
-    spec = reader.rig[cam_name]
-    lens = Lens.pinhole(spec.K, spec.width, spec.height, cam_name)
-    world_T_cam = reader.world_T_cam(cam_name)
     pipeline = G2GPipeline.default("relocalization")
     size = pipeline.image_size
-    cams = {k: imaging(k, size, lens) for k in max_pxs}
-    g2g_cam = imaging(reloc_default, size, lens)
-    msgs: Dict[int, object] = {}
-
-    def message(i: int):
-        if i not in msgs:
-            msgs[i] = jpeg(reader.image(cam_name, i))
-        return msgs[i]
-
+    views = Views(real, max_pxs, reloc_default, size)
     rows = []
     for index in indices:
         for pair in pick(read_index(real / index, WindowPair), count):
             fa = list(range(pair.start_a, pair.start_a + pair.window))
             fb = list(range(pair.start_b, pair.start_b + pair.window))
-
-            def group(cam, frames, full=False):
-                images = [reader.image(cam_name, f) if full else cam.image(message(f))
-                          for f in frames]
-                return Group(images, spec.K if full else cam.K, world_T_cam[frames])
-
-            truth = world_T_cam[fb[0]]
-            row = {"pair": f"W{pair.window} {pair.start_a}->{pair.start_b}",
-                   "baseline": baseline(world_T_cam[fa]), "verify": {}}
+            va, vb = views.camera(pair.traj_a, pair.cam_a), views.camera(pair.traj_b, pair.cam_b)
+            truth = vb["poses"][fb[0]]
+            row = {"pair": f"W{pair.window} {pair.start_a}->{pair.start_b}"
+                   + ("" if pair.traj_a == pair.traj_b else f" {pair.traj_a}->{pair.traj_b}"),
+                   "baseline": baseline(va["poses"][fa]), "verify": {}}
             preds = {}
             for what, full in (("full", True), ("reduced", False)):
-                a, b = group(g2g_cam, fa, full), group(g2g_cam, fb, full)
+                a, b = views.group(va, fa, None, full), views.group(vb, fb, None, full)
                 pipeline.predict(a, b)                       # warm
                 t0 = time.perf_counter()
                 pred = pipeline.predict(a, b)
@@ -122,8 +147,7 @@ def run(real: Path, indices: List[str], count: int, max_pxs: List[int], reloc_de
                 row[f"g2g_{what}"] = errors(truth, pred.world_T_b[0])
                 preds[what] = np.asarray(pred.world_T_b)
             for k in max_pxs:
-                cam = cams[k]
-                a, b = group(cam, fa, k == 0), group(cam, fb, k == 0)
+                a, b = views.group(va, fa, k, k == 0), views.group(vb, fb, k, k == 0)
                 verifier = RelocalizationVerifier(VerifierConfig(max_image_px=k))
                 t0 = time.perf_counter()
                 first = verifier(a, b, preds["full"])
@@ -134,22 +158,35 @@ def run(real: Path, indices: List[str], count: int, max_pxs: List[int], reloc_de
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "verify"}
                              | {str(k): v for k, v in row["verify"].items()}), flush=True)
-    return report(rows, max_pxs, reloc_default, size, g2g_cam, cams, start_load, reader,
-                  indices, count)
+    return report(rows, max_pxs, reloc_default, size, views, start_load, indices, count)
 
 
-def report(rows, max_pxs, reloc_default, size, g2g_cam, cams, start_load, reader, indices,
-           count) -> str:
-    spec = reader.rig[reader.cameras[0]]
-    meta = reader.meta
+def describe(views: Views) -> str:
+    """The data: each trajectory's source, frames and image size (and, for a set of
+    tools/make_real_fullsize.py, its lens and scale)."""
+    parts = []
+    for name, reader in views.readers.items():
+        meta, spec = reader.meta, reader.rig[reader.cameras[0]]
+        src = meta.get("dataset_source", {})
+        where = (f"{src['repo']} `{src.get('path', '')}` at {src['commit'][:12]}"
+                 if "repo" in src else name)
+        extra = ""
+        if "lens" in meta:
+            extra = (f", rectified once from `{meta['lens']}`; COLMAP poses in OpenCV axes at "
+                     f"an assumed {meta.get('metres_per_unit')} m per unit")
+        parts.append(f"{where} ({name}: {reader.num_frames} frames {spec.width} x "
+                     f"{spec.height}{extra})")
+    return "; ".join(parts)
+
+
+def report(rows, max_pxs, reloc_default, size, views, start_load, indices, count) -> str:
     summary = summarize(rows, max_pxs)
     base = summary[max_pxs[0]]
+    g2g_cam = next(iter(views.cameras.values()))["g2g"]
+    cams = next(iter(views.cameras.values()))["imaging"]
     lines = machine_info() + [
         f"- load average at the start: {start_load}; at the end: {load()}", "",
-        f"Data: {meta['dataset_source']['repo']} `{meta['dataset_source']['path']}` at "
-        f"{meta['dataset_source']['commit'][:12]} ({reader.num_frames} photographs "
-        f"{spec.width} x {spec.height}, rectified once from `{meta['lens']}`; COLMAP poses "
-        f"in OpenCV axes at an assumed {meta['metres_per_unit']} m per unit). "
+        f"Data: {describe(views)}. "
         f"{len(rows)} window pairs ({count} per index of {', '.join(indices)}, spread over "
         "each index), JPEG quality 90. G2G: the embedded relocalization default at "
         f"{size[1]} x {size[0]}, reduced copies of the relocalize node's default "
@@ -234,8 +271,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     opts = parser.parse_args(argv)
     if opts.max_px[0] != 0:
         parser.error("the first --max-px is the baseline and must be 0 (full size)")
-    if not (opts.real / "fox").is_dir():
-        parser.error(f"{opts.real}/fox: missing (build it with tools/make_real_fullsize.py)")
+    missing = [i for i in opts.index if not (opts.real / i).is_file()]
+    if missing:
+        parser.error(f"{opts.real}: no {', '.join(missing)} (build the set with "
+                     "tools/make_real_fullsize.py or tools/make_real_stereo.py)")
     reloc_max_px = opts.reloc_max_px
     if reloc_max_px is None:
         from g2g_ros.nodes.relocalize_params import RelocalizeParams
