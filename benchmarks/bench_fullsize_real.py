@@ -106,6 +106,12 @@ class Views:
                 "g2g": imaging(self.reloc_default, self.size, lens), "msgs": {}}
         return self.cameras[traj, cam]
 
+    def sizes(self, max_px: Optional[int]) -> str:
+        """The reduced copies' sizes for ``max_px`` (None: G2G's), every camera's, as text."""
+        copies = [c["g2g"] if max_px is None else c["imaging"][max_px]
+                  for c in self.cameras.values()]
+        return " / ".join(dict.fromkeys(f"{c.size[0]} x {c.size[1]}" for c in copies))
+
     @staticmethod
     def group(view: dict, frames: List[int], max_px: Optional[int], full: bool = False) -> Group:
         """The frames as the node would see them with ``max_px`` (None: G2G's copies)."""
@@ -182,15 +188,14 @@ def describe(views: Views) -> str:
 def report(rows, max_pxs, reloc_default, size, views, start_load, indices, count) -> str:
     summary = summarize(rows, max_pxs)
     base = summary[max_pxs[0]]
-    g2g_cam = next(iter(views.cameras.values()))["g2g"]
-    cams = next(iter(views.cameras.values()))["imaging"]
+    g2g_sizes = views.sizes(None)
     lines = machine_info() + [
         f"- load average at the start: {start_load}; at the end: {load()}", "",
         f"Data: {describe(views)}. "
         f"{len(rows)} window pairs ({count} per index of {', '.join(indices)}, spread over "
         "each index), JPEG quality 90. G2G: the embedded relocalization default at "
         f"{size[1]} x {size[0]}, reduced copies of the relocalize node's default "
-        f"({reloc_default}: {g2g_cam.size[0]} x {g2g_cam.size[1]}).", "",
+        f"({reloc_default}: {g2g_sizes}).", "",
         "Relocalization verification, first localization (fresh verifier), per "
         "`verify_max_image_px`. Errors: median / mean over the "
         f"{base['common']} pairs every setting accepted (translation also as a share of the map "
@@ -203,9 +208,8 @@ def report(rows, max_pxs, reloc_default, size, views, start_load, indices, count
         s = summary[k]
         e = s["errors"]
         name = "0, full size" if k == 0 else str(k)
-        w, h = cams[k].size
         lines.append(
-            f"| {name} ({w} x {h}) | {s['accepted']} / {len(rows)} | "
+            f"| {name} ({views.sizes(k)}) | {s['accepted']} / {len(rows)} | "
             f"{np.median(e[:, 0]):.3f} / {e[:, 0].mean():.3f} | "
             f"{np.median(e[:, 1]):.4f} / {e[:, 1].mean():.4f} | "
             f"{np.median(e[:, 2]):.4f} / {e[:, 2].mean():.4f} | "
@@ -242,7 +246,7 @@ def report(rows, max_pxs, reloc_default, size, views, start_load, indices, count
               "| input | rotation (deg) | translation (m) | time (ms) |", "|---|---|---|---|",
               f"| full size | {np.median(g_full[:, 0]):.2f} / {g_full[:, 0].mean():.2f} | "
               f"{np.median(g_full[:, 1]):.3f} / {g_full[:, 1].mean():.3f} | {1e3 * t_full:.0f} |",
-              f"| reduced copies ({g2g_cam.size[0]} x {g2g_cam.size[1]}) | "
+              f"| reduced copies ({g2g_sizes}) | "
               f"{np.median(g_small[:, 0]):.2f} / {g_small[:, 0].mean():.2f} | "
               f"{np.median(g_small[:, 1]):.3f} / {g_small[:, 1].mean():.3f} | "
               f"{1e3 * t_small:.0f} |",
