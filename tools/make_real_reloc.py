@@ -124,15 +124,14 @@ def build(src: Path, out: Path, camera: str, split: str, max_frames: int, stride
             "input_sha256": files}
 
 
-def build_from_trajectory(src: Path, out: Path, map_camera: str, query_camera: str,
-                          split: str, max_frames: int, stride: int, map_fraction: float,
-                          overwrite: bool) -> Dict[str, object]:
+def build_from_trajectory(reader: TrajectoryReader, out: Path, map_camera: str,
+                          query_camera: str, split: str, max_frames: int, stride: int,
+                          map_fraction: float, overwrite: bool) -> Dict[str, object]:
     """The map and query parts of a dataset-format trajectory: one camera each, named
     ``cam0``; provenance (the source's meta.json) carried into both parts' meta.json."""
-    reader = TrajectoryReader(src)
     for cam in (map_camera, query_camera):
         if cam not in reader.rig.names:
-            raise ValueError(f"{src}: no camera {cam!r} (it has {reader.rig.names})")
+            raise ValueError(f"{reader.path}: no camera {cam!r} (it has {reader.rig.names})")
     keep = list(range(0, reader.num_frames, stride))[:max_frames or None]
     map_idx, query_idx = split_frames(len(keep), split, map_fraction)
     provenance = {k: v for k, v in reader.meta.items()
@@ -217,7 +216,7 @@ def main(argv=None) -> int:
             sources = {"trajectory": origin if "repo" in origin
                        else str(args.trajectory.resolve())}
             result = build_from_trajectory(
-                args.trajectory, args.out, args.map_camera or first, args.query_camera or first,
+                reader, args.out, args.map_camera or first, args.query_camera or first,
                 args.split or "interleave", args.max_frames, args.stride, args.map_fraction,
                 args.overwrite)
             if args.cover_trans_m is None:
