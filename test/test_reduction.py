@@ -96,10 +96,11 @@ def test_sizes_follow_the_consumers():
     assert jpeg_factor((1930, 1216), (241, 152)) == 2  # 8 and 4 do not divide 1930
 
 
-def test_wide_images_are_described_with_the_pixels_of_a_sixteen_by_nine_image():
+def test_wide_images_keep_the_short_side_of_a_sixteen_by_nine_image():
     """Images up to 16:9 are described at max_image_px on the long side; a wider one (a
-    1241 x 376 car camera) keeps the pixels of a 16:9 image of that long side instead of
-    shrinking to 320 x 97; the verifier's features and the node's reduced copy agree."""
+    1241 x 376 car camera) keeps the short side of a 16:9 image of that long side (180 rows
+    at 320) instead of shrinking to 320 x 97; the verifier's features and the node's reduced
+    copy agree."""
     def size(w, h, px):
         s = description_scale(w, h, px)
         return round(w * s), round(h * s)
@@ -108,11 +109,12 @@ def test_wide_images_are_described_with_the_pixels_of_a_sixteen_by_nine_image():
     assert size(640, 480, 320) == (320, 240)
     assert size(1920, 1080, 480) == (480, 270)          # 16:9: as before (JPEG at 1/4)
     assert size(W, H, 480) == (480, 301)
-    assert size(1241, 376, 320) == (436, 132)           # 320 x 180 = 57,600 pixels
-    assert size(376, 1241, 320) == (132, 436)           # portrait: the same rule
+    assert size(1241, 376, 320) == (594, 180)           # the rows of 320 x 180
+    assert size(376, 1241, 320) == (180, 594)           # portrait: the same rule
+    assert size(1226, 370, 480) == (895, 270)           # the rows of 480 x 270
     assert size(200, 100, 320) == (200, 100)            # never enlarged
     assert description_scale(1241, 376, 0) == 1.0       # 0: full size
-    assert ImageNeeds((112, 112), 320).size(1241, 376) == (436, 132)
+    assert ImageNeeds((112, 112), 320).size(1241, 376) == (594, 180)
     from g2g_model.localization.local_features import LocalFeatures
 
     rng = np.random.default_rng(0)

@@ -35,27 +35,30 @@ from g2g_model.estimation.groups import resize_with_intrinsics, scale_intrinsics
 #: Reductions libjpeg applies while decoding (OpenCV's IMREAD_REDUCED_COLOR_2/4/8).
 JPEG_FACTORS = (8, 4, 2)
 #: The widest aspect (long side / short side) whose images are described at ``max_image_px``
-#: on the long side; a wider image keeps the pixels of a 16:9 image of that long side.
+#: on the long side; a wider image keeps the short side of a 16:9 image of that long side.
 DESCRIBED_ASPECT = 16 / 9
 
 
 def description_scale(width: int, height: int, max_image_px: int) -> float:
     """The factor (<= 1) an image is described at for a verifier's ``max_image_px`` (0: full
     size): its long side at most ``max_image_px``, except that an image wider than 16:9 keeps
-    the pixels of a 16:9 image of that long side (``max_image_px`` x ``9/16 max_image_px``).
+    the short side of a 16:9 image of that long side (``9/16 max_image_px``).
 
-    The feature budget follows the pixels, not the long side: a 1241 x 376 car camera (3.3:1)
-    at a long side of 320 px would be described at 320 x 97, and on real stereo car steps
-    (benchmarks/RESULTS_real_rig_steps.md) 7 of 50 verified steps were then off by more than
-    10 % of their length; at 436 x 132 (the pixels of 320 x 180) none was. Images up to 16:9
-    (square, 4:3, 16:10, 16:9) are described as before, so their reduced JPEG decode keeps its
-    factor."""
+    Feature accuracy on a wide image follows its short side, not its long side or its pixel
+    count: a 1241 x 376 car camera (3.3:1) at a long side of 320 px would be described at
+    320 x 97, and on real stereo car steps (benchmarks/RESULTS_real_rig_steps.md) 7 of 50
+    verified steps were then off by more than 10 % of their length; at 594 x 180 none is, and
+    the steps' translation error is lower than with the same pixel count as 320 x 180
+    (436 x 132). At 480, KITTI's relocalization pairs described at 895 x 270 are verified
+    within 10 % of full size, where 655 x 198 was 1.2 x less accurate
+    (benchmarks/RESULTS_fullsize.md). Images up to 16:9 (square, 4:3, 16:10, 16:9) keep
+    ``max_image_px`` on the long side, so their reduced JPEG decode keeps its factor."""
     if not max_image_px:
         return 1.0
     long_side, short_side = max(width, height), min(width, height)
     by_side = max_image_px / long_side
-    by_pixels = (max_image_px * max_image_px / DESCRIBED_ASPECT / (long_side * short_side)) ** 0.5
-    return min(1.0, max(by_side, by_pixels))
+    by_short_side = max_image_px / DESCRIBED_ASPECT / short_side
+    return min(1.0, max(by_side, by_short_side))
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ RootSIFT (OpenCV SIFT, L1-normalised, square-rooted; ``feature`` "sift", the def
 (``feature`` "aliked", :mod:`~g2g_model.localization.aliked_keypoints`: more matches on plain
 surfaces but less accurate poses, about ten times the cost), both compared with the L2 norm;
 matches are mutual nearest neighbours that pass Lowe's ratio test. An image whose long side exceeds
-``max_image_px`` is described at that size (area-averaged; an image wider than 16:9 with the
-pixels of a 16:9 image of that long side,
+``max_image_px`` is described at that size (area-averaged; an image wider than 16:9 keeps the
+short side of a 16:9 image of that long side,
 :func:`~g2g_model.cameras.reduction.description_scale`) and its keypoints are returned in the
 original image's pixels, so intrinsics and thresholds stay those of the camera. Descriptions are
 cached per image (keyed by its bytes, :mod:`~g2g_model.localization.image_keys`; bounded in

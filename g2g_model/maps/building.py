@@ -4,11 +4,13 @@ map_builder node, the demo and the benchmarks.
 A camera's frame becomes a keyframe when the camera has moved ``min_translation_m`` or turned
 ``min_rotation_deg`` since that camera's previous keyframe (its first frame always does). A
 keyframe is stored as PNG at the size relocalization's verifier describes images at
-(``keyframe_max_px``, the long side; aspect kept, never below the backbone's input; 0: as
-given), with consistent intrinsics: the verifier triangulates the map's points from these
-images, and at the backbone's 112 x 112 (the size maps had before 2026-11-29) a real camera's
-image keeps few features and its aspect is lost. :meth:`MapBuilder.finish` encodes every
-keyframe once with the backbone (which resizes to its input) and returns the map.
+(``keyframe_max_px`` on the long side, an image wider than 16:9 the short side of a 16:9
+image of it, :func:`~g2g_model.cameras.reduction.description_scale`; aspect kept, never below
+the backbone's input; 0: as given), with consistent intrinsics: the verifier triangulates
+the map's points from these images, and at the backbone's 112 x 112 (the size maps had before
+2026-11-29) a real camera's image keeps few features and its aspect is lost.
+:meth:`MapBuilder.finish` encodes every keyframe once with the backbone (which resizes to its
+input) and returns the map.
 """
 
 from __future__ import annotations

@@ -53,8 +53,9 @@ class MapBuilderParams(CameraParams):
                                     value_range=(0.0, 180.0))
     max_keyframes: int = param(20000, "stop recording beyond this", value_range=(1, 10_000_000))
     keyframe_max_px: int = param(
-        KEYFRAME_MAX_PX, "long side keyframes are stored at (aspect kept, never below the model's "
-        "input; 0: as received): relocalize's verifier triangulates the map from them, so keep "
+        KEYFRAME_MAX_PX, "long side keyframes are stored at (an image wider than 16:9 at the "
+        "short side of a 16:9 image of it; aspect kept, never below the model's input; 0: as "
+        "received): relocalize's verifier triangulates the map from them, so keep "
         "it at relocalize's verify_max_image_px", value_range=(0, 100_000))
     checkpoint: str = param("", "G2G checkpoint whose backbone encodes the map")
     backbone_weights: str = param("", BACKBONE_WEIGHTS_DESCRIPTION)

@@ -10,9 +10,9 @@ from g2g_model.localization.verifier_config import VerifierConfig
 from g2g_ros.parameters import param
 
 MAX_IMAGE_PX = ("images are reduced once, as they arrive, to this long side (an image wider "
-                "than 16:9 to the pixels of a 16:9 image of it; JPEG decoded at 1/2, 1/4 or 1/8, "
-                "the rest area-averaged; never below the model's input size) and described at "
-                "it, with K scaled to match; 0 = full size, else at least 64")
+                "than 16:9 to the short side of a 16:9 image of it; JPEG decoded at 1/2, 1/4 "
+                "or 1/8, the rest area-averaged; never below the model's input size) and "
+                "described at it, with K scaled to match; 0 = full size, else at least 64")
 MAX_FEATURES = "at most this many local features per image (the strongest)"
 
 
