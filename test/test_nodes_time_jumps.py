@@ -176,9 +176,9 @@ def test_relocalize_takes_a_replayed_bag_and_reset_clears_its_stamps(sim_traj, t
     try:
         assert listener.spin_until(
             lambda: listener.node.count_subscribers("/cam0/image_raw") > 0, 90), node.output()
-        for k, extra in enumerate(((), (), ())):
+        for k in range(2):  # the second play jumps /clock back
             n = len(processed)
-            player = _play(sim_traj, tmp_path / f"p{k}.log", "--count", "5", *extra)
+            player = _play(sim_traj, tmp_path / f"p{k}.log", "--count", "5")
             player.proc.wait(timeout=60)
             _settle(listener, processed)
             got = outcomes(n)
