@@ -216,19 +216,29 @@ then
 fi
 
 stamp "evaluating on the held-out test scenes"
-$PY -m g2g_model.training.eval_cli --task reloc --root "$WORK/sim_test" --index pairs_w5.json \
-    --checkpoint "$OUT/g2g_reloc_$NAME.safetensors" --identity --ablation --max-pairs 100 \
-    --device "$DEVICE" --out "$OUT/eval_reloc" -q > "$OUT/eval_reloc.log" 2>&1
-$PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
-    --checkpoint "$OUT/g2g_rig_$NAME.safetensors" --identity --max-pairs 100 \
-    --device "$DEVICE" --out "$OUT/eval_rig" -q > "$OUT/eval_rig.log" 2>&1
-$PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
-    --checkpoint "$OUT/g2g_rig_$NAME.safetensors" --reverse-fraction 1 --max-pairs 100 \
-    --device "$DEVICE" --out "$OUT/eval_rig_backwards" -q > "$OUT/eval_rig_backwards.log" 2>&1
+# The evaluations are independent: they run side by side (one thread each on a CPU), and any
+# that fails fails the recipe, naming its log.
+evaluate() {  # evaluate TAG ARGS...: eval_cli into OUT/TAG, logged to OUT/TAG.log
+    local tag=$1; shift
+    $PY -m g2g_model.training.eval_cli "$@" --device "$DEVICE" --out "$OUT/$tag" -q \
+        > "$OUT/$tag.log" 2>&1 || { stamp "evaluation $tag failed ($OUT/$tag.log)"; return 1; }
+}
+evals=()
+evaluate eval_reloc --task reloc --root "$WORK/sim_test" --index pairs_w5.json \
+    --checkpoint "$OUT/g2g_reloc_$NAME.safetensors" --identity --ablation --max-pairs 100 &
+evals+=($!)
+evaluate eval_rig --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
+    --checkpoint "$OUT/g2g_rig_$NAME.safetensors" --identity --max-pairs 100 &
+evals+=($!)
+evaluate eval_rig_backwards --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
+    --checkpoint "$OUT/g2g_rig_$NAME.safetensors" --reverse-fraction 1 --max-pairs 100 &
+evals+=($!)
 if [[ -n $HEDGE ]]; then
-    $PY -m g2g_model.training.eval_cli --task rig --root "$WORK/sim_test" \
-        --index rig_odom_pairs.csv --checkpoint "$OUT/g2g_rig_${NAME}_hedge.safetensors" \
-        --max-pairs 100 --device "$DEVICE" --out "$OUT/eval_rig_hedge" -q \
-        > "$OUT/eval_rig_hedge.log" 2>&1
+    evaluate eval_rig_hedge --task rig --root "$WORK/sim_test" --index rig_odom_pairs.csv \
+        --checkpoint "$OUT/g2g_rig_${NAME}_hedge.safetensors" --max-pairs 100 &
+    evals+=($!)
 fi
+failed=0
+for pid in "${evals[@]}"; do wait "$pid" || failed=1; done
+(( failed == 0 )) || exit 1
 stamp "done; results in $OUT"
