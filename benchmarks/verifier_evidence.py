@@ -244,7 +244,7 @@ def _over(key: str, limit: float, when: Optional[tuple] = None):
 # Candidate acceptance rules (True: the fix would be rejected), each on evidence the node has.
 RULES = {
     "residual median > 1.5 px": _over("residual_px_median", 1.5),
-    "position sd > 5 mm": _over("position_sd_m", 0.005),
+    "published position sd > 25 mm": _over("position_sd_m", 0.025),
     "G2G vs geometry > 0.1 m": _over("g2g_m", 0.1),
     "anchor alone vs group > 0.1 m (anchor alone >= 30 inliers)":
         _over("anchor_m", 0.1, ("anchor_inliers", 30)),

@@ -24,6 +24,7 @@ from g2g_model.estimation.groups import Group  # noqa: E402
 from g2g_model.localization.anchor_hybrid import anchor_hybrid_pose  # noqa: E402
 from g2g_model.localization.verification import StructureVerifier, VerifierConfig  # noqa: E402
 from g2g_model.localization.verdict import Fallback, judge  # noqa: E402
+from g2g_model.localization.window_relative import RelocalizationVerifier  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +55,15 @@ def test_a_frame_among_the_map_frames_is_solved_with_an_honest_covariance(scene)
 
 
 def _accepted(structure, group_a, query, found, seed, cfg):
-    """The anchor frame's pose if the verifier's rules accept it, else None."""
+    """The anchor frame's pose if the verifier's rules accept it, else None (the rules of
+    ``RelocalizationVerifier._anchor_hybrid``)."""
     try:
         solved, cov, inliers, matched = anchor_hybrid_pose(
             structure.local, group_a, query, found, seed, 4.0)
         if inliers < cfg.min_inliers:
             return None
-        judge(seed, solved, cov, inliers, matched, cfg)
+        RelocalizationVerifier._check(inliers, matched)
+        judge(seed, solved, cov, inliers, matched, cfg, near_prior=True)
     except Fallback:
         return None
     return solved
@@ -68,9 +71,11 @@ def _accepted(structure, group_a, query, found, seed, cfg):
 
 def test_another_season_s_frame_with_little_in_common_is_not_trusted(scene):
     """The query's frame of the other season against the whole map window has few matches
-    with it (4 agree on one pose, measured 2026-11-30): from a seed 0.3 m / 5 deg or
-    0.1 m / 2 deg off, the verifier's rules (an outright refusal, verify_min_inliers,
-    judge's position uncertainty) accept no pose for it."""
+    with it (4 agree on one pose, measured 2026-11-30, with the first pair's map points; with
+    points from all their views, since 2026-12-02, a pose 0.94 m / 11.9 deg off explains 38 of
+    its 321 matches): from a seed 0.3 m / 5 deg or 0.1 m / 2 deg off, the verifier's rules
+    (an outright refusal, verify_min_inliers, the share of the matches a pose must explain,
+    judge's) accept no pose for it."""
     group_a, query, truth = case(scene)
     structure = StructureVerifier()
     found = structure.query_matches(group_a, query)

@@ -72,8 +72,12 @@ def test_cross_season_query_is_verified_to_centimetres(scene, feature):
     sd = np.sqrt(np.diag(result.covariance))
     assert np.all(np.isfinite(result.covariance)) and np.all(np.linalg.eigvalsh(
         result.covariance) > 0)
-    # The refined covariance is far tighter than a G2G-only estimate's.
+    # The refined covariance is far tighter than a G2G-only estimate's, and covers the errors
+    # (within 3 standard deviations along its widest axis).
     assert np.all(sd < 0.2 * np.sqrt(np.diag(G2G_COVARIANCE)))
+    sd_m = np.sqrt(np.linalg.eigvalsh(result.covariance[:3, :3]).max())
+    sd_deg = np.degrees(np.sqrt(np.linalg.eigvalsh(result.covariance[3:, 3:]).max()))
+    assert dt <= 3 * sd_m and dr <= 3 * sd_deg, (dt, sd_m, dr, sd_deg)
     assert result.g2g_disagreement[0] == pytest.approx(0.3, abs=0.05)
 
 

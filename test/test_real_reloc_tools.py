@@ -223,4 +223,4 @@ def test_rule_table_counts_rejections():
     # The anchor-alone gap counts only with enough inliers of its own
     assert table["anchor alone vs group > 0.1 m (anchor alone >= 30 inliers)"]["good_kept"] == 1
     assert table["inliers < 35"] == {"bad_rejected": 0, "bad": 1, "good_kept": 0, "good": 1}
-    assert table["position sd > 5 mm"]["bad_rejected"] == 0          # no value: not applied
+    assert table["published position sd > 25 mm"]["bad_rejected"] == 0  # no value: not applied

@@ -171,3 +171,54 @@ def test_g2g_eval_turns_it_on_for_relocalization_only():
     assert verifier_config("rig", verified[0]) is None
     plain = default_methods(["model.safetensors"], None, False, verify=True)
     assert all(verifier_config("reloc", s) is None for s in plain)
+
+
+def upside_down(query: Group, truth: np.ndarray):
+    """The query taken by cameras mounted upside down: images turned 180 deg, their principal
+    points moved to match, the camera poses turned about their optical axes."""
+    flip = np.diag([-1.0, -1.0, 1.0, 1.0])
+    intrinsics = np.array(query.intrinsics, float)
+    h, w = np.asarray(query.images[0]).shape[:2]
+    intrinsics[:, 0, 2] = w - 1 - intrinsics[:, 0, 2]
+    intrinsics[:, 1, 2] = h - 1 - intrinsics[:, 1, 2]
+    images = [np.ascontiguousarray(np.asarray(im)[::-1, ::-1]) for im in query.images]
+    return Group(images, intrinsics, np.asarray(query.cam_to_world) @ flip), truth @ flip
+
+
+def test_the_fallback_feature_solves_where_the_first_finds_nothing(scene):
+    """ALIKED's descriptors are not rotation invariant, RootSIFT's are: under an upside-down
+    query ALIKED finds too few inliers and RootSIFT, its fallback here, solves."""
+    group_a, query, truth = case(scene)
+    query, truth = upside_down(query, truth)
+    seed = perturbed(truth, 0.3, 5.0)
+    alone = RelocalizationVerifier(VerifierConfig(feature="aliked"))(group_a, query, seed)
+    assert alone.path == PATH_G2G and "inliers" in alone.reason
+    both = RelocalizationVerifier(VerifierConfig(feature="aliked", fallback_feature="sift"))
+    result = both(group_a, query, seed)
+    assert result.path == PATH_VERIFIED, result.reason
+    assert result.reason.startswith("sift: ") and f"(aliked: {alone.reason})" in result.reason
+    dt, dr = pose_error(truth[0], result.map_T_b0)
+    assert dt < 0.02 and dr < 0.5, (dt, dr)
+    assert both.other.cache_bytes() > 0
+
+
+def test_the_fallback_feature_is_not_used_where_the_first_solves_and_says_why_it_failed(scene):
+    group_a, query, truth = case(scene)
+    seed = perturbed(truth, 0.3, 5.0)
+    both = RelocalizationVerifier(VerifierConfig(fallback_feature="aliked"))
+    result = both(group_a, query, seed)
+    plain = RelocalizationVerifier()(group_a, query, seed)
+    assert result.path == plain.path == PATH_VERIFIED and result.reason == plain.reason
+    np.testing.assert_allclose(result.map_T_b0, plain.map_T_b0, atol=1e-9)
+    assert both.other.cache_bytes() == 0  # ALIKED never ran
+    blank = Group([np.zeros_like(im) for im in query.images], query.intrinsics,
+                  query.cam_to_world)
+    failed = both(group_a, blank, seed)
+    assert failed.path == PATH_G2G
+    assert failed.reason.startswith("too few features") and "; aliked: " in failed.reason
+
+
+@pytest.mark.parametrize("feature, fallback", [("sift", "sift"), ("sift", "orb")])
+def test_a_fallback_feature_that_cannot_help_is_refused(feature, fallback):
+    with pytest.raises(ValueError, match="fallback_feature must be empty"):
+        VerifierConfig(feature=feature, fallback_feature=fallback).validate()

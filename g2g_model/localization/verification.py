@@ -5,7 +5,9 @@ texture, geometry can check and sharpen that answer:
 
 1. local features (RootSIFT, OpenCV) in every frame of the map window and of the query;
 2. map-side 3D points: pairs of map frames are matched and triangulated with the map's known
-   metric poses (cheirality, reprojection and triangulation-angle checks);
+   metric poses (cheirality, reprojection and triangulation-angle checks); a point that more
+   than two map frames see is solved from all of them and dropped where they disagree
+   (:mod:`.multiview_points`);
 3. query features are matched to those points' descriptors, and ONE rigid pose for the whole
    query group is solved by generalized absolute pose (the query frames form a generalized
    camera whose intra-group poses come from odometry) with RANSAC and non-linear refinement:
@@ -13,7 +15,8 @@ texture, geometry can check and sharpen that answer:
 4. the solution is refined on the query instants near the window's first one where they
    show the group bent (:mod:`.window_span`: odometry drift inside a long window bends it);
 5. the covariance of the refined pose comes from the reprojection residuals of its inliers
-   (Gauss-Newton: ``sigma^2 (J^T J)^-1``);
+   (Gauss-Newton: ``sigma^2 (J^T J)^-1``), published :data:`PUBLISHED_SD_SCALE` times wider
+   (what the residuals cannot see);
 6. the pose is refused where a rival pose explains the same matches nearly as well
    (:mod:`.ambiguity`: repeated texture).
 
@@ -38,6 +41,7 @@ from g2g_model.localization.absolute_pose import absolute_pose
 from g2g_model.localization.ambiguity import Ambiguous, check_unambiguous
 from g2g_model.localization.bounded_cache import BoundedCache
 from g2g_model.localization.epipolar_guidance import guided_candidates
+from g2g_model.localization.multiview_points import refine_points
 from g2g_model.localization.point_matches import point_matches
 from g2g_model.localization.projection_guidance import projected_candidates
 from g2g_model.localization.local_features import (
@@ -61,6 +65,16 @@ LOG = logging.getLogger(__name__)
 # cross-season windows (20 deg). The one place it is written; a refined pose's is far tighter, and
 # downstream filters (the gate, robot_localization) must be able to tell them apart.
 G2G_COVARIANCE = np.diag([0.13] * 3 + [0.046] * 3)
+# A geometric pose is published with the covariance of its solve (``sigma^2 (J^T J)^-1`` from
+# the inliers' residuals) with standard deviations this many times larger. The residuals see
+# the keypoints' noise, not what all inliers share: the errors of the triangulated map points
+# and of the odometry inside the query window. On bench_real_reloc's published fixes
+# (2026-12-02: the real office, cabinet and two KITTI clips, the simulated twin's two scenes)
+# the errors were a median 1.0-7.1 times the solve's deviations in position and 1.6-6.5 times
+# in rotation (90th percentile up to 14); five times wider, 92-100 % of every set's fixes lie
+# within 3 (docs/VERIFICATION.md, "Covariance"). The trust rules (``max_position_sd_m``) judge
+# the solve's own.
+PUBLISHED_SD_SCALE = 5.0
 # Shares of VerifierConfig.cache_mb: features of images, map points of windows, triangulated
 # map-frame pairs, 2D-3D matches of query images.
 CACHE_SHARES = {"features": 0.5, "points": 0.25, "pairs": 0.125, "matches": 0.125}
@@ -150,7 +164,8 @@ class StructureVerifier:
         """Triangulate the map window: per map frame, ``(points [M, 3], descriptors [M, D])``
         of its keypoints that became 3D points. Pairs of frames that look
         the same way are matched; a match becomes a point if it passes cheirality, reprojection
-        and parallax checks (a keypoint seen in several pairs keeps its first point).
+        and parallax checks; a keypoint matched in several pairs is solved from all its views
+        and dropped if they disagree (:func:`.multiview_points.refine_points`).
         ``pairs``: the frame pairs ``(i, j)``, i < j, to triangulate instead (e.g. the
         overlapping cameras of a rig at one instant)."""
         pairs = None if pairs is None else tuple(sorted((int(i), int(j)) for i, j in pairs))
@@ -176,6 +191,7 @@ class StructureVerifier:
         cfg = self.config
         proj = [intrinsics[i] @ invert_pose(world_T_cam[i])[:3] for i in range(len(images))]
         found: List[Dict[int, np.ndarray]] = [{} for _ in images]
+        seen: List[Dict[int, List[Tuple[int, int]]]] = [{} for _ in images]
         axes = world_T_cam[:, :3, 2]
         if pairs is None:  # looking different ways: no shared view to triangulate
             cos_pair = np.cos(np.radians(cfg.max_pair_angle_deg))
@@ -192,10 +208,21 @@ class StructureVerifier:
             for a, b, point in zip(*tri):
                 found[i].setdefault(int(a), point)
                 found[j].setdefault(int(b), point)
+                seen[i].setdefault(int(a), [(i, int(a))]).append((j, int(b)))
+                seen[j].setdefault(int(b), [(j, int(b))]).append((i, int(a)))
         out = []
-        for pts in found:
+        for pts, views in zip(found, seen):
             idx = np.fromiter(pts.keys(), int, len(pts))
-            out.append((idx, np.array([pts[k] for k in idx]).reshape(-1, 3)))
+            points = np.array([pts[k] for k in idx]).reshape(-1, 3)
+            if len(idx):
+                # Seen in more than two map frames: solved from all of them, and dropped where
+                # they disagree (a match slid along its epipolar line in one pair).
+                points, solved = refine_points(proj, [f.keypoints for f in feats],
+                                               [views[k] for k in idx], points,
+                                               cfg.reprojection_px)
+                keep = solved | np.array([len(views[k]) == 2 for k in idx], bool)
+                idx, points = idx[keep], points[keep]
+            out.append((idx, points))
         return out
 
     def _triangulate(self, fi: Features, fj: Features, pi: np.ndarray, pj: np.ndarray,
@@ -355,7 +382,8 @@ class StructureVerifier:
         check_unambiguous([p2d[i] for i in used], [p3d[i] for i in used],
                           [exts[i] for i in used], [cams[i] for i in used], k_b[used],
                           map_T_b0, cfg)
-        return Verification(path, map_T_b0, cov, inliers, reason + note, disagreement)
+        return Verification(path, map_T_b0, cov * PUBLISHED_SD_SCALE ** 2, inliers,
+                            reason + note, disagreement)
 
 
 def new_local_features(cfg: VerifierConfig) -> LocalFeatures:

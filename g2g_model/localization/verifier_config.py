@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from g2g_model.localization.local_features import MIN_IMAGE_PX
+from g2g_model.localization.local_features import FEATURES, MIN_IMAGE_PX
 
 
 @dataclass
@@ -17,6 +17,9 @@ class VerifierConfig:
 
     enabled: bool = True
     feature: str = "sift"               # local features: "sift" (RootSIFT) or "aliked"
+    # Relocalization: where ``feature`` gives no geometric pose (and no ambiguous one), the
+    # same verification again with these features ("": none); see window_relative.
+    fallback_feature: str = ""
     max_features: int = 2000            # per image
     min_inliers: int = 30               # fewer: fall back to G2G
     reprojection_px: float = 4.0        # RANSAC / inlier threshold, pixels
@@ -78,6 +81,10 @@ class VerifierConfig:
         radius = float(self.tracking_radius_px)
         if not np.isfinite(radius) or radius < 0:
             raise ValueError(f"tracking_radius_px must be >= 0 (0: off), got {radius}")
+        if self.fallback_feature not in ("",) + tuple(FEATURES) or (
+                self.fallback_feature == self.feature):
+            raise ValueError(f"fallback_feature must be empty (none) or one of {FEATURES} other "
+                             f"than feature ({self.feature!r}), got {self.fallback_feature!r}")
         if not 0 < self.ratio < 1:
             raise ValueError(f"ratio must be in (0, 1), got {self.ratio}")
         if self.max_image_px and int(self.max_image_px) < MIN_IMAGE_PX:

@@ -1,5 +1,6 @@
 """Relocalization's verifier: the map window's structure first, then (``relative_fallback``) the
-query's anchor frame from its 2D-3D and 2D-2D matches, then the windows' relative pose.
+query's anchor frame from its 2D-3D and 2D-2D matches, then the windows' relative pose, then
+(``fallback_feature``) all of it again with another kind of local feature.
 
 :class:`~g2g_model.localization.verification.StructureVerifier` needs map points: the map
 window's frames are matched with each other and triangulated with their metric poses, and the
@@ -36,6 +37,13 @@ twin of ``bench_real_reloc`` (windows of 0.2-0.36 m), made 20 fixes of 18, one o
 (2026-11-30): 19 fixes of 30 on the twin, none wrong (that window is solved by the anchor
 frame, 0.8 cm off); real 3 + 3 TUM windows 57 of 60 accepted, none falsely; docs/VERIFICATION.md
 has the measurements.
+
+Another kind of feature (``VerifierConfig.fallback_feature``, e.g. ALIKED where RootSIFT is the
+``feature``): where the first kind gives no geometric pose, and no ambiguous one (a pose with a
+rival is refused, not solved again), the same verification runs with the other features, each
+kind with its own caches; its reason then says which features made the pose and why the first
+gave none. On plain surfaces, where RootSIFT finds too few matches, learned features still
+match (docs/VERIFICATION.md, "Learned local features"); where RootSIFT solves, its pose is kept.
 """
 
 from __future__ import annotations
@@ -96,14 +104,33 @@ class RelocalizationVerifier:
             self.relative = RigMotionVerifier(
                 replace(self.config, overlap=False, keyframe_map=False, standstill_deg=0.0),
                 self.local)
+        self.other = None  # the verifier with the fallback features
+        if self.config.fallback_feature:
+            self.other = RelocalizationVerifier(replace(
+                self.config, feature=self.config.fallback_feature, fallback_feature=""))
 
     def cache_bytes(self) -> int:
         """Bytes held by the verifier's caches (the relative pose keeps none of its own)."""
-        return self.structure.cache_bytes()
+        return self.structure.cache_bytes() + (self.other.cache_bytes() if self.other else 0)
 
     def __call__(self, group_a, query, map_T_b: np.ndarray,
                  view_prior: Optional[np.ndarray] = None,
                  pairs: Optional[Sequence[Tuple[int, int]]] = None) -> Verification:
+        result = self._with_features(group_a, query, map_T_b, view_prior, pairs)
+        if self.other is None or result.path != PATH_G2G or result.ambiguous:
+            return result
+        again = self.other(group_a, query, map_T_b, view_prior, pairs)
+        first, other = self.config.feature, self.other.config.feature
+        if again.path == PATH_G2G:
+            result.reason += f"; {other}: {again.reason}"
+            return result
+        again.reason = f"{other}: {again.reason} ({first}: {result.reason})"
+        return again
+
+    def _with_features(self, group_a, query, map_T_b: np.ndarray,
+                       view_prior: Optional[np.ndarray],
+                       pairs: Optional[Sequence[Tuple[int, int]]]) -> Verification:
+        """The structure, then the relative-pose fallbacks, with ``config.feature``."""
         result = self.structure(group_a, query, map_T_b, view_prior, pairs)
         map_T_b = np.asarray(map_T_b, float)
         if (result.path != PATH_G2G or self.relative is None or result.ambiguous

@@ -119,6 +119,12 @@ class RelocalizeParams(VerifyParams, CameraParams):
         "the map window, then the generalized relative pose between the map window and the "
         "query window (2D-2D matches, both windows' known poses), judged by the same rules and "
         "confirmed by the map's own points; off by default (docs/VERIFICATION.md)")
+    verify_fallback_feature: str = param(
+        VerifierConfig.fallback_feature, "where verify_feature's local features give no "
+        "geometric pose (and no ambiguous one), verify again with these: 'aliked' (ALIKED-t16: "
+        "matches on plain surfaces where RootSIFT finds too few; about ten times RootSIFT's "
+        "cost per image, spent only on localizations the first features could not solve) or "
+        "'' (none)")
     verify_second_window: bool = param(
         True, "when the map window gives no geometric pose, verify once more against the "
         "nearest window (to G2G's estimate) that shares no keyframe with it")

@@ -52,8 +52,8 @@ def verifier_config(p: Dict) -> VerifierConfig:
     """The verification the parameters describe (``ValueError`` naming a bad value). The
     rig-odometry parameters ``verify_max_turn_deg``, ``verify_standstill_deg``,
     ``verify_overlap`` and ``verify_keyframe_map``, and relocalization's
-    ``verify_window_span_m``, ``verify_relative_fallback`` and ``verify_tracking_radius_px``,
-    are used where they are declared."""
+    ``verify_window_span_m``, ``verify_relative_fallback``, ``verify_fallback_feature`` and
+    ``verify_tracking_radius_px``, are used where they are declared."""
     return VerifierConfig(enabled=bool(p["verify"]), feature=p["verify_feature"],
                           min_inliers=p["verify_min_inliers"],
                           reprojection_px=p["verify_reprojection_px"],
@@ -69,6 +69,8 @@ def verifier_config(p: Dict) -> VerifierConfig:
                                               VerifierConfig.window_span_m),
                           relative_fallback=bool(p.get("verify_relative_fallback",
                                                        VerifierConfig.relative_fallback)),
+                          fallback_feature=p.get("verify_fallback_feature",
+                                                 VerifierConfig.fallback_feature),
                           tracking_radius_px=p.get("verify_tracking_radius_px",
                                                    VerifierConfig.tracking_radius_px)
                           ).validate()
