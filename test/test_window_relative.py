@@ -200,6 +200,9 @@ def test_the_fallback_feature_solves_where_the_first_finds_nothing(scene):
     dt, dr = pose_error(truth[0], result.map_T_b0)
     assert dt < 0.02 and dr < 0.5, (dt, dr)
     assert both.other.cache_bytes() > 0
+    # The two kinds of features share the verifier's memory bound.
+    given = VerifierConfig().cache_mb
+    assert both.config.cache_mb == both.other.config.cache_mb == given / 2
 
 
 def test_the_fallback_feature_is_not_used_where_the_first_solves_and_says_why_it_failed(scene):

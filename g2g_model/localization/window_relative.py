@@ -41,8 +41,8 @@ has the measurements.
 Another kind of feature (``VerifierConfig.fallback_feature``, e.g. ALIKED where RootSIFT is the
 ``feature``): where the first kind gives no geometric pose, and no ambiguous one (a pose with a
 rival is refused, not solved again), the same verification runs with the other features, each
-kind with its own caches; its reason then says which features made the pose and why the first
-gave none. On plain surfaces, where RootSIFT finds too few matches, learned features still
+kind with its own caches and half of ``cache_mb`` for them; its reason then says which features
+made the pose and why the first gave none. On plain surfaces, where RootSIFT finds too few matches, learned features still
 match (docs/VERIFICATION.md, "Learned local features"); where RootSIFT solves, its pose is kept.
 """
 
@@ -97,6 +97,9 @@ class RelocalizationVerifier:
 
     def __init__(self, config: Optional[VerifierConfig] = None,
                  features: Optional[LocalFeatures] = None) -> None:
+        config = config or VerifierConfig()
+        if config.fallback_feature:  # two kinds of features share the caches' memory
+            config = replace(config, cache_mb=config.cache_mb / 2)
         self.structure = StructureVerifier(config, features)
         self.config, self.local = self.structure.config, self.structure.local
         self.relative = None
