@@ -146,6 +146,14 @@ def test_relocalize_refuses_costly_periods_and_windows_the_model_cannot_take(tmp
         assert not refused.successful and refused.reason == reason.replace("64", "6"), \
             refused.reason
         assert set_parameter(listener, name, "window_size", 5).successful
+        # A fallback feature that does not exist is named when configure refuses it.
+        assert set_parameter(listener, name, "verify_fallback_feature", "orb").successful
+        assert not change_state(listener, name, Transition.TRANSITION_CONFIGURE)
+        assert listener.spin_until(lambda: "fallback_feature must be empty (none) or one of "
+                                   "('sift', 'aliked')" in statuses[-1].message
+                                   and "got 'orb'" in statuses[-1].message, 30), \
+            statuses[-1].message
+        assert set_parameter(listener, name, "verify_fallback_feature", "").successful
         assert change_state(listener, name, Transition.TRANSITION_CONFIGURE)
         assert get_state(listener, name) == "inactive" and node.alive()
     finally:
