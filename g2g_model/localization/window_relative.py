@@ -42,8 +42,9 @@ Another kind of feature (``VerifierConfig.fallback_feature``, e.g. ALIKED where 
 ``feature``): where the first kind gives no geometric pose, and no ambiguous one (a pose with a
 rival is refused, not solved again), the same verification runs with the other features, each
 kind with its own caches and half of ``cache_mb`` for them; its reason then says which features
-made the pose and why the first gave none. On plain surfaces, where RootSIFT finds too few matches, learned features still
-match (docs/VERIFICATION.md, "Learned local features"); where RootSIFT solves, its pose is kept.
+made the pose and why the first gave none. On plain surfaces, where RootSIFT finds too few
+matches, learned features still match (docs/VERIFICATION.md, "Learned local features"); where
+RootSIFT solves, its pose is kept.
 """
 
 from __future__ import annotations
