@@ -6,8 +6,10 @@ closest neighbour in the window and so the narrowest baseline: the least precise
 each such keypoint's point is solved again from all its observations: the keypoint itself and
 its match in every pair it was triangulated in (a star around the keypoint, not a track across
 the window): a linear (DLT) solution, then a few Gauss-Newton steps on the reprojection error
-in pixels. The solution replaces the two-view point only where it reprojects within the
-threshold in every view and lies in front of every camera; otherwise the two-view point stays.
+in pixels. A point counts as solved only where it reprojects within the threshold in every
+view and lies in front of every camera; the verifier drops the points that are not (one of
+their views disagrees: a match slid along its epipolar line in one pair) and keeps the pair's
+point where a keypoint has only the one pair.
 
 Why our own: OpenCV's multi-view triangulation lives in its contrib ``sfm`` module (not in the
 wheels used here), and GTSAM's ``triangulatePoint3`` solves one point per Python call, where a

@@ -72,8 +72,8 @@ G2G_COVARIANCE = np.diag([0.13] * 3 + [0.046] * 3)
 # (2026-12-02: the real office, cabinet and two KITTI clips, the simulated twin's two scenes)
 # the errors were a median 1.0-7.1 times the solve's deviations in position and 1.6-6.5 times
 # in rotation (90th percentile up to 14); five times wider, 92-100 % of every set's fixes lie
-# within 3 (docs/VERIFICATION.md, "Covariance"). The trust rules (``max_position_sd_m``) judge
-# the solve's own.
+# within 3 (docs/VERIFICATION.md, "How wide the published covariance is"). The trust rules
+# (``max_position_sd_m``) judge the solve's own.
 PUBLISHED_SD_SCALE = 5.0
 # Shares of VerifierConfig.cache_mb: features of images, map points of windows, triangulated
 # map-frame pairs, 2D-3D matches of query images.
