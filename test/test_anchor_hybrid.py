@@ -16,8 +16,9 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from sim_fixtures import tiny_trajectories  # noqa: E402
-from test_localization_verification import case, perturbed, pose_error  # noqa: E402
-from test_window_relative import assert_covariance_covers  # noqa: E402
+from test_localization_verification import (  # noqa: E402
+    assert_covariance_covers, case, perturbed, pose_error,
+)
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.estimation.groups import Group  # noqa: E402

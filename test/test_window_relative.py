@@ -17,7 +17,9 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from sim_fixtures import tiny_trajectories  # noqa: E402
-from test_localization_verification import case, perturbed, pose_error  # noqa: E402
+from test_localization_verification import (  # noqa: E402
+    assert_covariance_covers, case, perturbed, pose_error,
+)
 
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.estimation.groups import Group  # noqa: E402
@@ -47,15 +49,6 @@ def two_frames(group_a: Group) -> Group:
 
 def fallback_on() -> RelocalizationVerifier:
     return RelocalizationVerifier(replace(VerifierConfig(), relative_fallback=True))
-
-
-def assert_covariance_covers(result, truth_b0: np.ndarray) -> None:
-    """The published covariance is honest: the position and rotation errors are within 3
-    standard deviations along the largest axis."""
-    dt, dr = pose_error(truth_b0, result.map_T_b0)
-    sd_m = float(np.sqrt(np.linalg.eigvalsh(result.covariance[:3, :3]).max()))
-    sd_deg = float(np.degrees(np.sqrt(np.linalg.eigvalsh(result.covariance[3:, 3:]).max())))
-    assert dt <= 3 * sd_m and dr <= 3 * sd_deg, (dt, sd_m, dr, sd_deg)
 
 
 def test_a_window_without_enough_structure_is_solved_between_the_windows(scene):
