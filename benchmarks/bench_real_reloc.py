@@ -42,9 +42,10 @@ import numpy as np
 from benchmarks.common import ROOT, from_root, machine_info
 from benchmarks.reloc_scoring import (
     COVER_ROT_DEG, COVER_TRANS_M, FALSE_ACCEPT_ROT_DEG, FALSE_ACCEPT_TRANS_M, coverage,
-    fix_records, is_false_accept, summarize,
+    covariance_coverage, fix_records, is_false_accept, stage_times, summarize,
 )
 from benchmarks.verifier_evidence import fix_evidence, rule_table
+from g2g_model.localization.verification import PUBLISHED_SD_SCALE
 
 # The real sets of tools/make_real_reloc.py: TUM fr3 office (17 frames), fr3 cabinet (58) and
 # two KITTI clips (a car, 51 frames each, from data/real_stereo_kitti).
@@ -114,7 +115,9 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
     outputs = load_outputs(report["outputs_bag"])
     truth = {int(s): gt.at(int(s)) for s in gt.stamps}
     truth = {k: v for k, v in truth.items() if v is not None}
-    records = fix_records(outputs.reloc_poses, truth, outputs.alignments)
+    records = fix_records(outputs.reloc_poses, truth, outputs.alignments,
+                          outputs.reloc_covariances)
+    samples = outputs.stage_samples.get("relocalize/status", [])
     query = TrajectoryReader(query_traj)
     evidence = fix_evidence(
         outputs.alignments, {(f.camera, int(f.stamp_ns)): f for f in gmap.frames},
@@ -134,7 +137,9 @@ def replay(name: str, data_root: Path, map_traj: Path, query_traj: Path, out: Pa
             "query_frames": query.num_frames, "replay": report.get("replay"),
             "summary": summarize(records, int(rel.get("attempts") or 0),
                                  float(covered.mean()) if len(covered) else 0.0),
-            "fixes": records, "evidence": evidence, "windows": rows}
+            "fixes": records, "evidence": evidence, "windows": rows,
+            "covariance": covariance_coverage(records),
+            "stages": {stage: stage_times(samples, stage) for stage in ("verify", "total")}}
 
 
 def _fmt(value, digits=3) -> str:
@@ -200,6 +205,39 @@ def _classical_rows(result: Dict[str, object]) -> Dict[str, Dict[str, object]]:
     return rows
 
 
+def _covariance_and_cost(results: List[Dict[str, object]]) -> List[str]:
+    """Two tables: the published fixes' errors in the published covariance's standard
+    deviations, and the verify stage's and the whole localization's wall time."""
+    lines = ["", "The published covariance against the fixes' errors (error / the standard "
+             "deviation along the covariance's widest axis, at base_link; the verifier's own "
+             f"is {PUBLISHED_SD_SCALE:g} times narrower, PUBLISHED_SD_SCALE):", "",
+             "| run | fixes | position: median, p90 | rotation: median, p90 | within 3 sd, "
+             "position / rotation: published | the verifier's own |", "|---|---|---|---|---|---|"]
+    for r in results:
+        c = r.get("covariance") or {}
+        lines.append(
+            f"| {r['name']} | {c.get('n', 0)} | {_fmt(c.get('median_m'), 2)}, "
+            f"{_fmt(c.get('p90_m'), 2)} | {_fmt(c.get('median_deg'), 2)}, "
+            f"{_fmt(c.get('p90_deg'), 2)} | {_fmt(c.get('within_3sd_m'), 2)} / "
+            f"{_fmt(c.get('within_3sd_deg'), 2)} | {_fmt(c.get('solve_within_3sd_m'), 2)} / "
+            f"{_fmt(c.get('solve_within_3sd_deg'), 2)} |")
+    lines += ["", "What a localization took (relocalize/status after each localization; two "
+              "processes, the replay's player and the node, share this machine's cores):", "",
+              "| run | localizations seen | verify median / p90 / max (s) | whole localization "
+              "median / p90 / max (s) |", "|---|---|---|---|"]
+    for r in results:
+        st = r.get("stages") or {}
+        cells = []
+        for stage in ("verify", "total"):
+            t = st.get(stage) or {}
+            cells.append(" / ".join(_fmt(None if t.get(k) is None else t[k] / 1e3, 2)
+                                    for k in ("median_ms", "p90_ms", "max_ms")))
+        seen = (st.get("total") or {}).get("n", 0)
+        lines.append(f"| {r['name']} | {seen} of {r['summary']['localizations']} | "
+                     f"{cells[0]} | {cells[1]} |")
+    return lines
+
+
 def render(results: List[Dict[str, object]], argv: List[str]) -> str:
     lines = [f"# Relocalization on a real sequence and its simulated twin "
              f"({datetime.date.today().isoformat()})", "",
@@ -222,6 +260,7 @@ def render(results: List[Dict[str, object]], argv: List[str]) -> str:
             f"{_fmt(s['trans_max_m'])} | {_fmt(s['rot_median_deg'], 2)} / "
             f"{_fmt(s['rot_max_deg'], 2)} | {s['false_accepts']} | "
             f"{_fmt(s['covered_fraction'], 2)} | {_fmt(s['fix_rate_where_covered'], 2)} |")
+    lines += _covariance_and_cost(results)
     for r in results:
         lines += ["", f"## {r['name']}: the node's windows (g2g-eval on the same pairs)", "",
                   INSTANTS, "",

@@ -216,3 +216,43 @@ def test_a_fix_is_paired_with_its_alignment_at_the_instant_it_holds():
     assert fix_stamp(align("refined", stamps)) == stamps[-1]
     assert fix_stamp(align("g2g", stamps)) == stamps[0]
     assert fix_stamp(align("", stamps)) == stamps[0]
+
+
+def test_published_covariance_and_stage_samples_are_read(tmp_path):
+    """load_outputs keeps relocalize/pose's covariance per stamp and the status topic's stage
+    latencies once per change (a node repeats its last values between localizations)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from g2g_ros.bags.evaluation import load_outputs
+    from g2g_ros.bags.typestore import bag_qos
+
+    pose_type, status_type = ("geometry_msgs/msg/PoseWithCovarianceStamped",
+                              "g2g_msgs/msg/EstimatorStatus")
+    cov = np.diag([4e-4, 1e-4, 1e-4, 1e-5, 1e-5, 3e-4])
+    cov[0, 1] = cov[1, 0] = 5e-5
+    bag = tmp_path / "outputs"
+    latencies = [[np.nan, np.nan], [2.0, 800.0], [2.5, 800.0], [2.5, 800.0], [2.5, 650.0]]
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conn = w.add_connection("relocalize/pose", pose_type, typestore=STORE,
+                                offered_qos_profiles=[bag_qos()])
+        msg = T[pose_type](
+            header=T["std_msgs/msg/Header"](stamp=_time(10**9), frame_id="map"),
+            pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=_pose(np.eye(4)),
+                                                           covariance=cov.reshape(36)))
+        w.write(conn, 10**9, STORE.serialize_cdr(msg, pose_type))
+        conn = w.add_connection("relocalize/status", status_type, typestore=STORE,
+                                offered_qos_profiles=[bag_qos()])
+        for k, values in enumerate(latencies):
+            msg = T[status_type](
+                header=T["std_msgs/msg/Header"](stamp=_time(k * 10**9), frame_id=""),
+                state=0, message="", cameras_used=["cam0"], groups_processed=k,
+                groups_dropped=0, stage_names=["convert", "verify"],
+                stage_latency_ms=np.array(values, np.float32))
+            w.write(conn, k * 10**9, STORE.serialize_cdr(msg, status_type))
+    out = load_outputs(bag)
+    assert list(out.reloc_covariances) == [10**9]
+    np.testing.assert_allclose(out.reloc_covariances[10**9], cov)
+    samples = out.stage_samples["relocalize/status"]
+    assert [s["convert"] for s in samples][1:] == [2.0, 2.5, 2.5]
+    assert [s["verify"] for s in samples][1:] == [800.0, 800.0, 650.0]
+    assert np.isnan(samples[0]["verify"]) and len(samples) == 4

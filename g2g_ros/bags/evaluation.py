@@ -73,6 +73,12 @@ class Outputs:
     alignments: List[object]
     diagnostics: Dict[str, Dict[str, str]]      # status name -> last key/values
     stage_latency_ms: Dict[str, Dict[str, float]]   # status topic -> last stage latencies
+    # relocalize/pose's covariance per stamp ([6, 6]: x y z, then rotation about x y z, rad).
+    reloc_covariances: Dict[int, np.ndarray] = field(default_factory=dict)
+    # Status topic -> its stage latencies, one sample per change of any of them, in order
+    # (a stage that runs once per localization changes once per localization; one between
+    # two status messages is not seen).
+    stage_samples: Dict[str, List[Dict[str, float]]] = field(default_factory=dict)
 
 
 def load_ground_truth(bag: str | Path, base_frame: str = "base_link",
@@ -108,9 +114,10 @@ def load_ground_truth(bag: str | Path, base_frame: str = "base_link",
 
 def load_outputs(bag: str | Path) -> Outputs:
     where = str(bag)
-    odometry, poses, aligns = [], [], []
+    odometry, poses, aligns, covariances = [], [], [], []
     diags: Dict[str, Dict[str, str]] = {}
     stages: Dict[str, Dict[str, float]] = {}
+    samples: Dict[str, List[Dict[str, float]]] = {}
     with open_bag(bag) as reader:
         topics = set(reader.topics)
         if "odometry" in topics:
@@ -119,6 +126,8 @@ def load_outputs(bag: str | Path) -> Outputs:
         if "relocalize/pose" in topics:
             for _, msg in read_topic(reader, "relocalize/pose", where):
                 poses.append((header_ns(msg.header), pose_to_matrix(msg.pose.pose)))
+                covariances.append((header_ns(msg.header),
+                                    np.asarray(msg.pose.covariance, np.float64).reshape(6, 6)))
         if "relocalize/alignment" in topics:
             aligns = [m for _, m in read_topic(reader, "relocalize/alignment", where)]
         if "/diagnostics" in topics:
@@ -129,11 +138,26 @@ def load_outputs(bag: str | Path) -> Outputs:
             if topic in topics:
                 msgs = read_topic(reader, topic, where)
                 if msgs:
+                    samples[topic] = _distinct_stage_samples(m for _, m in msgs)
                     last = msgs[-1][1]
                     stages[topic] = {n: float(v) for n, v in zip(last.stage_names,
                                                                  last.stage_latency_ms)}
     dedupe = lambda seq: sorted(dict(seq).items())  # noqa: E731 - last message per stamp
-    return Outputs(dedupe(odometry), dedupe(poses), aligns, diags, stages)
+    return Outputs(dedupe(odometry), dedupe(poses), aligns, diags, stages,
+                   dict(covariances), samples)
+
+
+def _distinct_stage_samples(statuses) -> List[Dict[str, float]]:
+    """The stage latencies of EstimatorStatus messages, one per change of any of them (a
+    node publishes its status periodically, repeating the last values; NaN: not measured)."""
+    out, seen = [], None
+    for msg in statuses:
+        values = np.asarray(msg.stage_latency_ms, np.float64)
+        if seen is None or values.shape != seen.shape or not np.array_equal(
+                values, seen, equal_nan=True):
+            out.append(dict(zip(msg.stage_names, values.tolist())))
+        seen = values
+    return out
 
 
 # ---------------------------------------------------------------------------------- odometry
