@@ -70,9 +70,10 @@ G2G_COVARIANCE = np.diag([0.13] * 3 + [0.046] * 3)
 # the keypoints' noise, not what all inliers share: the errors of the triangulated map points
 # and of the odometry inside the query window. On bench_real_reloc's published fixes
 # (2026-12-02: the real office, cabinet and two KITTI clips, the simulated twin's two scenes)
-# the errors were a median 1.0-7.1 times the solve's deviations in position and 1.6-6.5 times
+# the errors were a median 0.8-7.1 times the solve's deviations in position and 1.9-6.5 times
 # in rotation (90th percentile up to 14); five times wider, 92-100 % of every set's fixes lie
-# within 3 (docs/VERIFICATION.md, "How wide the published covariance is"). The trust rules
+# within 3 (the benchmark scores it; docs/VERIFICATION.md, "How wide the published covariance
+# is"). The trust rules
 # (``max_position_sd_m``) judge the solve's own.
 PUBLISHED_SD_SCALE = 5.0
 # Shares of VerifierConfig.cache_mb: features of images, map points of windows, triangulated
