@@ -176,9 +176,10 @@ def _cover_note(results: List[Dict[str, object]]) -> str:
     return f"; {', '.join(other)}, as the set names it" if other else ""
 
 
-def real_name(root: Path, first: bool) -> str:
-    """A real set's run name: ``real`` for the first set, ``real, <folder>`` for the others."""
-    return "real" if first else f"real, {root.name}"
+def real_name(root: Path) -> str:
+    """A real set's run name: ``real`` for the office (``data/real_reloc``, the first default
+    set), ``real, <folder>`` for the others."""
+    return "real" if root.name == REAL_SETS[0].name else f"real, {root.name}"
 
 
 def _classical_rows(result: Dict[str, object]) -> Dict[str, Dict[str, object]]:
@@ -349,7 +350,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     results = []
-    for k, real in enumerate(args.real):
+    for real in args.real:
         if str(real) == "none":
             continue
         if not (real / "map").exists():
@@ -358,7 +359,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             continue
         sources = real / "sources.json"
         sources = json.loads(sources.read_text()) if sources.exists() else {}
-        results.append(replay(real_name(real, k == 0), real, real / "map", real / "query",
+        results.append(replay(real_name(real), real, real / "map", real / "query",
                               args.out, tuple(args.drift), args.params,
                               float(sources.get("cover_trans_m", COVER_TRANS_M))))
         if sources:
