@@ -19,7 +19,7 @@ Gauss-Newton, vectorized over the points with the same number of views.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import numpy as np
 
@@ -44,14 +44,20 @@ def refine_points(proj: Sequence[np.ndarray], keypoints: Sequence[np.ndarray],
     """
     out = np.array(points, float, copy=True).reshape(-1, 3)
     solved = np.zeros(len(out), bool)
-    by_count: Dict[int, List[int]] = {}
-    for n, obs in enumerate(views):
-        if len(obs) > 2:  # two views: the pair's own point already
-            by_count.setdefault(len(obs), []).append(n)
+    counts = np.fromiter((len(obs) for obs in views), int, len(views))
+    if not np.any(counts > 2):  # two views: the pair's own point already
+        return out, solved
+    # Every observation in one flat array (point by point), its pixel looked up once.
+    flat = np.array([view for obs in views for view in obs], int).reshape(-1, 2)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    first = np.concatenate([[0], np.cumsum([len(k) for k in keypoints])[:-1]])
+    pixels = np.concatenate([np.asarray(k, float).reshape(-1, 2) for k in keypoints])
+    flat_xy = pixels[first[flat[:, 0]] + flat[:, 1]]
     P_all = np.stack([np.asarray(p, float) for p in proj])
-    for count, rows in by_count.items():
-        frames = np.array([[f for f, _ in views[n]] for n in rows])            # [B, m]
-        xy = np.array([[keypoints[f][k] for f, k in views[n]] for n in rows], float)  # [B, m, 2]
+    for count in np.unique(counts[counts > 2]):
+        rows = np.flatnonzero(counts == count)
+        at = starts[rows][:, None] + np.arange(count)                             # [B, m]
+        frames, xy = flat[at, 0], flat_xy[at]                                     # xy [B, m, 2]
         P = P_all[frames]                                                        # [B, m, 3, 4]
         X = _dlt(P, xy)
         for _ in range(GAUSS_NEWTON_STEPS):
@@ -62,7 +68,7 @@ def refine_points(proj: Sequence[np.ndarray], keypoints: Sequence[np.ndarray],
             err = np.linalg.norm(h[..., :2] / depth[..., None] - xy, axis=-1)
         ok = np.all(np.isfinite(X), axis=1) & np.all(depth > 0, axis=1) & np.all(
             err < max_error_px, axis=1)
-        idx = np.asarray(rows)[ok]
+        idx = rows[ok]
         out[idx] = X[ok]
         solved[idx] = True
     return out, solved
@@ -74,7 +80,7 @@ def _dlt(P: np.ndarray, xy: np.ndarray) -> np.ndarray:
     rows_y = xy[..., 1:2] * P[..., 2, :] - P[..., 1, :]
     A = np.concatenate([rows_x, rows_y], axis=1)                                 # [B, 2m, 4]
     A = A / np.maximum(np.linalg.norm(A, axis=-1, keepdims=True), 1e-12)
-    _, _, vt = np.linalg.svd(A)
+    _, _, vt = np.linalg.svd(A, full_matrices=False)
     hom = vt[:, -1]
     with np.errstate(divide="ignore", invalid="ignore"):
         return hom[:, :3] / hom[:, 3:4]
