@@ -13,8 +13,8 @@ from typing import Dict, List, Mapping, Sequence
 
 import numpy as np
 
-from g2g_model.localization.verification import PUBLISHED_SD_SCALE
 from g2g_model.metrics import rotation_error_deg, translation_error_m
+from g2g_ros.bags.fix_covariance import sd_units, widest_sd
 
 FALSE_ACCEPT_TRANS_M = 0.15
 FALSE_ACCEPT_ROT_DEG = 3.0
@@ -24,14 +24,6 @@ COVER_TRANS_M = 0.5
 COVER_ROT_DEG = 30.0
 
 
-def widest_sd(covariance: np.ndarray) -> tuple:
-    """``(position sd m, rotation sd deg)`` along the widest axis of a ``[6, 6]`` pose
-    covariance (x y z, then rotation about x y z in rad, as geometry_msgs orders it)."""
-    c = np.asarray(covariance, np.float64)
-    return (float(np.sqrt(max(np.linalg.eigvalsh(c[:3, :3]).max(), 0.0))),
-            float(np.degrees(np.sqrt(max(np.linalg.eigvalsh(c[3:, 3:]).max(), 0.0)))))
-
-
 def fix_records(fixes: Sequence[tuple], ground_truth: Mapping[int, np.ndarray],
                 alignments: Sequence[object],
                 covariances: Mapping[int, np.ndarray] = None) -> List[Dict[str, object]]:
@@ -39,7 +31,8 @@ def fix_records(fixes: Sequence[tuple], ground_truth: Mapping[int, np.ndarray],
     (``ground_truth``: stamp -> map_T_base): its errors, the evidence of its alignment
     message (the ``GroupAlignment`` published with it: :func:`~g2g_ros.bags.alignment_fields.
     fix_stamp` gives the fix's stamp) and, where ``covariances`` (stamp -> the published
-    ``[6, 6]``) has it, its errors in published standard deviations (:func:`widest_sd`)."""
+    ``[6, 6]``) has it, its errors in published standard deviations
+    (:mod:`g2g_ros.bags.fix_covariance`, as g2g-eval-bag scores them)."""
     from g2g_ros.bags.alignment_fields import fix_stamp
 
     by_stamp = {fix_stamp(msg): msg for msg in alignments}
@@ -63,40 +56,9 @@ def fix_records(fixes: Sequence[tuple], ground_truth: Mapping[int, np.ndarray],
             "published_sd_m": sd_m, "published_sd_deg": sd_deg,
         })
         rec = records[-1]
-        rec["sd_units_m"] = (rec["trans_err_m"] / sd_m if sd_m else None)
-        rec["sd_units_deg"] = (rec["rot_err_deg"] / sd_deg if sd_deg else None)
+        rec["sd_units_m"], rec["sd_units_deg"] = sd_units(rec["trans_err_m"],
+                                                          rec["rot_err_deg"], cov)
     return records
-
-
-def covariance_coverage(records: Sequence[Mapping[str, object]]) -> Dict[str, object]:
-    """How the fixes' errors compare with their published covariance: the median and 90th
-    percentile of error / published sd (position, rotation) and the fractions within 3 sd,
-    published and the verifier's own (``PUBLISHED_SD_SCALE`` times narrower)."""
-    out: Dict[str, object] = {"n": 0}
-    for axis in ("m", "deg"):
-        units = np.array([r["sd_units_" + axis] for r in records
-                          if r.get("sd_units_" + axis) is not None], np.float64)
-        out["n"] = max(out["n"], len(units))
-        if not len(units):
-            continue
-        out[f"median_{axis}"] = float(np.median(units))
-        out[f"p90_{axis}"] = float(np.percentile(units, 90))
-        out[f"within_3sd_{axis}"] = float(np.mean(units <= 3.0))
-        out[f"solve_within_3sd_{axis}"] = float(np.mean(units * PUBLISHED_SD_SCALE <= 3.0))
-    return out
-
-
-def stage_times(samples: Sequence[Mapping[str, float]], stage: str) -> Dict[str, object]:
-    """Median, 90th percentile and maximum (ms) of one stage over a node's status samples
-    (:attr:`g2g_ros.bags.evaluation.Outputs.stage_samples`): each new value of the stage is
-    one run of it (a localization, for the relocalize node's verify and total)."""
-    values = [s.get(stage, float("nan")) for s in samples]
-    ms = np.array([v for k, v in enumerate(values) if np.isfinite(v)
-                   and (k == 0 or v != values[k - 1])], np.float64)
-    if not len(ms):
-        return {"n": 0}
-    return {"n": int(len(ms)), "median_ms": float(np.median(ms)),
-            "p90_ms": float(np.percentile(ms, 90)), "max_ms": float(ms.max())}
 
 
 def is_false_accept(record: Mapping[str, object], trans_m: float = FALSE_ACCEPT_TRANS_M,

@@ -63,6 +63,46 @@ def test_relocalization_metrics_on_known_errors(gt):
               "replay": {"mode": "paced", "groups": 10, "wait_timeouts": 0},
               "relocalization": rel, "latency": evaluate_latency(out, [])}
     assert "nan" not in markdown(report).lower()
+    assert rel["published_covariance"]["n"] == 0   # no covariance recorded: no line
+    assert "Published covariance" not in markdown(report)
+
+
+def test_fixes_are_scored_in_their_published_standard_deviations(gt):
+    """The report expresses each fix's errors in the covariance published with it (widest
+    axis) and counts those within 3 sd, published and of the verifier's own (5x narrower)."""
+    truth, _ = gt
+    sd_m, sd_deg = 0.1, 1.0
+    cov = np.diag([sd_m ** 2, 1e-4, 1e-4, 1e-6, 1e-6, np.radians(sd_deg) ** 2])
+    stamps = [int(s) for s in truth.stamps[2:5]]
+    off = [make_pose(axis_angle_to_matrix([0, 0, np.radians(d)]), [x, 0, 0])
+           for x, d in ((0.02, 0.5), (0.5, 2.0), (0.0, 0.0))]
+    out = Outputs(odometry=[], alignments=[], diagnostics={}, stage_latency_ms={},
+                  reloc_poses=[(s, truth.at(s) @ o) for s, o in zip(stamps, off)],
+                  reloc_covariances={stamps[0]: cov, stamps[1]: cov})   # none for the third
+    c = evaluate_relocalization(truth, out, truth.odom_input)["published_covariance"]
+    assert c["n"] == 2
+    assert c["median_m"] == pytest.approx((0.2 + 5.0) / 2)
+    assert (c["within_3sd_m"], c["within_3sd_deg"]) == (0.5, 1.0)
+    assert (c["verifier_within_3sd_m"], c["verifier_within_3sd_deg"]) == (0.5, 0.5)
+    report = {"graph": "relocalize", "bag": "b", "outputs_bag": "o",
+              "replay": {"mode": "paced", "groups": 3, "wait_timeouts": 0},
+              "relocalization": evaluate_relocalization(truth, out, truth.odom_input),
+              "latency": evaluate_latency(out, [])}
+    assert "Published covariance: 2 fixes" in markdown(report)
+
+
+def test_stage_runs_count_each_run_once():
+    from g2g_ros.bags.stage_runs import all_stage_runs, stage_runs
+
+    nan = float("nan")
+    samples = [{"verify": nan, "total": nan}, {"verify": 800.0, "total": 900.0},
+               {"verify": 800.0, "total": 900.0, "convert": 3.0},
+               {"verify": 200.0, "total": 300.0}, {"total": 300.0}]
+    t = stage_runs(samples, "verify")
+    assert t["n"] == 2 and t["median_ms"] == pytest.approx(500.0) and t["max_ms"] == 800.0
+    assert stage_runs(samples, "select") == {"n": 0}
+    assert list(all_stage_runs(samples)) == ["verify", "total", "convert"]
+    assert all_stage_runs(samples)["convert"]["n"] == 1
 
 
 def _alignment(stamps_b):
@@ -250,6 +290,12 @@ def test_published_covariance_and_stage_samples_are_read(tmp_path):
                 stage_latency_ms=np.array(values, np.float32))
             w.write(conn, k * 10**9, STORE.serialize_cdr(msg, status_type))
     out = load_outputs(bag)
+    runs = evaluate_latency(out, [])["node_stage_runs_ms"]["relocalize/status"]
+    assert runs["verify"]["n"] == 2 and runs["verify"]["max_ms"] == 800.0
+    report = {"graph": "relocalize", "bag": "b", "outputs_bag": "o",
+              "replay": {"mode": "paced", "groups": 5, "wait_timeouts": 0},
+              "latency": evaluate_latency(out, [])}
+    assert "| verify | 2 | 725.0 | 785.0 | 800.0 |" in markdown(report)
     assert list(out.reloc_covariances) == [10**9]
     np.testing.assert_allclose(out.reloc_covariances[10**9], cov)
     samples = out.stage_samples["relocalize/status"]

@@ -115,8 +115,15 @@ def test_replay_in_eval_mode_is_deterministic(replays):
         assert set(by_source) <= {"G2G", "feature matches",
                                   "feature matches solved with parallax"}, by_source
         assert sum(r["fixes"] for r in by_source.values()) == rep["relocalization"]["fixes"]
+        # Every fix is scored in the covariance published with it; the verify stage's runs
+        # are read from relocalize/status (at most one per localization).
+        cov = rep["relocalization"]["published_covariance"]
+        assert cov["n"] == rep["relocalization"]["fixes_with_gt"] >= 3, cov
+        runs = rep["latency"]["node_stage_runs_ms"]["relocalize/status"]
+        assert 1 <= runs["verify"]["n"] <= rep["relocalization"]["attempts"], runs
     report_md = (out1 / "report.md").read_text()
     assert "Fixes by path" in report_md and "Fixes by where the pose came from" in report_md
+    assert "Published covariance: " in report_md and "| verify | " in report_md
     a1, p1 = _outputs(out1)
     a2, p2 = _outputs(out2)
     assert [s for s, _ in p1] == sorted(s for s, _ in p1) and len(p1) == n_frames

@@ -21,8 +21,7 @@ sys.path.insert(0, str(ROOT / "test"))
 from test_data_convert_tum import _git_repo, cabinet_files  # noqa: E402
 
 from benchmarks.reloc_scoring import (  # noqa: E402
-    covariance_coverage, coverage, fix_records, is_false_accept, stage_times, summarize,
-    widest_sd,
+    coverage, fix_records, is_false_accept, summarize,
 )
 from g2g_model.data.format import TrajectoryReader  # noqa: E402
 from g2g_model.geometry import make_pose  # noqa: E402
@@ -76,6 +75,8 @@ def test_fix_records_errors_evidence_and_false_accepts():
 def test_fix_errors_in_published_standard_deviations():
     """Each fix's error over the widest axis of the covariance published with it; the
     coverage counts the fixes within 3 sd, published and the verifier's own (5x narrower)."""
+    from g2g_ros.bags.fix_covariance import coverage as covariance_coverage, widest_sd
+
     sd_m, sd_deg = 0.05, 1.0
     cov = np.diag([sd_m ** 2, (sd_m / 2) ** 2, 1e-6, 1e-8, np.radians(sd_deg) ** 2, 1e-8])
     assert widest_sd(cov) == pytest.approx((sd_m, sd_deg))
@@ -88,24 +89,14 @@ def test_fix_errors_in_published_standard_deviations():
     assert records[0]["sd_units_deg"] == pytest.approx(0.5)
     assert records[1]["sd_units_m"] == pytest.approx(4.0)
     assert records[2]["sd_units_m"] is None and records[2]["published_sd_m"] is None
-    c = covariance_coverage(records)
+    units = [(r["sd_units_m"], r["sd_units_deg"]) for r in records]
+    c = covariance_coverage(units)
     assert c["n"] == 2
     assert (c["within_3sd_m"], c["within_3sd_deg"]) == (0.5, 1.0)
     # Five times narrower: 0.2 sd -> 1, 0.5 -> 2.5 within; 4 and 2 -> 20 and 10 outside.
-    assert (c["solve_within_3sd_m"], c["solve_within_3sd_deg"]) == (0.5, 0.5)
+    assert (c["verifier_within_3sd_m"], c["verifier_within_3sd_deg"]) == (0.5, 0.5)
     assert c["median_m"] == pytest.approx(2.1)
-    assert covariance_coverage(records[2:]) == {"n": 0}
-
-
-def test_stage_times_count_each_run_once():
-    nan = float("nan")
-    samples = [{"verify": nan, "total": nan}, {"verify": 800.0, "total": 900.0},
-               {"verify": 800.0, "total": 900.0, "convert": 3.0},
-               {"verify": 200.0, "total": 300.0}, {"total": 300.0}]
-    t = stage_times(samples, "verify")
-    assert t["n"] == 2 and t["median_ms"] == pytest.approx(500.0)
-    assert t["max_ms"] == 800.0
-    assert stage_times(samples, "select") == {"n": 0}
+    assert covariance_coverage(units[2:])["n"] == 0
 
 
 def test_coverage_needs_position_and_viewing_direction():

@@ -15,8 +15,10 @@ and computes, with the functions of :mod:`g2g_model.metrics`:
   error of the map->odom-corrected trajectory (the correction of the latest fix composed with
   the odometry input, every frame from the first fix on; :func:`fix_corrections`), and, given
   the map, the predicted poses of every ``GroupAlignment`` (B_j and A_i) and of every fix on
-  its window against the ground truth;
-* latency: replay wait per group, node stage latencies, model inference time.
+  its window against the ground truth; the fixes' errors in the standard deviations of the
+  covariance published with them (:mod:`g2g_ros.bags.fix_covariance`);
+* latency: replay wait per group, node stage latencies (the last, and each stage's runs:
+  :mod:`g2g_ros.bags.stage_runs`), model inference time.
 
 All statistics of empty sets are ``None`` (never NaN).
 """
@@ -41,6 +43,8 @@ from g2g_ros.bags.alignment_fields import (
 from g2g_ros.bags.bag_reader import (
     BagError, open_bag, read_metadata, read_topic, require_topics,
 )
+from g2g_ros.bags.fix_covariance import coverage, sd_units
+from g2g_ros.bags.stage_runs import all_stage_runs, distinct_stage_samples
 from g2g_ros.bags.typestore import GT_ODOM_TOPIC, TF_STATIC_TOPIC, TF_TOPIC
 from g2g_ros.conversions import header_ns, pose_to_matrix, stamp_ns, transform_to_matrix
 
@@ -76,8 +80,7 @@ class Outputs:
     # relocalize/pose's covariance per stamp ([6, 6]: x y z, then rotation about x y z, rad).
     reloc_covariances: Dict[int, np.ndarray] = field(default_factory=dict)
     # Status topic -> its stage latencies, one sample per change of any of them, in order
-    # (a stage that runs once per localization changes once per localization; one between
-    # two status messages is not seen).
+    # (:mod:`g2g_ros.bags.stage_runs`).
     stage_samples: Dict[str, List[Dict[str, float]]] = field(default_factory=dict)
 
 
@@ -138,26 +141,13 @@ def load_outputs(bag: str | Path) -> Outputs:
             if topic in topics:
                 msgs = read_topic(reader, topic, where)
                 if msgs:
-                    samples[topic] = _distinct_stage_samples(m for _, m in msgs)
+                    samples[topic] = distinct_stage_samples(m for _, m in msgs)
                     last = msgs[-1][1]
                     stages[topic] = {n: float(v) for n, v in zip(last.stage_names,
                                                                  last.stage_latency_ms)}
     dedupe = lambda seq: sorted(dict(seq).items())  # noqa: E731 - last message per stamp
     return Outputs(dedupe(odometry), dedupe(poses), aligns, diags, stages,
                    dict(covariances), samples)
-
-
-def _distinct_stage_samples(statuses) -> List[Dict[str, float]]:
-    """The stage latencies of EstimatorStatus messages, one per change of any of them (a
-    node publishes its status periodically, repeating the last values; NaN: not measured)."""
-    out, seen = [], None
-    for msg in statuses:
-        values = np.asarray(msg.stage_latency_ms, np.float64)
-        if seen is None or values.shape != seen.shape or not np.array_equal(
-                values, seen, equal_nan=True):
-            out.append(dict(zip(msg.stage_names, values.tolist())))
-        seen = values
-    return out
 
 
 # ---------------------------------------------------------------------------------- odometry
@@ -378,6 +368,10 @@ def evaluate_relocalization(gt: GroundTruth, out: Outputs, odom_input: Dict[int,
            for name, key in (("by_path", alignment_path), ("by_pose_source", pose_source_kind))},
         "corrected_frames": int(len(stamps)),
         "corrected_error_trans_m": _stats(c_t), "corrected_error_rot_deg": _stats(c_r),
+        # The fixes' errors in the standard deviations published with them.
+        "published_covariance": coverage([
+            sd_units(float(t), float(r), out.reloc_covariances.get(int(s)))
+            for (s, _, _), t, r in zip(fixes, t_err, r_err)]),
         "predicted": None,
     }
     cam = query_camera or (gt.metadata.get("cameras") or sorted(gt.base_T_cam))[0]
@@ -395,6 +389,8 @@ def evaluate_latency(out: Outputs, replay_latencies_s: Sequence[float]) -> Dict[
              if np.isfinite(m.inference_time_ms)]
     return {"replay_wait_ms": _stats(1e3 * np.asarray(replay_latencies_s, dtype=np.float64)),
             "node_stage_ms": out.stage_latency_ms,
+            "node_stage_runs_ms": {topic: all_stage_runs(samples)
+                                   for topic, samples in out.stage_samples.items()},
             "reloc_inference_ms": _stats(np.asarray(infer))}
 
 

@@ -116,6 +116,18 @@ def markdown(report: Mapping) -> str:
                 lines.append(f"| {name} | {row['fixes']} | {row['with_gt']} | "
                              f"{row['false_accepts']} | {format_value(row['median_trans_m'])} | "
                              f"{format_value(row['median_rot_deg'])} |")
+        cov = rel.get("published_covariance") or {}
+        if cov.get("n"):
+            lines += ["", f"Published covariance: {cov['n']} fixes; their errors in the "
+                      "standard deviations along its widest axis, position / rotation: median "
+                      f"{format_value(cov.get('median_m'))} / "
+                      f"{format_value(cov.get('median_deg'))}, 90th percentile "
+                      f"{format_value(cov.get('p90_m'))} / {format_value(cov.get('p90_deg'))}; "
+                      f"within 3 sd {format_value(cov.get('within_3sd_m'))} / "
+                      f"{format_value(cov.get('within_3sd_deg'))} (of the verifier's own, "
+                      f"{cov['verifier_sd_scale']:g} times narrower: "
+                      f"{format_value(cov.get('verifier_within_3sd_m'))} / "
+                      f"{format_value(cov.get('verifier_within_3sd_deg'))})."]
         if rel.get("predicted"):
             lines += ["", "Predicted poses (GroupAlignment) vs ground truth:", "",
                       format_markdown_table(rel["predicted"], PAIR_COLUMNS, title="poses")]
@@ -128,6 +140,17 @@ def markdown(report: Mapping) -> str:
         lines.append("")
         lines.append(f"{topic} last stage latencies: " + ", ".join(
             f"{k} {format_value(v, digits=1)} ms" for k, v in stages.items()))
+    for topic, stages in (lat.get("node_stage_runs_ms") or {}).items():
+        if not any(row.get("n") for row in stages.values()):
+            continue
+        lines += ["", f"{topic}, each stage's runs (a new value on the status topic: "
+                  "one run):", "", "| stage | runs | median ms | p90 ms | max ms |",
+                  "|---|---|---|---|---|"]
+        for name, row in stages.items():
+            if row.get("n"):
+                lines.append(f"| {name} | {row['n']} | "
+                             + " | ".join(format_value(row[k], digits=1)
+                                          for k in ("median_ms", "p90_ms", "max_ms")) + " |")
     if report.get("plots"):
         lines += ["", "## Plots", ""] + [f"- `{p}`" for p in report["plots"]]
     return "\n".join(lines) + "\n"
