@@ -259,6 +259,9 @@ class RelocalizeNode(QueryInputs, MapLoading, ManagedNode):
         else:
             self.problems.report("localization", result.message)
         self.get_logger().info(result.message)
+        # Each decision and its stage times reach ~/status and /diagnostics at once, not only
+        # at the next period: a monitor (or g2g-eval-bag) sees every localization.
+        self._publish_status()
         return result
 
     def _publish_fix(self, result: LocalizationResult) -> None:
