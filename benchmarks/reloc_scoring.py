@@ -3,8 +3,8 @@
 g2g-eval-bag's report gives counts and medians; this adds what the real-sequence benchmark
 needs on top: each published fix with its error, the verifier's evidence that the node
 publishes with it (``GroupAlignment``: path, inliers, pose source, window overlap) and how its
-error compares with the covariance published with it, false accepts at a strict threshold, how
-much of the query the map covers, and what the node's stages took per localization.
+error in the covariance published with it (as g2g-eval-bag scores it), false accepts at a
+strict threshold, and how much of the query the map covers.
 """
 
 from __future__ import annotations
