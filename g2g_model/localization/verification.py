@@ -73,8 +73,7 @@ G2G_COVARIANCE = np.diag([0.13] * 3 + [0.046] * 3)
 # the errors were a median 0.8-7.1 times the solve's deviations in position and 1.9-6.5 times
 # in rotation (90th percentile up to 14); five times wider, 92-100 % of every set's fixes lie
 # within 3 (the benchmark scores it; docs/VERIFICATION.md, "How wide the published covariance
-# is"). The trust rules
-# (``max_position_sd_m``) judge the solve's own.
+# is"). The trust rules (``max_position_sd_m``) judge the solve's own.
 PUBLISHED_SD_SCALE = 5.0
 # Shares of VerifierConfig.cache_mb: features of images, map points of windows, triangulated
 # map-frame pairs, 2D-3D matches of query images.

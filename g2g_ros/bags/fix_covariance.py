@@ -6,7 +6,10 @@ too narrow, and the filter trusts a fix more than its odometry. With ground trut
 ``g2g-eval-bag`` (and ``bench_real_reloc``) express each fix's errors in the standard deviation
 along the covariance's widest axis, position and rotation apart, and count the fixes within 3
 of them, for the published covariance and for the verifier's own (``PUBLISHED_SD_SCALE`` times
-narrower: the trust rules judge that one).
+narrower: the trust rules judge that one). That factor is the structure's, the default path;
+a fix of the relative pose between windows (``verify_relative_fallback``, off by default) is
+published 10 times wider than its solve, so for such fixes the "verifier's own" share is an
+approximation.
 """
 
 from __future__ import annotations
