@@ -2,8 +2,9 @@
 
 A node's ``~/status`` (``EstimatorStatus``) carries every stage's last latency and is
 published periodically, so a recording repeats values between runs. Each new value of a stage
-is one run of it (for the relocalize node's ``verify`` and ``total``: one localization); a
-run between two status messages is not seen, and two runs of exactly the same time count once.
+is one run of it (for the relocalize node's ``verify`` and ``total``: one localization; that
+node also publishes its status after every localization, so none is missed); a run between two
+status messages is not seen, and two runs of exactly the same time count once.
 """
 
 from __future__ import annotations
