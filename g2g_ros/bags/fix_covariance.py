@@ -8,7 +8,8 @@ along the covariance's widest axis, position and rotation apart, and count the f
 of them, for the published covariance and for the verifier's own (``PUBLISHED_SD_SCALE`` times
 narrower: the trust rules judge that one). That factor is the structure's, the default path;
 a fix of the relative pose between windows (``verify_relative_fallback``, off by default) is
-published 10 times wider than its solve, so for such fixes the "verifier's own" share is an
+published 10 times wider than its solve, and a G2G-only fix (``fix_needs_geometry`` false)
+with G2G's fixed covariance, so where such fixes are counted the "verifier's own" share is an
 approximation.
 """
 
