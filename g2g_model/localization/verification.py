@@ -210,19 +210,20 @@ class StructureVerifier:
                 found[j].setdefault(int(b), point)
                 seen[i].setdefault(int(a), [(i, int(a))]).append((j, int(b)))
                 seen[j].setdefault(int(b), [(j, int(b))]).append((i, int(a)))
-        out = []
-        for pts, views in zip(found, seen):
-            idx = np.fromiter(pts.keys(), int, len(pts))
-            points = np.array([pts[k] for k in idx]).reshape(-1, 3)
-            if len(idx):
-                # Seen in more than two map frames: solved from all of them, and dropped where
-                # they disagree (a match slid along its epipolar line in one pair).
-                points, solved = refine_points(proj, [f.keypoints for f in feats],
-                                               [views[k] for k in idx], points,
-                                               cfg.reprojection_px)
-                keep = solved | np.array([len(views[k]) == 2 for k in idx], bool)
-                idx, points = idx[keep], points[keep]
-            out.append((idx, points))
+        idx = [np.fromiter(pts.keys(), int, len(pts)) for pts in found]
+        views = [seen[f][k] for f, ids in enumerate(idx) for k in ids]
+        points = np.array([found[f][k] for f, ids in enumerate(idx) for k in ids]).reshape(-1, 3)
+        # Seen in more than two map frames: solved from all of them (every frame's in one
+        # batch), and dropped where they disagree (a match slid along its epipolar line).
+        points, solved = refine_points(proj, [f.keypoints for f in feats], views, points,
+                                       cfg.reprojection_px)
+        keep = solved | np.array([len(v) == 2 for v in views], bool)
+        out, start = [], 0
+        for ids in idx:
+            stop = start + len(ids)
+            kept = keep[start:stop]
+            out.append((ids[kept], points[start:stop][kept]))
+            start = stop
         return out
 
     def _triangulate(self, fi: Features, fj: Features, pi: np.ndarray, pj: np.ndarray,
