@@ -142,9 +142,7 @@ def load_outputs(bag: str | Path) -> Outputs:
                 msgs = read_topic(reader, topic, where)
                 if msgs:
                     samples[topic] = distinct_stage_samples(m for _, m in msgs)
-                    last = msgs[-1][1]
-                    stages[topic] = {n: float(v) for n, v in zip(last.stage_names,
-                                                                 last.stage_latency_ms)}
+                    stages[topic] = dict(samples[topic][-1])  # the last message's values
     dedupe = lambda seq: sorted(dict(seq).items())  # noqa: E731 - last message per stamp
     return Outputs(dedupe(odometry), dedupe(poses), aligns, diags, stages,
                    dict(covariances), samples)
