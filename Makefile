@@ -17,11 +17,17 @@ help:
 setup:
 	@tools/setup.sh
 
+# The test files run in PYTEST_WORKERS processes (pytest-xdist; a file's tests stay together,
+# so its module fixtures are built once): most tests wait on DDS and on node processes, and one
+# process kept about half of two cores busy. PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),-n 0,-n $(PYTEST_WORKERS) --dist loadfile)
+
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m g2g_ros.demo $(DEMO_ARGS)

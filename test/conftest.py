@@ -1,17 +1,43 @@
 """Test-wide settings.
 
-DDS isolation: every pytest run gets its own ROS domain and localhost-only discovery, so two
-runs on the same machine (or a developer's live robot graph) never see each other's traffic.
+DDS isolation: every pytest process (`make test` runs the test files in ``PYTEST_WORKERS``
+processes with pytest-xdist) reserves a ROS domain for its lifetime, with localhost-only
+discovery, so two test processes, the evaluation replays the tests start (`g2g-eval-bag` takes
+a free domain the same way) and a developer's live robot graph never see each other's traffic.
 Child processes started by the tests inherit these variables.
 """
 
 import os
-import random
+from contextlib import ExitStack
 
 import pytest
 
-# Domain ids 1..100 are safe with Fast DDS default ports; vary by pid so parallel runs differ.
-os.environ["ROS_DOMAIN_ID"] = str(1 + (os.getpid() + random.randrange(1000)) % 100)
+from g2g_ros.bags.domains import private_domain
+
+# The product's reservation (an advisory lock per domain, released by the operating system when
+# the process ends): held until then, never closed here. A domain drawn at random could be the
+# one a replay in the other worker reserved, and the two tests' nodes would then take each
+# other's messages.
+_RESERVED = ExitStack()
+os.environ["ROS_DOMAIN_ID"] = str(_RESERVED.enter_context(private_domain()))
+
+
+def _share_the_cores() -> None:
+    """Under xdist, each worker (and the processes it starts) gets its share of the cores for
+    torch's, OpenMP's and BLAS' thread pools: workers that each ran two threads on two cores
+    spun at each other's barriers (a 97 s fixture took 371 s)."""
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if count < 2:
+        return
+    threads = str(max(1, len(os.sched_getaffinity(0)) // count))
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = threads
+    import torch
+
+    torch.set_num_threads(int(threads))
+
+
+_share_the_cores()
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # The large shared-memory segment our players give themselves (g2g_ros.qos), for every process
