@@ -81,7 +81,14 @@ def test_every_display_topic_is_one_the_nodes_publish(tmp_path):
     finally:
         listener.close()
         logs = [p.stop() for p in procs]
-    # The traceback's last lines first: a long message is cut to its first lines.
-    failures = ["\n".join(log[log.index("Traceback"):].splitlines()[-8:][::-1])
-                for log in logs if "Traceback" in log]
+    failures = [_exception_first(log) for log in logs if "Traceback" in log]
     assert not failures, "\n---\n".join(failures)
+
+
+def _exception_first(log):
+    """A log's first traceback, its exception line first and then its innermost frames: pytest
+    cuts a long message to its first lines."""
+    lines = log[log.index("Traceback"):].splitlines()
+    end = next((k for k, line in enumerate(lines[1:], 1) if not line.startswith(" ")),
+               len(lines) - 1)
+    return "\n".join([lines[end], *lines[max(1, end - 6):end]])
