@@ -28,16 +28,20 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
     rclpy.init(args=args)
     node = None
     try:
-        node = node_class()
+        # The executor first: SIGINT shuts the context down, and an executor built after that
+        # (the node's construction takes seconds) fails half-made, its __del__ then printing a
+        # traceback at exit (seen when a test stopped a graph right after it came up).
         executor = MultiThreadedExecutor(num_threads=threads)
+        node = node_class()
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except RCLError:
+    except (RCLError, RuntimeError):
         # SIGINT shuts the context down from rclpy's signal handler; an executor that is
-        # building its next wait set at that moment raises instead of returning. Only then is
-        # it a clean shutdown.
+        # building its next wait set at that moment raises instead of returning, and so does a
+        # node still being built ("Context must be initialized"). Only then is it a clean
+        # shutdown.
         if rclpy.ok():
             raise
     finally:
