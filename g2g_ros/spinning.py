@@ -19,7 +19,6 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
     import signal
 
     import rclpy
-    from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
     from g2g_ros.malloc_arenas import limit_malloc_arenas
@@ -37,11 +36,11 @@ def spin_node(node_class, args=None, threads: int = 2) -> None:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except (RCLError, RuntimeError):
+    except RuntimeError:
         # SIGINT shuts the context down from rclpy's signal handler; an executor that is
-        # building its next wait set at that moment raises instead of returning, and so does a
-        # node still being built ("Context must be initialized"). Only then is it a clean
-        # shutdown.
+        # building its next wait set at that moment raises (RCLError, a RuntimeError) instead
+        # of returning, and so does a node still being built ("Context must be initialized").
+        # Only then is it a clean shutdown.
         if rclpy.ok():
             raise
     finally:
